@@ -1,0 +1,44 @@
+# kiln — the two commands: `make demo` and `make test`.  Each creates .venv,
+# installs torch 2.13.0 (CPU build) and kiln with its extras, builds the C
+# extension, then runs.
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+TORCH := torch==2.13.0
+export KILN_CACHE_DIR ?= $(CURDIR)/.kiln-cache
+
+.PHONY: demo test test-full bench asan setup build clean
+
+$(VENV)/.setup: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q $(TORCH)
+	$(VPY) -m pip install -q setuptools wheel pytest transformers numpy tqdm
+	touch $@
+
+setup: $(VENV)/.setup
+
+build: setup
+	$(VPY) -m pip install -q --no-build-isolation --no-deps -e .
+
+demo: build
+	$(VPY) -m kiln.bench --models mlp,encoder,bert --no-warm
+
+test: build
+	$(VPY) -m pytest -q tests
+
+test-full: build
+	KILN_TEST_FULL=1 $(VPY) -m pytest -q tests
+
+bench: build
+	$(VPY) -m kiln.bench
+
+# AddressSanitizer + UBSan build of the extension, suite run with libasan preloaded.
+asan: setup
+	KILN_ASAN=1 $(VPY) -m pip install -q --no-build-isolation --no-deps -e . --force-reinstall
+	PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+		$(VPY) -m pytest -q -x tests -k "not opinfo"
+	$(VPY) -m pip install -q --no-build-isolation --no-deps -e . --force-reinstall
+
+clean:
+	rm -rf build *.egg-info kiln/*.so src/codegen/prelude.inc .kiln-cache

@@ -1,0 +1,287 @@
+"""kiln.backends — the torch.compile backend contract.
+
+`kiln(gm, example_inputs)` has torch.compile's backend signature.  It lowers
+the captured graph to core ATen with AOT autograd and a decomposition table
+chosen op by op (below), then hands each ATen graph to the C core: lowering,
+fusion, memory planning and C generation happen in kiln._C; the C compiler runs
+through the disk cache; the result is a kiln._C.Program whose step loop runs in
+C.  Forward and backward graphs take the same path (fw_compiler and
+bw_compiler are the same function).
+
+Any failure inside kiln warns once and runs that graph eagerly (the ATen graph
+itself), so a user never gets an error or a wrong answer from kiln.
+"""
+import itertools
+import os
+import threading
+import time
+import warnings
+
+import torch
+from torch._decomp import core_aten_decompositions, decomposition_table
+from torch._functorch.aot_autograd import aot_module_simplified
+
+from . import _C, config, fx_bridge
+
+__version__ = "0.1.0"
+
+_C.set_runtime(torch.empty_strided, torch.empty, torch.as_strided, fx_bridge.DTYPES, torch.uint8, fx_bridge.Ref)
+
+aten = torch.ops.aten
+
+# Ops kiln keeps whole (extern calls into ATen's own kernels, which beat a
+# decomposition): attention, and the matmul family is not decomposed anyway.
+_KEEP = {
+    aten.scaled_dot_product_attention.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+}
+# Composite ops that core ATen keeps but kiln fuses better from their parts:
+# normalisations and softmax become reductions + pointwise in one kernel.
+_EXTRA = [
+    aten._softmax.default, aten._log_softmax.default, aten.native_layer_norm.default,
+    aten._native_batch_norm_legit_no_training.default, aten.native_group_norm.default,
+    aten.logsumexp.default, aten.hardswish.default, aten.hardsigmoid.default, aten.mish.default,
+    aten.elu.default, aten.silu.default, aten.softplus.default, aten.addcmul.default, aten.addcdiv.default,
+    aten.lerp.Scalar, aten.lerp.Tensor, aten.std.correction, aten.nan_to_num.default, aten.isfinite.default,
+    aten.squeeze.dims, aten.native_dropout.default, aten.rms_norm.default if hasattr(aten, "rms_norm") else None,
+]
+
+_table_cache = None
+
+
+def decompositions():
+    """The decomposition table kiln lowers with (built once)."""
+    global _table_cache
+    if _table_cache is None:
+        t = dict(core_aten_decompositions())
+        for op in _KEEP:
+            t.pop(op, None)
+        for op in _EXTRA:
+            if op is not None and op in decomposition_table:
+                t[op] = decomposition_table[op]
+        _table_cache = t
+    return _table_cache
+
+
+_warned = set()
+_lock = threading.Lock()
+# Stats of every graph compiled since the last reset (kiln.explain reads them).
+compiled_graphs = []
+
+
+def _warn_once(msg):
+    with _lock:
+        if msg in _warned:
+            return
+        _warned.add(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def reset():
+    """Forget in-memory state (the disk cache stays)."""
+    compiled_graphs.clear()
+    _warned.clear()
+
+
+class CompiledGraph:
+    """Callable result of compiling one ATen graph."""
+
+    def __init__(self, program, constants, single, stats, so_path=None):
+        self.program = program
+        self.constants = tuple(constants)
+        self.single = single
+        self.kiln_stats = stats
+        self.so_path = so_path
+
+    def __call__(self, *args):
+        if self.constants:
+            args = args + self.constants
+        out = self.program(*args)
+        return out[0] if self.single else out
+
+
+class EagerGraph:
+    """A graph kiln could not compile: runs the ATen graph as is."""
+
+    def __init__(self, gm, reason, aten_ops):
+        self.gm = gm
+        self.reason = reason
+        self.kiln_stats = {"aten_ops": aten_ops, "kernels": 0, "externs": 0, "fallbacks": 1,
+                           "extern_ops": [], "reason": reason}
+
+    def __call__(self, *args):
+        return self.gm(*args)
+
+
+def _count_ops(gm):
+    return sum(1 for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload))
+
+
+def _units(prelude, source):
+    """Split a graph's kernels into translation units of at most
+    config.chunk_kernels kernels (compiled in parallel)."""
+    parts = source.split("\nvoid ")
+    head, kernels = parts[0], ["void " + p for p in parts[1:]]
+    if len(kernels) <= config.chunk_kernels:
+        return [prelude + source]
+    out = []
+    for i in range(0, len(kernels), config.chunk_kernels):
+        out.append(prelude + head + "\n" + "\n".join(kernels[i:i + config.chunk_kernels]))
+    return out
+
+
+def _salt():
+    return f"kiln {__version__} | cc {config.cc} | torch {torch.__version__}"
+
+
+def _prepare(gm, prefix):
+    """ATen graph -> (Program, constants, single).  Raises on failure."""
+    if "graph" in config.dump:
+        print(f"[kiln] ATen graph:\n{gm.graph}")
+    desc, constants, single = fx_bridge.describe(gm)
+    program = _C.compile(desc, prefix, "loops" in config.dump)
+    if "loops" in config.dump:
+        print(f"[kiln] loops:\n{program.loops}")
+    return program, constants, single
+
+
+def _build(programs):
+    """Compile the kernels of all programs into one cached shared object."""
+    prelude = _C.prelude()
+    units = []
+    for p in programs:
+        if p.num_kernels:
+            units.extend(_units(prelude, p.source))
+    if not units:
+        return None
+    so, cached = _C.build(units, config.cache_dir, config.cc, config.cflags, _salt(), config.compile_jobs)
+    if "code" in config.dump:
+        print(f"[kiln] generated C: {so[:-3]}.c ({'cached' if cached else 'compiled'})")
+    lib = _C.Library(so)
+    for p in programs:
+        if p.num_kernels:
+            p.load(lib)
+    return so
+
+
+def compile_graph(gm, example_inputs=None):
+    """Compile one ATen graph (after AOT autograd) with kiln; never raises:
+    an internal failure warns once and returns an eager runner."""
+    t0 = time.perf_counter()
+    try:
+        program, constants, single = _prepare(gm, "kn_")
+        so = _build([program])
+        stats = dict(program.stats)
+        stats["compile_s"] = time.perf_counter() - t0
+        cg = CompiledGraph(program, constants, single, stats, so)
+    except fx_bridge.Unsupported as e:
+        cg = EagerGraph(gm, str(e), _count_ops(gm))
+    except _C.CompilerError as e:
+        if config.debug:
+            raise
+        _warn_once(f"kiln: C compilation failed, running eagerly: {str(e).splitlines()[0]}")
+        cg = EagerGraph(gm, str(e), _count_ops(gm))
+    except Exception as e:  # internal error: never crash the user's process
+        if config.debug:
+            raise
+        _warn_once(f"kiln: internal error, running this graph eagerly: {type(e).__name__}: {e}")
+        cg = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
+    compiled_graphs.append(cg.kiln_stats)
+    return cg
+
+
+def _aot(gm, example_inputs, fw):
+    return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=fw,
+                                 decompositions=decompositions())
+
+
+def kiln(gm, example_inputs):
+    """torch.compile backend: `torch.compile(model, backend="kiln")`."""
+    try:
+        return _aot(gm, example_inputs, compile_graph)
+    except Exception as e:
+        if config.debug:
+            raise
+        _warn_once(f"kiln: could not lower this graph to ATen, running it eagerly: {type(e).__name__}: {e}")
+        compiled_graphs.append({"aten_ops": 0, "kernels": 0, "externs": 0, "fallbacks": 1, "extern_ops": []})
+        return gm.forward
+
+
+class _Deferred:
+    """Placeholder returned to AOT autograd by compile_many until the shared
+    object holding every graph is built."""
+
+    def __init__(self, gm):
+        self.gm = gm
+        self.target = None
+        self.kiln_stats = None
+
+    def __call__(self, *args):
+        return self.target(*args)
+
+
+def compile_many(items):
+    """Compile many (gm, example_inputs) with one C compiler run.  Returns a
+    callable per item (each with .kiln_stats); an item that fails runs
+    eagerly."""
+    results, deferred = [], []
+    for gm, ex in items:
+        mine = []
+
+        def fw(g, e, mine=mine):
+            d = _Deferred(g)
+            mine.append(d)
+            deferred.append(d)
+            return d
+
+        try:
+            f = _aot(gm, list(ex), fw)
+        except Exception as e:
+            f = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
+            mine = []
+        results.append((f, mine))
+    programs, owners = [], []
+    for i, d in enumerate(deferred):
+        try:
+            prog, consts, single = _prepare(d.gm, f"g{i}_")
+            programs.append(prog)
+            owners.append((d, prog, consts, single))
+        except Exception as e:
+            d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
+            d.kiln_stats = d.target.kiln_stats
+    try:
+        so = _build(programs)
+        for d, prog, consts, single in owners:
+            d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
+            d.kiln_stats = d.target.kiln_stats
+    except Exception as e:
+        for d, prog, consts, single in owners:
+            d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
+            d.kiln_stats = d.target.kiln_stats
+    out = []
+    for f, mine in results:
+        if isinstance(f, EagerGraph):
+            f.kiln_stats = dict(f.kiln_stats)
+            out.append(f)
+            continue
+        stats = {"aten_ops": 0, "kernels": 0, "externs": 0, "fallbacks": 0, "extern_ops": []}
+        for d in mine:
+            for k in ("aten_ops", "kernels", "externs", "fallbacks"):
+                stats[k] += d.kiln_stats.get(k, 0)
+            stats["extern_ops"] += list(d.kiln_stats.get("extern_ops", []))
+        wrapped = _StatsCallable(f, stats)
+        out.append(wrapped)
+    return out
+
+
+class _StatsCallable:
+    def __init__(self, f, stats):
+        self.f = f
+        self.kiln_stats = stats
+
+    def __call__(self, *args):
+        return self.f(*args)
+
+
+def lowered_ops():
+    return sorted(_C.lowered_ops())

@@ -1,0 +1,23 @@
+"""kiln.bench: the project's benchmark runner.
+
+``python -m kiln.bench`` compares eager PyTorch, torch.compile's default
+backend (inductor) and torch.compile(backend="kiln") on a small model zoo:
+steady-state latency, speedups, cold and warm compile times and numerical
+error against eager.  ``python -m kiln.bench --bandwidth`` measures copy
+bandwidth and a fused memory-bound kernel.  See ``python -m kiln.bench -h``
+and :mod:`kiln.bench.runner` for details.
+
+Modules: runner (CLI and orchestration), models (model zoo), measure (timing
+and accuracy), compilers (backend plumbing, cache directories), report
+(tables, summary, JSON), bandwidth (--bandwidth mode).
+"""
+
+
+def main(argv=None) -> int:
+    """Run the benchmark with command-line arguments ``argv``; returns the exit status."""
+    from .runner import main as run
+
+    return run(argv)
+
+
+__all__ = ["main"]

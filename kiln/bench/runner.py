@@ -1,0 +1,398 @@
+"""Command-line driver of the kiln benchmark: ``python -m kiln.bench``.
+
+For every selected model, in one process and on the same inputs, under
+``torch.no_grad()`` with the model in eval mode:
+
+1. eager: warm up, time ``--repeat`` calls, keep the output as reference;
+2. inductor (``torch.compile`` default backend; skip with ``--no-inductor``):
+   dynamo reset, fresh empty inductor cache dir, time the first call (cold
+   compile = first call - eager median), check the output, time ``--repeat``
+   calls;
+3. kiln (``torch.compile(backend=--kiln-backend)``): the same, after
+   ``kiln.reset()`` and with ``KILN_CACHE_DIR`` pointing at a fresh empty
+   directory;
+4. kiln warm compile (skip with ``--no-warm``): a new process
+   (``python -m kiln.bench --_warm-child MODEL ...``) rebuilds the same model,
+   reuses the cache directory filled in step 3 and reports its first-call time.
+
+A failure in any step is recorded in the model's row and the run goes on; the
+exit status is 0 unless the command line is invalid.  Progress goes to stderr
+(tqdm), the results table and geomean summary to stdout, everything to
+``--json FILE`` on request.  ``--bandwidth`` runs the memory-bandwidth
+benchmark of ``kiln.bench.bandwidth`` instead of the models.
+"""
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from . import models as zoo
+from .compilers import (KilnHandle, check_backend, count_files, env_var, import_kiln,
+                        inductor_cache_dir, prime_backend, reset_compilers)
+from .measure import compare_outputs, median, synchronizer, time_first_call, time_iterations
+from .machine import format_header, machine_info
+from .report import (add_derived, describe_exception, format_errors, format_legend,
+                     format_results, format_summary, shorten, summarize, write_json)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+WARM_MARKER = "@@KILN_BENCH_WARM@@"
+
+
+# ------------------------------------------------------------------ arguments
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m kiln.bench",
+        description="Benchmark eager vs torch.compile (inductor) vs kiln.")
+    p.add_argument("--models", default="default",
+                   help="comma-separated model names or groups (builtin, transformers, "
+                        "torchvision, timm), 'default' or 'all' (default: %(default)s)")
+    p.add_argument("--list", action="store_true", help="list the models and exit")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch.set_num_threads(N) (default: leave as is)")
+    p.add_argument("--repeat", type=int, default=30, help="timed iterations (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed iterations before timing (default: %(default)s)")
+    p.add_argument("--batch", type=int, default=None, help="override every model's batch size")
+    p.add_argument("--seq", type=int, default=None, help="override the sequence length")
+    p.add_argument("--json", metavar="FILE", help="also write all results as JSON")
+    p.add_argument("--no-inductor", action="store_true",
+                   help="skip torch.compile's default backend (slow to compile)")
+    p.add_argument("--no-warm", action="store_true", help="skip the warm-compile subprocess")
+    p.add_argument("--kiln-backend", default="kiln",
+                   help="torch.compile backend for the kiln column (default: %(default)s; "
+                        "'eager' exercises the runner without kiln)")
+    p.add_argument("--warm-timeout", type=float, default=900,
+                   help="seconds allowed for one warm-compile subprocess")
+    p.add_argument("--bandwidth", action="store_true",
+                   help="measure copy bandwidth and a fused memory-bound kernel instead")
+    p.add_argument("--bw-numel", type=int, default=None,
+                   help="elements of the big tensors in --bandwidth mode "
+                        "(default: 64M on cpu, 256M on cuda)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print full tracebacks")
+    p.add_argument("--_warm-child", dest="warm_child", metavar="MODEL", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+# ------------------------------------------------------------------- session
+class Session:
+    """Everything the per-model steps share: options, device, kiln, temp dirs."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.dtype = DTYPES[args.dtype]
+        self.cfg = zoo.BuildConfig(device=args.device, dtype=self.dtype,
+                                   batch=args.batch, seq=args.seq)
+        self.sync = synchronizer(args.device)
+        self.kiln: KilnHandle = import_kiln()
+        self.tmp_root = tempfile.mkdtemp(prefix="kiln-bench-")
+
+    def fresh_dir(self, label: str) -> str:
+        """A new empty directory under this run's temporary root."""
+        return tempfile.mkdtemp(prefix=f"{label}-", dir=self.tmp_root)
+
+    def prime(self, backends: list[str]) -> None:
+        """Pay each compiler's one-time process start-up before measuring."""
+        for backend in backends:
+            prime_backend(backend, self.kiln, self.args.device, self.dtype,
+                          self.fresh_dir(f"prime-{backend}"))
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.tmp_root, ignore_errors=True)
+
+    def note_error(self, row: dict, phase: str, exc: BaseException) -> None:
+        message = describe_exception(exc)
+        row.setdefault("errors", {})[phase] = message
+        tqdm.write(f"[{row['model']}] {phase} FAILED: {shorten(message, 200)}", file=sys.stderr)
+        if self.args.verbose:
+            tqdm.write(traceback.format_exc(), file=sys.stderr)
+
+
+def apply_threads(threads: int | None) -> None:
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def quiet_libraries() -> None:
+    """Silence transformers' info/warning chatter (it interleaves with tqdm)."""
+    try:
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+    except Exception:
+        pass
+
+
+# --------------------------------------------------------------- model phases
+def run_eager(model, inputs, session: Session) -> tuple[dict, object]:
+    """Reference output and eager timing."""
+    args = session.args
+    _, ref = time_first_call(model, inputs, session.sync)
+    samples = time_iterations(model, inputs, args.warmup, args.repeat, session.sync)
+    return {"median_ms": median(samples), "samples_ms": samples}, ref
+
+
+def run_compiled(model, inputs, ref, backend: str, eager_ms: float, session: Session) -> dict:
+    """Cold first call, accuracy check and steady-state timing under ``backend``."""
+    args = session.args
+    check_backend(backend, session.kiln)
+    reset_compilers(session.kiln)
+    compiled = torch.compile(model, backend=backend)
+    first_ms, out = time_first_call(compiled, inputs, session.sync)
+    result = {"backend": backend, "first_call_ms": first_ms,
+              "cold_compile_s": (first_ms - eager_ms) / 1e3}
+    result.update(compare_outputs(ref, out, session.dtype))
+    del out
+    samples = time_iterations(compiled, inputs, args.warmup, args.repeat, session.sync)
+    result.update(median_ms=median(samples), samples_ms=samples)
+    return result
+
+
+def run_inductor(model, inputs, ref, eager_ms, session: Session) -> dict:
+    with inductor_cache_dir(session.fresh_dir("inductor")):
+        return run_compiled(model, inputs, ref, "inductor", eager_ms, session)
+
+
+def run_kiln(model, inputs, ref, eager_ms, session: Session, cache_dir: str) -> dict:
+    with env_var("KILN_CACHE_DIR", cache_dir):
+        result = run_compiled(model, inputs, ref, session.args.kiln_backend, eager_ms, session)
+    result["cache_dir_files"] = count_files(cache_dir)
+    return result
+
+
+def run_model(spec: zoo.ModelSpec, session: Session, bar: tqdm) -> dict:
+    """All phases for one model; never raises (errors land in the row)."""
+    args = session.args
+    row: dict = {"model": spec.name, "errors": {}, "warnings": []}
+
+    def step(phase: str):
+        bar.set_description(f"{spec.name}: {phase}")
+
+    step("eager")
+    try:
+        model, inputs, shape = zoo.build_model(spec, session.cfg)
+        row.update(shape)
+        eager, ref = run_eager(model, inputs, session)
+        row["eager_ms"], row["eager"] = eager["median_ms"], eager
+    except Exception as exc:
+        session.note_error(row, "eager", exc)
+        bar.update(len(phases(args)))
+        return row
+    bar.update(1)
+
+    if not args.no_inductor:
+        step("inductor")
+        try:
+            row["inductor"] = run_inductor(model, inputs, ref, row["eager_ms"], session)
+        except Exception as exc:
+            session.note_error(row, "inductor", exc)
+        bar.update(1)
+
+    step("kiln")
+    cache_dir = session.fresh_dir(f"kiln-{spec.name}")
+    try:
+        row["kiln"] = run_kiln(model, inputs, ref, row["eager_ms"], session, cache_dir)
+        if args.kiln_backend == "kiln" and row["kiln"]["cache_dir_files"] == 0:
+            row["warnings"].append("kiln wrote nothing to KILN_CACHE_DIR")
+    except Exception as exc:
+        session.note_error(row, "kiln", exc)
+    bar.update(1)
+
+    del model, inputs, ref
+    release_memory()
+
+    if not args.no_warm:
+        step("kiln warm")
+        if "kiln" in row:
+            try:
+                row["kiln"].update(run_warm_child(spec, session, row, cache_dir))
+            except Exception as exc:
+                session.note_error(row, "kiln warm", exc)
+        bar.update(1)
+    return row
+
+
+def phases(args) -> list[str]:
+    names = ["eager"] + ([] if args.no_inductor else ["inductor"]) + ["kiln"]
+    return names + ([] if args.no_warm else ["kiln warm"])
+
+
+def release_memory() -> None:
+    torch._dynamo.reset()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+# ----------------------------------------------------------- warm compile
+class WarmChildError(RuntimeError):
+    """The warm-compile subprocess failed; the message is already complete."""
+
+    report_location = False
+
+
+def child_command(spec: zoo.ModelSpec, session: Session, row: dict) -> list[str]:
+    """Command line of the warm-compile subprocess (same model, same shapes)."""
+    args = session.args
+    cmd = [sys.executable, "-m", "kiln.bench", "--_warm-child", spec.name,
+           "--device", args.device, "--dtype", args.dtype,
+           "--threads", str(torch.get_num_threads()),
+           "--warmup", str(args.warmup), "--repeat", str(args.repeat),
+           "--kiln-backend", args.kiln_backend]
+    if row.get("batch"):
+        cmd += ["--batch", str(row["batch"])]
+    if row.get("seq"):
+        cmd += ["--seq", str(row["seq"])]
+    return cmd
+
+
+def child_env(cache_dir: str) -> dict:
+    """Environment for the child: warm KILN_CACHE_DIR, this kiln on PYTHONPATH."""
+    env = dict(os.environ, KILN_CACHE_DIR=cache_dir)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH")] if p)
+    return env
+
+
+def run_warm_child(spec: zoo.ModelSpec, session: Session, row: dict, cache_dir: str) -> dict:
+    """Run the warm-compile subprocess; returns its measurements."""
+    timeout = session.args.warm_timeout
+    try:
+        proc = subprocess.run(child_command(spec, session, row), env=child_env(cache_dir),
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise WarmChildError(f"timed out after {timeout:g} s (--warm-timeout)") from None
+    result = parse_child_output(proc.stdout)
+    if result is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-20:]
+        raise WarmChildError(f"exited with {proc.returncode}: " + "\n".join(tail))
+    if result.get("error"):
+        raise WarmChildError(result["error"])
+    if result.get("ok") is False:
+        row["warnings"].append(f"warm-cache output differs from eager (max abs {result['max_abs']:.1e})")
+    return {"warm_compile_s": result["warm_compile_s"],
+            "warm_first_call_ms": result["first_call_ms"],
+            "warm_eager_ms": result["eager_ms"],
+            "warm_max_abs": result["max_abs"], "warm_ok": result["ok"]}
+
+
+def parse_child_output(stdout: str) -> dict | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(WARM_MARKER):
+            return json.loads(line[len(WARM_MARKER):])
+    return None
+
+
+def warm_child_main(args: argparse.Namespace) -> int:
+    """Child side: eager baseline, then the first call under the warm kiln cache."""
+    session = Session(args)
+    result: dict = {}
+    try:
+        spec = zoo.select_models(args.warm_child)[0]
+        model, inputs, _ = zoo.build_model(spec, session.cfg)
+        session.prime([args.kiln_backend])
+        with torch.no_grad():
+            _, ref = time_first_call(model, inputs, session.sync)
+            eager = median(time_iterations(model, inputs, args.warmup,
+                                           min(args.repeat, 10), session.sync))
+            check_backend(args.kiln_backend, session.kiln)
+            compiled = torch.compile(model, backend=args.kiln_backend)
+            first_ms, out = time_first_call(compiled, inputs, session.sync)
+            cmp = compare_outputs(ref, out, session.dtype)
+        result = {"eager_ms": eager, "first_call_ms": first_ms,
+                  "warm_compile_s": (first_ms - eager) / 1e3,
+                  "max_abs": cmp["max_abs"], "ok": cmp["ok"],
+                  "cache_dir": os.environ.get("KILN_CACHE_DIR")}
+    except Exception as exc:
+        traceback.print_exc()
+        result = {"error": describe_exception(exc)}
+    finally:
+        session.cleanup()
+    print(WARM_MARKER + json.dumps(result), flush=True)
+    return 0 if "error" not in result else 1
+
+
+# -------------------------------------------------------------------- output
+def print_report(info: dict, rows: list[dict], summary: dict, args) -> None:
+    print()
+    print(format_header(info))
+    print()
+    print(format_results(rows))
+    print()
+    print(format_legend())
+    print(format_summary(summary, args.kiln_backend))
+    errors = format_errors(rows)
+    if errors:
+        print(f"\nERRORS ({sum(len(r['errors']) for r in rows)}):")
+        print(errors)
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------------- main
+def run_models(session: Session, specs: list[zoo.ModelSpec]) -> int:
+    args = session.args
+    info = machine_info(session.args, session.kiln)
+    quiet_libraries()
+    rows = []
+    total = 1 + len(specs) * len(phases(args))
+    with torch.no_grad(), tqdm(total=total, file=sys.stderr, unit="step",
+                               dynamic_ncols=True) as bar:
+        bar.set_description("starting compilers")
+        session.prime(([] if args.no_inductor else ["inductor"]) + [args.kiln_backend])
+        bar.update(1)
+        for spec in specs:
+            rows.append(add_derived(run_model(spec, session, bar)))
+    summary = summarize(rows)
+    print_report(info, rows, summary, args)
+    if args.json:
+        write_json(args.json, {"meta": info, "results": rows, "summary": summary})
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def check_device(device: str) -> str | None:
+    if device == "cuda" and not torch.cuda.is_available():
+        return "--device cuda requested but torch.cuda.is_available() is False"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    faulthandler.enable()  # a crash in native code still leaves a traceback
+    args = parse_args(argv)
+    apply_threads(args.threads)
+    if args.list:
+        print(zoo.describe_models())
+        return 0
+    problem = check_device(args.device)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if args.warm_child:
+        return warm_child_main(args)
+    try:
+        specs = [] if args.bandwidth else zoo.select_models(args.models)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    session = Session(args)
+    try:
+        if args.bandwidth:
+            from .bandwidth import run_bandwidth
+
+            return run_bandwidth(session)
+        return run_models(session, specs)
+    finally:
+        session.cleanup()

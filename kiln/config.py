@@ -1,0 +1,23 @@
+"""kiln.config — the knobs.  Environment variables set the defaults:
+
+KILN_CACHE_DIR   where generated C and shared objects are cached (default ~/.cache/kiln)
+KILN_DUMP        comma list of stages to print: graph, loops, code
+KILN_DEBUG       1: raise internal errors instead of warning and running eagerly
+KILN_DISABLE     1: kiln.compile returns the function unchanged
+CC               the C compiler (default: cc)
+"""
+import os
+
+cache_dir = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
+cc = os.environ.get("CC") or "cc"
+# -fwrapv: integer overflow wraps as in torch; no -ffast-math: NaN and inf
+# keep torch's semantics.
+cflags = "-O3 -march=native -fopenmp -fPIC -fno-math-errno -fno-trapping-math -fwrapv -w"
+dump = {s.strip() for s in os.environ.get("KILN_DUMP", "").split(",") if s.strip()}
+debug = os.environ.get("KILN_DEBUG", "") not in ("", "0")
+disable = os.environ.get("KILN_DISABLE", "") not in ("", "0")
+cache_size_limit = 8
+# kernels per C translation unit before a graph is split into chunks that
+# compile in parallel
+chunk_kernels = 48
+compile_jobs = max(1, os.cpu_count() or 1)

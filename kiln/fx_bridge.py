@@ -1,0 +1,144 @@
+"""fx_bridge — turn a torch.fx ATen graph into the plain description that
+kiln's C core parses (src/graph/graph.c).
+
+Python stays here because reading torch.fx objects (schemas, FakeTensor
+metadata) is only possible through Python; everything after this point is C.
+"""
+import operator
+
+import torch
+
+# Order shared with src/kiln.h (KN_DTYPES).
+DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+          torch.float16, torch.bfloat16, torch.float32, torch.float64)
+DTYPE_CODE = {d: i for i, d in enumerate(DTYPES)}
+
+
+class Ref(int):
+    """A reference to a graph node (by index) inside argument lists."""
+    __slots__ = ()
+
+
+class Unsupported(Exception):
+    """The graph cannot be compiled by kiln (it runs eagerly instead)."""
+
+
+def _meta_of(val):
+    if isinstance(val, torch.Tensor):
+        if val.layout != torch.strided or val.dtype not in DTYPE_CODE or val.device.type != "cpu":
+            return None
+        try:
+            return (tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride()), DTYPE_CODE[val.dtype])
+        except TypeError:  # symbolic sizes
+            raise Unsupported("symbolic shapes")
+    return None
+
+
+def _convert(v, index):
+    if isinstance(v, torch.fx.Node):
+        return Ref(index[v])
+    if isinstance(v, (list, tuple)):
+        return tuple(_convert(x, index) for x in v)
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, torch.dtype):
+        return str(v)
+    if isinstance(v, (torch.device, torch.memory_format, torch.layout)):
+        return str(v)
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise Unsupported("symbolic scalar argument")
+    return v  # kept as an object; the C side treats it as opaque
+
+
+def _call_value(v, index):
+    """Argument as passed to the real op at run time (refs kept, objects kept)."""
+    if isinstance(v, torch.fx.Node):
+        return Ref(index[v])
+    if isinstance(v, tuple):
+        return tuple(_call_value(x, index) for x in v)
+    if isinstance(v, list):
+        return [_call_value(x, index) for x in v]
+    if isinstance(v, dict):
+        return {k: _call_value(x, index) for k, x in v.items()}
+    return v
+
+
+def _schema_args(target, args, kwargs):
+    out = []
+    for i, a in enumerate(target._schema.arguments):
+        if i < len(args):
+            out.append(args[i])
+        elif a.name in kwargs:
+            out.append(kwargs[a.name])
+        elif a.has_default_value():
+            out.append(a.default_value)
+        else:
+            out.append(None)
+    return out
+
+
+def describe(gm):
+    """Returns (desc, constants): desc is the tuple src/graph/graph.c parses;
+    constants are tensors of get_attr nodes, passed after the real inputs."""
+    nodes, inputs, outputs, constants = [], [], [], []
+    index = {}
+    graph = gm.graph
+    for n in graph.nodes:
+        if n.op == "output":
+            continue
+        index[n] = len(nodes)
+        uses = len(n.users)
+        val = n.meta.get("val")
+        if n.op == "placeholder":
+            if val is not None and not isinstance(val, torch.Tensor):
+                raise Unsupported(f"non-tensor input {n.name}")
+            if isinstance(val, torch.Tensor) and val.device.type != "cpu":
+                raise Unsupported(f"input {n.name} is on {val.device}")
+            inputs.append(len(nodes))
+            nodes.append(("input", (), (_meta_of(val),) if val is not None else None, False, uses, None, (), {}))
+        elif n.op == "get_attr":
+            t = getattr(gm, n.target) if hasattr(gm, n.target) else None
+            for part in str(n.target).split(".")[:0]:
+                pass
+            if not isinstance(t, torch.Tensor):
+                raise Unsupported(f"get_attr {n.target} is not a tensor")
+            constants.append(t)
+            inputs.append(len(nodes))
+            nodes.append(("input", (), (_meta_of(t),), False, uses, None, (), {}))
+        elif n.op == "call_function":
+            tgt = n.target
+            if tgt is operator.getitem:
+                src, i = n.args
+                nodes.append(("getitem", (Ref(index[src]), int(i)), (_meta_of(val),), False, uses, None, (), {}))
+                continue
+            if not isinstance(tgt, torch._ops.OpOverload):
+                raise Unsupported(f"call of {tgt}")
+            name = str(tgt)
+            if not name.startswith("aten."):
+                name = name  # other namespaces: extern
+            full = _schema_args(tgt, n.args, n.kwargs)
+            conv = [_convert(a, index) for a in full]
+            if name == "aten._to_copy.default":
+                dev = n.kwargs.get("device")
+                if dev is not None and torch.device(dev).type != "cpu":
+                    conv.append("device-change")
+            if isinstance(val, (tuple, list)):
+                metas, is_tuple = tuple(_meta_of(v) for v in val), True
+            else:
+                metas, is_tuple = (_meta_of(val),), False
+            cargs = tuple(_call_value(a, index) for a in n.args)
+            ckw = {k: _call_value(v, index) for k, v in n.kwargs.items()}
+            nodes.append((name, tuple(conv), metas, is_tuple, uses, tgt, cargs, ckw))
+        else:
+            raise Unsupported(f"node kind {n.op}")
+    out_node = next(n for n in graph.nodes if n.op == "output")
+    res = out_node.args[0]
+    single = not isinstance(res, (tuple, list))
+    for v in ([res] if single else res):
+        if isinstance(v, torch.fx.Node):
+            outputs.append(Ref(index[v]))
+        elif v is None or isinstance(v, (int, float, bool)):
+            outputs.append(v)
+        else:
+            raise Unsupported(f"graph output of type {type(v).__name__}")
+    return (nodes, inputs, outputs, Ref), constants, single

@@ -1,0 +1,652 @@
+/* c.c — C code generation for CPU kernels.
+ *
+ * Consumes: fused kernels (compile/fuse.c) with planned buffers
+ * (compile/plan.c).  Produces: one C translation unit holding one function
+ * per kernel, `void <prefix>k<N>(void *const *B)`, where B[i] is the data
+ * pointer of buffer i.  Loops: the outer space is a loop nest parallelised
+ * with OpenMP (collapsed) when the work is large enough; each member of the
+ * kernel gets an inner loop nest whose innermost loop carries `omp simd`
+ * (with a reduction clause for sums, products, max/min, any/all, so the
+ * compiler keeps several accumulators in vector lanes).  float16/bfloat16 are
+ * loaded into float, computed in float and rounded once when stored.
+ */
+#include "../kiln.h"
+#include <math.h>
+#include <string.h>
+
+#include "prelude.inc" /* static const char kn_prelude_text[] (from prelude.h) */
+
+const kn_sop_info kn_sops[KN_S__COUNT] = {
+#define SOP(name, nargs, cls, tmpl) {#name, nargs, KN_SC_##cls, tmpl},
+#include "scalar.def"
+#undef SOP
+};
+
+const char *
+kn_codegen_prelude(void)
+{
+    return kn_prelude_text;
+}
+
+void kn_member_subst(const kn_kernel *k, const kn_buf *b, kn_subst *s);
+int kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s);
+kn_expr *kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b);
+
+static const char *ctype_of[KN_NDTYPES] = {"b_t", "uint8_t", "int8_t", "int16_t", "int32_t", "int64_t",
+                                            "float", "float", "float", "double"};
+static const char *tag_of[KN_NDTYPES] = {"b", "u8", "i8", "i16", "i32", "i64", "f32", "f32", "f32", "f64"};
+
+/* ---------------------------------------------------------------- emission state */
+typedef struct {
+    kn_ctx *c;
+    kn_str *s;
+    const kn_kernel *k;
+    int kid;
+    int scope[8];        /* active scope tokens */
+    int nscope;
+    int indent;
+} gen;
+
+static int
+active(gen *g, int mark)
+{
+    for (int i = 0; i < g->nscope; i++)
+        if (g->scope[i] == mark)
+            return 1;
+    return 0;
+}
+
+/* Scope tokens are unique across kernels and stay clear of the generation
+   numbers that fuse.c and plan.c leave in kn_expr.mark. */
+static int token_counter = 100000000;
+
+static void
+open_scope(gen *g)
+{
+    g->scope[g->nscope++] = ++token_counter;
+    g->indent++;
+}
+
+static void
+close_scope(gen *g)
+{
+    g->nscope--;
+    g->indent--;
+}
+
+static void
+ind(gen *g)
+{
+    for (int i = 0; i < g->indent; i++)
+        kn_str_printf(g->s, "  ");
+}
+
+static void
+render_const(kn_str *s, kn_expr *e)
+{
+    switch ((kn_dtype)e->dt) {
+    case KN_F32:
+    case KN_F64: {
+        double v = e->f;
+        if (isnan(v))
+            kn_str_printf(s, "%s", e->dt == KN_F32 ? "NAN" : "((double)NAN)");
+        else if (isinf(v))
+            kn_str_printf(s, "%s%s", v < 0 ? "-" : "", e->dt == KN_F32 ? "INFINITY" : "((double)INFINITY)");
+        else {
+            char buf[64];
+            snprintf(buf, sizeof buf, e->dt == KN_F32 ? "%.9g" : "%.17g", v);
+            kn_str_printf(s, "%s%s%s", buf, strpbrk(buf, ".e") ? "" : ".0", e->dt == KN_F32 ? "f" : "");
+        }
+        break;
+    }
+    case KN_BOOL:
+        kn_str_printf(s, "%d", e->i ? 1 : 0);
+        break;
+    case KN_I64:
+        if (e->i == INT64_MIN)
+            kn_str_printf(s, "INT64_MIN");
+        else
+            kn_str_printf(s, "INT64_C(%lld)", (long long)e->i);
+        break;
+    default:
+        kn_str_printf(s, "((%s)%lld)", ctype_of[e->dt], (long long)e->i);
+    }
+}
+
+static void emit_ref(gen *g, kn_expr *e, kn_str *out);
+static int is_outer_member(const kn_kernel *k, const kn_buf *b);
+
+/* Values computed once per outer point of this kernel (reductions and outer
+   pointwise members) live in registers r<id>. */
+static int
+in_register(gen *g, const kn_buf *b)
+{
+    if (b->kernel != g->kid)
+        return 0;
+    if (b->kind == KN_B_REDUCTION)
+        return b->rop != KN_R_CUMSUM && b->rop != KN_R_CUMPROD;
+    return is_outer_member(g->k, b);
+}
+
+/* Emit the statements needed for e in the current scope; afterwards
+   emit_ref renders a reference to its value. */
+static void
+emit(gen *g, kn_expr *e)
+{
+    if (e->op == KN_S_CONST || e->op == KN_S_VAR || e->op == KN_S_LOCAL)
+        return;
+    if (e->mark > 0 && active(g, e->mark))
+        return;
+    for (int j = 0; j < e->n; j++)
+        emit(g, e->a[j]);
+    /* A load of a value kept in a register by this kernel is that register. */
+    if (e->op == KN_S_LOAD && in_register(g, g->c->bufs[e->i]))
+        return;
+    /* index arithmetic stays inline; everything else becomes a temporary */
+    if (e->dt == KN_I64 && (e->op == KN_S_ADD || e->op == KN_S_MUL) && e->depth > 0)
+        return;
+    kn_str rhs = {0};
+    switch (e->op) {
+    case KN_S_LOAD: {
+        kn_buf *b = g->c->bufs[e->i];
+        kn_str ix = {0};
+        emit_ref(g, e->a[0], &ix);
+        kn_dtype st = (kn_dtype)e->ext;
+        if (st == KN_BF16)
+            kn_str_printf(&rhs, "kn_bf2f(b%d[%s])", b->id, ix.p ? ix.p : "0");
+        else if (st == KN_F16)
+            kn_str_printf(&rhs, "(float)b%d[%s]", b->id, ix.p ? ix.p : "0");
+        else
+            kn_str_printf(&rhs, "b%d[%s]", b->id, ix.p ? ix.p : "0");
+        kn_str_free(&ix);
+        break;
+    }
+    case KN_S_CAST: {
+        kn_str a = {0};
+        emit_ref(g, e->a[0], &a);
+        if (e->dt == KN_BOOL)
+            kn_str_printf(&rhs, "(%s != 0)", a.p);
+        else
+            kn_str_printf(&rhs, "(%s)%s", ctype_of[e->dt], a.p);
+        kn_str_free(&a);
+        break;
+    }
+    case KN_S_WHERE: {
+        kn_str a = {0}, b = {0}, d = {0};
+        emit_ref(g, e->a[0], &a);
+        emit_ref(g, e->a[1], &b);
+        emit_ref(g, e->a[2], &d);
+        kn_str_printf(&rhs, "(%s ? %s : %s)", a.p, b.p, d.p);
+        kn_str_free(&a);
+        kn_str_free(&b);
+        kn_str_free(&d);
+        break;
+    }
+    default: {
+        const char *t = kn_sops[e->op].tmpl;
+        kn_dtype adt = e->n ? (kn_dtype)e->a[0]->dt : (kn_dtype)e->dt;
+        kn_str args[3] = {{0}, {0}, {0}};
+        for (int j = 0; j < e->n; j++)
+            emit_ref(g, e->a[j], &args[j]);
+        for (const char *p = t; p && *p; p++) {
+            if (*p != '%') {
+                kn_str_printf(&rhs, "%c", *p);
+                continue;
+            }
+            p++;
+            if (*p >= '0' && *p <= '2')
+                kn_str_printf(&rhs, "%s", args[*p - '0'].p ? args[*p - '0'].p : "0");
+            else if (*p == 't')
+                kn_str_printf(&rhs, "%s", tag_of[adt]);
+            else if (*p == 'f')
+                kn_str_printf(&rhs, "%s", adt == KN_F32 ? "f" : "");
+            else if (*p == '%')
+                kn_str_printf(&rhs, "%%");
+        }
+        for (int j = 0; j < 3; j++)
+            kn_str_free(&args[j]);
+    }
+    }
+    ind(g);
+    kn_str_printf(g->s, "const %s t%u = %s;\n", ctype_of[e->dt], e->id, rhs.p ? rhs.p : "0");
+    kn_str_free(&rhs);
+    e->mark = g->scope[g->nscope - 1];
+}
+
+static void
+emit_ref(gen *g, kn_expr *e, kn_str *out)
+{
+    switch (e->op) {
+    case KN_S_CONST:
+        render_const(out, e);
+        return;
+    case KN_S_VAR:
+        kn_str_printf(out, "v%lld", (long long)e->i);
+        return;
+    case KN_S_LOAD:
+        if (in_register(g, g->c->bufs[e->i])) {
+            kn_str_printf(out, "r%lld", (long long)e->i);
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    if (e->dt == KN_I64 && (e->op == KN_S_ADD || e->op == KN_S_MUL) && e->depth > 0) {
+        kn_str a = {0}, b = {0};
+        emit_ref(g, e->a[0], &a);
+        emit_ref(g, e->a[1], &b);
+        kn_str_printf(out, "(%s %c %s)", a.p, e->op == KN_S_ADD ? '+' : '*', b.p);
+        kn_str_free(&a);
+        kn_str_free(&b);
+        return;
+    }
+    kn_str_printf(out, "t%u", e->id);
+}
+
+/* Emit everything e needs, then return its reference text (caller frees). */
+static kn_str
+value(gen *g, kn_expr *e)
+{
+    emit(g, e);
+    kn_str r = {0};
+    emit_ref(g, e, &r);
+    return r;
+}
+
+static void
+store(gen *g, kn_buf *b, kn_expr *ix, const char *val)
+{
+    kn_str i = value(g, ix);
+    ind(g);
+    switch (b->dt) {
+    case KN_BF16:
+        kn_str_printf(g->s, "b%d[%s] = kn_f2bf(%s);\n", b->id, i.p, val);
+        break;
+    case KN_F16:
+        kn_str_printf(g->s, "b%d[%s] = (_Float16)(%s);\n", b->id, i.p, val);
+        break;
+    default:
+        kn_str_printf(g->s, "b%d[%s] = (%s)(%s);\n", b->id, i.p, kn_dtype_ctype[b->dt], val);
+    }
+    kn_str_free(&i);
+}
+
+/* ---------------------------------------------------------------- loops */
+static void
+open_loops(gen *g, int n, const int64_t *ext, int var0, int simd_last, const char *clause)
+{
+    for (int d = 0; d < n; d++) {
+        if (d == n - 1 && simd_last) {
+            ind(g);
+            kn_str_printf(g->s, "#pragma omp simd%s%s\n", clause ? " " : "", clause ? clause : "");
+        }
+        ind(g);
+        kn_str_printf(g->s, "for (int64_t v%d = 0; v%d < %lld; v%d++) {\n", var0 + d, var0 + d, (long long)ext[d],
+                      var0 + d);
+        open_scope(g);
+    }
+}
+
+static void
+close_loops(gen *g, int n)
+{
+    for (int d = 0; d < n; d++) {
+        close_scope(g);
+        ind(g);
+        kn_str_printf(g->s, "}\n");
+    }
+}
+
+static const char *
+acc_init(kn_rop r, kn_dtype acc, int *is_float)
+{
+    *is_float = kn_dtype_is_float(acc);
+    switch (r) {
+    case KN_R_SUM: case KN_R_CUMSUM: case KN_R_ANY:
+        return "0";
+    case KN_R_PROD: case KN_R_CUMPROD: case KN_R_ALL:
+        return "1";
+    case KN_R_MAX: case KN_R_ARGMAX:
+        if (*is_float)
+            return "-INFINITY";
+        switch (acc) {
+        case KN_BOOL: return "0";
+        case KN_U8: return "0";
+        case KN_I8: return "INT8_MIN";
+        case KN_I16: return "INT16_MIN";
+        case KN_I32: return "INT32_MIN";
+        default: return "INT64_MIN";
+        }
+    case KN_R_MIN: case KN_R_ARGMIN:
+        if (*is_float)
+            return "INFINITY";
+        switch (acc) {
+        case KN_BOOL: return "1";
+        case KN_U8: return "UINT8_MAX";
+        case KN_I8: return "INT8_MAX";
+        case KN_I16: return "INT16_MAX";
+        case KN_I32: return "INT32_MAX";
+        default: return "INT64_MAX";
+        }
+    default:
+        return "0";
+    }
+}
+
+/* Flat index within the inner space (for argmax/argmin). */
+static void
+flat_inner(gen *g, kn_str *out)
+{
+    const kn_kernel *k = g->k;
+    kn_str_printf(out, "(INT64_C(0)");
+    int64_t mul = 1;
+    for (int d = k->ninner - 1; d >= 0; d--) {
+        kn_str_printf(out, " + v%d * INT64_C(%lld)", KN_VAR_I(d), (long long)mul);
+        mul *= k->inner[d];
+    }
+    kn_str_printf(out, ")");
+}
+
+static int
+gen_reduction(gen *g, kn_buf *b)
+{
+    kn_ctx *c = g->c;
+    kn_subst s;
+    if (kn_member_map(c, g->k, b, &s) < 0)
+        return -1;
+    kn_expr *body = kn_substitute(c, b->body, &s);
+    if (body == NULL)
+        return -1;
+    int isf;
+    const char *init = acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
+    const char *at = b->acc_dt == KN_BOOL ? "int" : ctype_of[b->acc_dt];
+    int id = b->id;
+    const kn_kernel *k = g->k;
+    ind(g);
+    switch (b->rop) {
+    case KN_R_SUM: case KN_R_PROD: {
+        kn_str_printf(g->s, "%s a%d = %s;\n", at, id, init);
+        char clause[64];
+        snprintf(clause, sizeof clause, "reduction(%c:a%d)", b->rop == KN_R_SUM ? '+' : '*', id);
+        open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
+        kn_str v = value(g, body);
+        ind(g);
+        kn_str_printf(g->s, "a%d %s= %s;\n", id, b->rop == KN_R_SUM ? "+" : "*", v.p);
+        kn_str_free(&v);
+        close_loops(g, k->ninner);
+        break;
+    }
+    case KN_R_MAX: case KN_R_MIN: {
+        const char *mm = b->rop == KN_R_MAX ? "max" : "min";
+        kn_str_printf(g->s, "%s a%d = %s; int n%d = 0;\n", at, id, init, id);
+        char clause[96];
+        if (isf)
+            snprintf(clause, sizeof clause, "reduction(%s:a%d) reduction(|:n%d)", mm, id, id);
+        else
+            snprintf(clause, sizeof clause, "reduction(%s:a%d)", mm, id);
+        open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
+        kn_str v = value(g, body);
+        ind(g);
+        kn_str_printf(g->s, "a%d = (%s %s a%d) ? %s : a%d;\n", id, v.p, b->rop == KN_R_MAX ? ">" : "<", id, v.p, id);
+        if (isf) {
+            ind(g);
+            kn_str_printf(g->s, "n%d |= (%s != %s);\n", id, v.p, v.p);
+        }
+        kn_str_free(&v);
+        close_loops(g, k->ninner);
+        if (isf) {
+            ind(g);
+            kn_str_printf(g->s, "if (n%d) a%d = NAN;\n", id, id);
+        } else {
+            ind(g);
+            kn_str_printf(g->s, "(void)n%d;\n", id);
+        }
+        break;
+    }
+    case KN_R_ANY: case KN_R_ALL: {
+        kn_str_printf(g->s, "int a%d = %s;\n", id, init);
+        char clause[64];
+        snprintf(clause, sizeof clause, "reduction(%c:a%d)", b->rop == KN_R_ANY ? '|' : '&', id);
+        open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
+        kn_str v = value(g, body);
+        ind(g);
+        kn_str_printf(g->s, "a%d %s= (%s != 0);\n", id, b->rop == KN_R_ANY ? "|" : "&", v.p);
+        kn_str_free(&v);
+        close_loops(g, k->ninner);
+        break;
+    }
+    case KN_R_ARGMAX: case KN_R_ARGMIN: {
+        kn_str_printf(g->s, "%s m%d = %s; int64_t a%d = 0;\n", at, id, init, id);
+        open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 0, NULL);
+        kn_str v = value(g, body);
+        kn_str fi = {0};
+        flat_inner(g, &fi);
+        ind(g);
+        if (isf)
+            kn_str_printf(g->s, "if ((%s %s m%d || %s != %s) && m%d == m%d) { m%d = %s; a%d = %s; }\n", v.p,
+                          b->rop == KN_R_ARGMAX ? ">" : "<", id, v.p, v.p, id, id, id, v.p, id, fi.p);
+        else
+            kn_str_printf(g->s, "if (%s %s m%d) { m%d = %s; a%d = %s; }\n", v.p, b->rop == KN_R_ARGMAX ? ">" : "<", id,
+                          id, v.p, id, fi.p);
+        kn_str_free(&v);
+        kn_str_free(&fi);
+        close_loops(g, k->ninner);
+        ind(g);
+        kn_str_printf(g->s, "(void)m%d;\n", id);
+        break;
+    }
+    default:
+        PyErr_SetString(PyExc_RuntimeError, "kiln: unknown reduction");
+        return -1;
+    }
+    /* the result: a register r<id>, stored unless local */
+    kn_dtype rdt = kn_dtype_compute(b->dt);
+    ind(g);
+    kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", ctype_of[rdt], id, ctype_of[rdt], id);
+    if (!b->local) {
+        kn_expr *ix = kn_store_index(c, k, b);
+        if (ix == NULL)
+            return -1;
+        char name[32];
+        snprintf(name, sizeof name, "r%d", id);
+        store(g, b, ix, name);
+    }
+    return 0;
+}
+
+/* cumsum/cumprod: for each outer point, a sequential loop over the scan dim. */
+static int
+gen_scan(gen *g, kn_buf *b)
+{
+    kn_ctx *c = g->c;
+    kn_subst s;
+    memset(&s, 0, sizeof s);
+    int o = 0;
+    for (int d = 0; d < b->ndim; d++) {
+        if (d == b->scan_dim || b->size[d] == 1)
+            continue;
+        s.to[KN_VAR_P(d)] = kn_var(c, KN_VAR_O(o), b->size[d]);
+        o++;
+    }
+    kn_expr *scanvar = b->scan_dim >= 0 ? kn_var(c, KN_VAR_I(0), b->size[b->scan_dim]) : kn_iconst(c, 0);
+    s.to[KN_VAR_R(0)] = scanvar;
+    kn_expr *body = kn_substitute(c, b->body, &s);
+    if (body == NULL)
+        return -1;
+    kn_expr *ix = kn_iconst(c, 0);
+    for (int d = 0; d < b->ndim; d++) {
+        if (b->size[d] == 1)
+            continue;
+        kn_expr *v = d == b->scan_dim ? scanvar : s.to[KN_VAR_P(d)];
+        ix = kn_iadd(c, ix, kn_imul(c, v, b->stride[d]));
+    }
+    int isf;
+    const char *init = acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
+    ind(g);
+    kn_str_printf(g->s, "%s a%d = %s;\n", ctype_of[b->acc_dt], b->id, init);
+    open_loops(g, g->k->ninner, g->k->inner, KN_VAR_I(0), 0, NULL);
+    kn_str v = value(g, body);
+    ind(g);
+    kn_str_printf(g->s, "a%d %s= %s;\n", b->id, b->rop == KN_R_CUMSUM ? "+" : "*", v.p);
+    kn_str_free(&v);
+    char name[32];
+    snprintf(name, sizeof name, "a%d", b->id);
+    store(g, b, ix, name);
+    close_loops(g, g->k->ninner);
+    return 0;
+}
+
+static int
+is_outer_member(const kn_kernel *k, const kn_buf *b)
+{
+    if (b->kind != KN_B_POINTWISE || !k->has_reduction)
+        return 0;
+    int64_t s[KN_MAXDIM];
+    int n = 0;
+    for (int d = 0; d < b->ndim; d++)
+        if (b->size[d] != 1)
+            s[n++] = b->size[d];
+    return n == k->nouter && (n == 0 || memcmp(s, k->outer, sizeof(int64_t) * (size_t)n) == 0);
+}
+
+static int
+gen_pointwise_value(gen *g, kn_buf *b, int outer_only)
+{
+    kn_subst s;
+    if (kn_member_map(g->c, g->k, b, &s) < 0)
+        return -1;
+    kn_expr *body = kn_substitute(g->c, b->body, &s);
+    kn_expr *ix = kn_store_index(g->c, g->k, b);
+    if (body == NULL || ix == NULL)
+        return -1;
+    kn_str v = value(g, body);
+    if (outer_only) {
+        kn_dtype rdt = kn_dtype_compute(b->dt);
+        ind(g);
+        kn_str_printf(g->s, "const %s r%d = %s;\n", ctype_of[rdt], b->id, v.p);
+        if (!b->local)
+            store(g, b, ix, v.p);
+    } else {
+        store(g, b, ix, v.p);
+    }
+    kn_str_free(&v);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- kernels */
+static void
+collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen)
+{
+    if (e->mark == (int)gen)
+        return;
+    e->mark = (int)gen;
+    if (e->op == KN_S_LOAD)
+        used[e->i] |= 1;
+    for (int j = 0; j < e->n; j++)
+        collect_bufs(e->a[j], used, gen);
+}
+
+static uint32_t cg_gen = 1u << 29;
+
+static int
+gen_kernel(kn_ctx *c, int kid, kn_str *s)
+{
+    kn_kernel *k = &c->kernels[kid];
+    gen g = {0};
+    g.c = c;
+    g.s = s;
+    g.k = k;
+    g.kid = kid;
+    uint8_t *used = calloc((size_t)c->nbufs, 1);
+    if (used == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint32_t gg = ++cg_gen;
+    for (int m = 0; m < k->nmembers; m++) {
+        kn_buf *b = c->bufs[k->members[m]];
+        collect_bufs(b->body, used, gg);
+        if (!b->local)
+            used[b->id] |= 2;
+    }
+    kn_str_printf(s, "\nvoid %sk%d(void *const *B)\n{\n", c->prefix, kid);
+    for (int i = 0; i < c->nbufs; i++) {
+        if (!used[i])
+            continue;
+        kn_buf *b = c->bufs[i];
+        if (b->kernel == kid && b->local)
+            continue;
+        kn_str_printf(s, "  %s%s *restrict b%d = (%s *)B[%d];\n", used[i] & 2 ? "" : "const ",
+                      kn_dtype_ctype[b->dt], i, kn_dtype_ctype[b->dt], i);
+    }
+    free(used);
+    g.indent = 1;
+    g.scope[g.nscope++] = ++token_counter;
+    int64_t outer_n = 1;
+    for (int d = 0; d < k->nouter; d++)
+        outer_n *= k->outer[d];
+    int64_t inner_n = 1;
+    for (int d = 0; d < k->ninner; d++)
+        inner_n *= k->inner[d];
+    int64_t work = k->work;
+    int par_outer = k->nouter > 0 && outer_n >= 4 && work >= 32768;
+    int par_inner = !par_outer && !k->has_reduction && k->ninner == 1 && work >= 65536;
+    if (par_outer) {
+        ind(&g);
+        if (k->nouter > 1)
+            kn_str_printf(s, "#pragma omp parallel for collapse(%d) schedule(static)\n", k->nouter);
+        else
+            kn_str_printf(s, "#pragma omp parallel for schedule(static)\n");
+    }
+    open_loops(&g, k->nouter, k->outer, KN_VAR_O(0), 0, NULL);
+    int m = 0;
+    while (m < k->nmembers) {
+        kn_buf *b = c->bufs[k->members[m]];
+        if (b->kind == KN_B_REDUCTION && (b->rop == KN_R_CUMSUM || b->rop == KN_R_CUMPROD)) {
+            if (gen_scan(&g, b) < 0)
+                return -1;
+            m++;
+            continue;
+        }
+        if (b->kind == KN_B_REDUCTION) {
+            if (gen_reduction(&g, b) < 0)
+                return -1;
+            m++;
+            continue;
+        }
+        if (is_outer_member(k, b)) {
+            if (gen_pointwise_value(&g, b, 1) < 0)
+                return -1;
+            m++;
+            continue;
+        }
+        /* a run of inner pointwise members shares one inner loop */
+        if (par_inner) {
+            ind(&g);
+            kn_str_printf(s, "#pragma omp parallel for simd schedule(static)\n");
+        }
+        open_loops(&g, k->ninner, k->inner, KN_VAR_I(0), !par_inner, NULL);
+        while (m < k->nmembers) {
+            kn_buf *p = c->bufs[k->members[m]];
+            if (p->kind != KN_B_POINTWISE || is_outer_member(k, p))
+                break;
+            if (gen_pointwise_value(&g, p, 0) < 0)
+                return -1;
+            m++;
+        }
+        close_loops(&g, k->ninner);
+    }
+    close_loops(&g, k->nouter);
+    kn_str_printf(s, "}\n");
+    return s->oom ? (PyErr_NoMemory(), -1) : 0;
+}
+
+int
+kn_codegen_c(kn_ctx *c, kn_str *out)
+{
+    for (int k = 0; k < c->nkernels; k++)
+        if (gen_kernel(c, k, out) < 0)
+            return -1;
+    return 0;
+}

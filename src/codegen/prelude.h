@@ -1,0 +1,115 @@
+/* prelude.h — text placed at the top of every generated C file (embedded
+ * into the extension as a string by codegen/c.c).  Scalar helpers named
+ * kn_<op>_<tag> for the tags b u8 i8 i16 i32 i64 f32 f64, with torch's
+ * semantics: NaN-propagating max/min, Python-style remainder and floor
+ * division, division by zero that never traps, bfloat16 conversions with
+ * round-to-nearest-even. */
+#include <stdint.h>
+#include <math.h>
+#include <string.h>
+
+typedef _Bool b_t;
+
+static inline float kn_bf2f(uint16_t v) { uint32_t u = (uint32_t)v << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t kn_f2bf(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+#define KN_FLOAT_OPS(T, tag, F)                                                                  \
+static inline T kn_div_##tag(T a, T b) { return a / b; }                                          \
+static inline T kn_truncdiv_##tag(T a, T b) { return trunc##F(a / b); }                           \
+static inline T kn_floordiv_##tag(T a, T b) {                                                     \
+    if (b == 0) return a / b;                                                                     \
+    T m = fmod##F(a, b), d = (a - m) / b;                                                         \
+    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;                                                   \
+    if (d == 0) return copysign##F((T)0, a / b);                                                  \
+    T f = floor##F(d);                                                                            \
+    if (d - f > (T)0.5) f += 1;                                                                   \
+    return f; }                                                                                   \
+static inline T kn_rem_##tag(T a, T b) {                                                          \
+    T m = fmod##F(a, b);                                                                          \
+    if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
+    return m; }                                                                                   \
+static inline T kn_fmod_##tag(T a, T b) { return fmod##F(a, b); }                                 \
+static inline T kn_abs_##tag(T a) { return fabs##F(a); }                                          \
+static inline T kn_max_##tag(T a, T b) { return (a > b || a != a) ? a : b; }                      \
+static inline T kn_min_##tag(T a, T b) { return (a < b || a != a) ? a : b; }                      \
+static inline T kn_sign_##tag(T a) { return a != a ? a : (T)((a > 0) - (a < 0)); }                \
+static inline T kn_pow_##tag(T a, T b) { return pow##F(a, b); }                                   \
+static inline T kn_rsqrt_##tag(T a) { return (T)1 / sqrt##F(a); }                                 \
+static inline T kn_recip_##tag(T a) { return (T)1 / a; }                                          \
+static inline T kn_sigmoid_##tag(T a) { return (T)1 / ((T)1 + exp##F(-a)); }                      \
+static inline T kn_gelu_##tag(T a) { return (T)0.5 * a * ((T)1 + erf##F(a * (T)0.70710678118654752440)); } \
+static inline T kn_gelu_tanh_##tag(T a) {                                                         \
+    T k = (T)0.79788456080286535588; /* sqrt(2/pi) */                                             \
+    return (T)0.5 * a * ((T)1 + tanh##F(k * (a + (T)0.044715 * a * a * a))); }                    \
+static inline b_t kn_isnan_##tag(T a) { return a != a; }                                          \
+static inline b_t kn_isinf_##tag(T a) { return isinf(a) != 0; }                                   \
+static inline b_t kn_signbit_##tag(T a) { return signbit(a) != 0; }
+
+KN_FLOAT_OPS(float, f32, f)
+KN_FLOAT_OPS(double, f64, )
+
+#define KN_INT_OPS(T, tag, MINV)                                                                  \
+static inline T kn_truncdiv_##tag(T a, T b) {                                                     \
+    if (b == 0) return 0;                                                                         \
+    if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
+    return (T)(a / b); }                                                                          \
+static inline T kn_div_##tag(T a, T b) { return kn_truncdiv_##tag(a, b); }                        \
+static inline T kn_floordiv_##tag(T a, T b) {                                                     \
+    if (b == 0) return 0;                                                                         \
+    if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
+    T q = (T)(a / b);                                                                             \
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;                                             \
+    return q; }                                                                                   \
+static inline T kn_rem_##tag(T a, T b) {                                                          \
+    if (b == 0 || b == -1) return 0;                                                              \
+    T m = (T)(a % b);                                                                             \
+    if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
+    return m; }                                                                                   \
+static inline T kn_fmod_##tag(T a, T b) { return (b == 0 || b == -1) ? 0 : (T)(a % b); }          \
+static inline T kn_abs_##tag(T a) { return a < 0 ? (T)(0 - (uint64_t)a) : a; }                    \
+static inline T kn_max_##tag(T a, T b) { return a > b ? a : b; }                                  \
+static inline T kn_min_##tag(T a, T b) { return a < b ? a : b; }                                  \
+static inline T kn_sign_##tag(T a) { return (T)((a > 0) - (a < 0)); }                             \
+static inline T kn_pow_##tag(T a, T b) {                                                          \
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);                            \
+    uint64_t r = 1, x = (uint64_t)a; int64_t e = b;                                               \
+    while (e) { if (e & 1) r *= x; x *= x; e >>= 1; }                                             \
+    return (T)r; }                                                                                \
+static inline T kn_bnot_##tag(T a) { return (T)~a; }                                              \
+static inline T kn_shl_##tag(T a, T b) { return (b < 0 || b >= (T)(8 * sizeof(T))) ? 0 : (T)((uint64_t)a << b); } \
+static inline T kn_shr_##tag(T a, T b) { return (b < 0 || b >= (T)(8 * sizeof(T))) ? (a < 0 ? -1 : 0) : (T)(a >> b); } \
+static inline b_t kn_isnan_##tag(T a) { (void)a; return 0; }                                      \
+static inline b_t kn_isinf_##tag(T a) { (void)a; return 0; }                                      \
+static inline b_t kn_signbit_##tag(T a) { return a < 0; }
+
+KN_INT_OPS(uint8_t, u8, 0)
+KN_INT_OPS(int8_t, i8, INT8_MIN)
+KN_INT_OPS(int16_t, i16, INT16_MIN)
+KN_INT_OPS(int32_t, i32, INT32_MIN)
+KN_INT_OPS(int64_t, i64, INT64_MIN)
+
+static inline b_t kn_max_b(b_t a, b_t b) { return a || b; }
+static inline b_t kn_min_b(b_t a, b_t b) { return a && b; }
+static inline b_t kn_abs_b(b_t a) { return a; }
+static inline b_t kn_sign_b(b_t a) { return a; }
+static inline b_t kn_bnot_b(b_t a) { return !a; }
+static inline b_t kn_isnan_b(b_t a) { (void)a; return 0; }
+static inline b_t kn_isinf_b(b_t a) { (void)a; return 0; }
+static inline b_t kn_signbit_b(b_t a) { (void)a; return 0; }
+static inline b_t kn_pow_b(b_t a, b_t b) { return a || !b; }
+static inline b_t kn_div_b(b_t a, b_t b) { return b ? a : 0; }
+static inline b_t kn_truncdiv_b(b_t a, b_t b) { return b ? a : 0; }
+static inline b_t kn_floordiv_b(b_t a, b_t b) { return b ? a : 0; }
+static inline b_t kn_rem_b(b_t a, b_t b) { (void)a; (void)b; return 0; }
+static inline b_t kn_fmod_b(b_t a, b_t b) { (void)a; (void)b; return 0; }
+static inline b_t kn_shl_b(b_t a, b_t b) { return b ? 0 : a; }
+static inline b_t kn_shr_b(b_t a, b_t b) { return b ? 0 : a; }
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif

@@ -1,0 +1,1704 @@
+/* lower.c — ATen graph → buffers.
+ *
+ * Consumes: kn_graph (graph/graph.c).  Produces: one buffer per tensor value.
+ * Pointwise ops and views become LAZY buffers whose body is an expression over
+ * placeholder variables P0..Pn (one per output dim); loading a lazy buffer
+ * substitutes its body, so chains of pointwise ops and views inline into their
+ * consumer ("inline pointwise producers").  Reductions, graph outputs, extern
+ * arguments and expensive multi-use values are realized: they get storage and
+ * a step in the schedule (later grouped into kernels by compile/fuse.c).  An op
+ * without a lowering (or one whose lowering declines) becomes an extern step
+ * that calls the ATen op through Python.
+ */
+#include "../kiln.h"
+#include <math.h>
+#include <string.h>
+
+typedef int (*lower_fn)(kn_ctx *c, int ni, int param);
+
+/* A lowering returns 1 when done, 0 to decline (the op becomes an extern),
+   -1 on error with an exception set. */
+#define OP(name, fn, arg) static int lower_##fn(kn_ctx *c, int ni, int param);
+#include "../graph/ops.def"
+#undef OP
+
+typedef struct {
+    const char *name;
+    lower_fn fn;
+    int param;
+} op_entry;
+
+static const op_entry op_table[] = {
+#define OP(name, fn, param) {name, lower_##fn, param},
+#include "../graph/ops.def"
+#undef OP
+};
+#define NOPS ((int)(sizeof op_table / sizeof op_table[0]))
+
+PyObject *
+kn_lowered_ops(void)
+{
+    PyObject *l = PyList_New(NOPS);
+    if (l == NULL)
+        return NULL;
+    for (int k = 0; k < NOPS; k++) {
+        PyObject *s = PyUnicode_FromString(op_table[k].name);
+        if (s == NULL) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, k, s);
+    }
+    return l;
+}
+
+static const op_entry *
+find_op(const char *name)
+{
+    for (int k = 0; k < NOPS; k++)
+        if (strcmp(op_table[k].name, name) == 0)
+            return &op_table[k];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- buffers */
+void
+kn_contiguous_strides(int ndim, const int64_t *size, int64_t *stride)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        stride[d] = s;
+        s *= size[d] > 1 ? size[d] : 1;
+    }
+}
+
+kn_buf *
+kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *size)
+{
+    if (c->nbufs == c->bufcap) {
+        int ncap = c->bufcap ? c->bufcap * 2 : 64;
+        kn_buf **nb = kn_alloc(&c->arena, sizeof(kn_buf *) * (size_t)ncap);
+        if (nb == NULL)
+            return NULL;
+        if (c->nbufs)
+            memcpy(nb, c->bufs, sizeof(kn_buf *) * (size_t)c->nbufs);
+        c->bufs = nb;
+        c->bufcap = ncap;
+    }
+    kn_buf *b = kn_alloc(&c->arena, sizeof *b);
+    if (b == NULL)
+        return NULL;
+    b->id = c->nbufs;
+    b->kind = kind;
+    b->dt = dt;
+    b->ndim = ndim;
+    if (ndim)
+        memcpy(b->size, size, sizeof(int64_t) * (size_t)ndim);
+    kn_contiguous_strides(ndim, b->size, b->stride);
+    b->kernel = -1;
+    b->arena_off = -1;
+    b->base = -1;
+    b->extern_index = -1;
+    b->uses = 1;
+    b->first = b->last = -1;
+    c->bufs[c->nbufs++] = b;
+    return b;
+}
+
+int
+kn_add_step(kn_ctx *c, const kn_step *st)
+{
+    if (c->nsteps == c->stepcap) {
+        int ncap = c->stepcap ? c->stepcap * 2 : 64;
+        kn_step *ns = kn_alloc(&c->arena, sizeof(kn_step) * (size_t)ncap);
+        if (ns == NULL)
+            return -1;
+        if (c->nsteps)
+            memcpy(ns, c->steps, sizeof(kn_step) * (size_t)c->nsteps);
+        c->steps = ns;
+        c->stepcap = ncap;
+    }
+    c->steps[c->nsteps++] = *st;
+    return 0;
+}
+
+/* 1 if the strides describe a dense, non-overlapping layout of size. */
+static int
+dense_layout(int ndim, const int64_t *size, const int64_t *stride)
+{
+    int perm[KN_MAXDIM], n = 0;
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        numel *= size[d];
+        if (size[d] > 1)
+            perm[n++] = d;
+    }
+    if (numel == 0)
+        return 0;
+    for (int x = 1; x < n; x++) {
+        int p = perm[x], y = x - 1;
+        while (y >= 0 && stride[perm[y]] > stride[p]) {
+            perm[y + 1] = perm[y];
+            y--;
+        }
+        perm[y + 1] = p;
+    }
+    int64_t expect = 1;
+    for (int x = 0; x < n; x++) {
+        if (stride[perm[x]] != expect)
+            return 0;
+        expect *= size[perm[x]];
+    }
+    return 1;
+}
+
+/* Give a lazy buffer storage: it becomes a pointwise store in the schedule.
+   Layout: the one torch would produce (from the node metadata) when dense,
+   else contiguous. */
+int
+kn_realize(kn_ctx *c, kn_buf *b)
+{
+    if (b->kind != KN_B_LAZY)
+        return 0;
+    b->kind = KN_B_POINTWISE;
+    kn_step st = {0};
+    st.kind = KN_ST_KERNEL;
+    st.kernel = b->id;
+    return kn_add_step(c, &st);
+}
+
+static void
+set_layout_from_meta(kn_buf *b, const kn_meta *m)
+{
+    if (m && m->valid && m->ndim == b->ndim && dense_layout(m->ndim, m->size, m->stride))
+        memcpy(b->stride, m->stride, sizeof(int64_t) * (size_t)m->ndim);
+}
+
+kn_expr *
+kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
+{
+    if (b->kind == KN_B_LAZY && b->uses > 1 && kn_expr_size(b->body, 48) >= 40) {
+        if (kn_realize(c, b) < 0)
+            return NULL;
+    }
+    if (b->kind == KN_B_LAZY) {
+        kn_subst s;
+        memset(&s, 0, sizeof s);
+        for (int d = 0; d < b->ndim; d++)
+            s.to[KN_VAR_P(d)] = idx[d];
+        return kn_substitute(c, b->body, &s);
+    }
+    if (b->kind == KN_B_ALIAS)
+        return NULL; /* never loaded: aliases exist only for externs */
+    kn_expr *ix = kn_iconst(c, b->offset);
+    for (int d = 0; d < b->ndim; d++)
+        if (b->size[d] > 1)
+            ix = kn_iadd(c, ix, kn_imul(c, idx[d], b->stride[d]));
+    return kn_load(c, b->id, b->dt, ix);
+}
+
+/* ---------------------------------------------------------------- helpers */
+static kn_node *
+node(kn_ctx *c, int ni)
+{
+    return &c->g.nodes[ni];
+}
+
+static kn_arg *
+arg(kn_ctx *c, int ni, int k)
+{
+    static kn_arg none = {KN_A_NONE, 0, 0, 0, NULL, NULL};
+    kn_node *n = node(c, ni);
+    return k < n->nargs ? &n->args[k] : &none;
+}
+
+static kn_buf *
+ref_buf(kn_ctx *c, const kn_arg *a)
+{
+    if (a->kind != KN_A_REF || a->i < 0 || a->i >= c->g.nnodes)
+        return NULL;
+    if (c->node_nres[a->i] != 1)
+        return NULL;
+    int id = c->node_bufs[a->i][0];
+    return id >= 0 ? c->bufs[id] : NULL;
+}
+
+static const kn_meta *
+out_meta(kn_ctx *c, int ni, int k)
+{
+    kn_node *n = node(c, ni);
+    if (k >= n->nout || !n->out[k].valid)
+        return NULL;
+    return &n->out[k];
+}
+
+static int
+set_result(kn_ctx *c, int ni, kn_buf *b)
+{
+    int *ids = kn_alloc(&c->arena, sizeof(int));
+    if (ids == NULL)
+        return -1;
+    ids[0] = b->id;
+    c->node_bufs[ni] = ids;
+    c->node_nres[ni] = 1;
+    b->uses = node(c, ni)->uses;
+    return 1;
+}
+
+/* A new lazy buffer shaped like output k of node ni, with placeholders. */
+static kn_buf *
+lazy_like(kn_ctx *c, int ni, int k, kn_expr **idx)
+{
+    const kn_meta *m = out_meta(c, ni, k);
+    if (m == NULL)
+        return NULL;
+    kn_buf *b = kn_buf_new(c, KN_B_LAZY, m->dt, m->ndim, m->size);
+    if (b == NULL)
+        return NULL;
+    set_layout_from_meta(b, m);
+    for (int d = 0; d < m->ndim; d++)
+        idx[d] = kn_var(c, KN_VAR_P(d), m->size[d]);
+    return b;
+}
+
+static int
+wrap_dim(int64_t d, int ndim)
+{
+    if (ndim == 0)
+        ndim = 1;
+    if (d < 0)
+        d += ndim;
+    return (int)d;
+}
+
+static int
+is_int_list(const kn_arg *a)
+{
+    if (a->kind != KN_A_LIST)
+        return 0;
+    for (int k = 0; k < a->n; k++)
+        if (a->items[k].kind != KN_A_INT)
+            return 0;
+    return 1;
+}
+
+/* Priority of an operand for type promotion: 2 tensor with dims, 1 zero-dim
+   tensor, 0 Python scalar. */
+typedef struct {
+    kn_expr *e;
+    kn_dtype dt;
+    int prio;
+} operand;
+
+static int
+make_operand(kn_ctx *c, const kn_arg *a, int on, const int64_t *osize, kn_expr *const *idx, operand *o)
+{
+    memset(o, 0, sizeof *o);
+    switch (a->kind) {
+    case KN_A_INT:
+        o->dt = KN_I64;
+        o->e = kn_const_i(c, KN_I64, a->i);
+        return o->e ? 1 : -1;
+    case KN_A_BOOL:
+        o->dt = KN_BOOL;
+        o->e = kn_const_i(c, KN_BOOL, a->i);
+        return o->e ? 1 : -1;
+    case KN_A_FLOAT:
+        o->dt = KN_F64;
+        o->e = kn_const_f(c, KN_F64, a->f);
+        return o->e ? 1 : -1;
+    case KN_A_REF: {
+        kn_buf *b = ref_buf(c, a);
+        if (b == NULL || b->ndim > on)
+            return 0;
+        kn_expr *bi[KN_MAXDIM];
+        for (int d = 0; d < b->ndim; d++) {
+            int od = d + on - b->ndim;
+            if (b->size[d] == 1)
+                bi[d] = kn_iconst(c, 0);
+            else if (b->size[d] == osize[od])
+                bi[d] = idx[od];
+            else
+                return 0;
+        }
+        o->dt = b->dt;
+        o->prio = b->ndim > 0 ? 2 : 1;
+        o->e = kn_buf_load(c, b, bi);
+        return o->e ? 1 : -1;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int
+category(kn_dtype d)
+{
+    return d == KN_BOOL ? 0 : kn_dtype_is_float(d) ? 2 : 1;
+}
+
+static kn_dtype
+combine(kn_dtype hi, int have_hi, kn_dtype lo, int have_lo, int lo_is_scalar)
+{
+    if (!have_lo)
+        return hi;
+    if (!have_hi)
+        return lo_is_scalar ? (category(lo) == 2 ? KN_F32 : lo) : lo;
+    if (category(lo) > category(hi)) {
+        if (lo_is_scalar)
+            return category(lo) == 2 ? KN_F32 : KN_I64;
+        return lo;
+    }
+    return hi;
+}
+
+/* torch.result_type over operands. */
+static kn_dtype
+result_type(operand *o, int n)
+{
+    kn_dtype r[3];
+    int have[3] = {0, 0, 0};
+    for (int k = 0; k < n; k++) {
+        int p = o[k].prio;
+        r[p] = have[p] ? kn_dtype_promote(r[p], o[k].dt) : o[k].dt;
+        have[p] = 1;
+    }
+    kn_dtype lo = combine(r[1], have[1], r[0], have[0], 1);
+    int have_lo = have[0] || have[1];
+    /* zero-dim tensors and scalars merged; the scalar flag matters only when
+       no zero-dim tensor was present */
+    if (!have[2])
+        return have[1] ? lo : (have[0] ? (category(r[0]) == 2 ? KN_F64 : r[0]) : KN_F32);
+    return combine(r[2], 1, lo, have_lo, !have[1]);
+}
+
+static kn_expr *
+apply(kn_ctx *c, kn_sop op, kn_dtype compute, operand *o, int n)
+{
+    kn_expr *a[3] = {0};
+    for (int k = 0; k < n; k++) {
+        a[k] = kn_cast(c, o[k].e, compute);
+        if (a[k] == NULL)
+            return NULL;
+    }
+    int cls = kn_sops[op].cls;
+    kn_dtype rdt = (cls == KN_SC_CMP || cls == KN_SC_PRED || cls == KN_SC_LOGIC) ? KN_BOOL : compute;
+    if (n == 1)
+        return kn_op1(c, op, rdt, a[0]);
+    if (n == 2)
+        return kn_op2(c, op, rdt, a[0], a[1]);
+    return kn_op3(c, op, rdt, a[0], a[1], a[2]);
+}
+
+/* Lower node ni as op over its first n operands. */
+static int
+pointwise(kn_ctx *c, int ni, kn_sop op, int n, const int *argk)
+{
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o[3];
+    for (int k = 0; k < n; k++) {
+        int r = make_operand(c, arg(c, ni, argk ? argk[k] : k), b->ndim, b->size, idx, &o[k]);
+        if (r <= 0)
+            return r;
+    }
+    int cls = kn_sops[op].cls;
+    kn_dtype compute;
+    if (cls == KN_SC_CMP || cls == KN_SC_PRED)
+        compute = kn_dtype_compute(result_type(o, n));
+    else if (cls == KN_SC_LOGIC)
+        compute = KN_BOOL;
+    else
+        compute = kn_dtype_compute(b->dt);
+    if (cls == KN_SC_FLOAT && !kn_dtype_is_float(compute))
+        return 0;
+    if (cls == KN_SC_BITS && kn_dtype_is_float(compute))
+        return 0;
+    b->body = kn_cast(c, apply(c, op, compute, o, n), b->dt);
+    if (b->body == NULL)
+        return -1;
+    return set_result(c, ni, b);
+}
+
+/* ---------------------------------------------------------------- pointwise lowerings */
+static int
+lower_binary(kn_ctx *c, int ni, int param)
+{
+    return pointwise(c, ni, (kn_sop)param, 2, NULL);
+}
+
+static int
+lower_unary(kn_ctx *c, int ni, int param)
+{
+    return pointwise(c, ni, (kn_sop)param, 1, NULL);
+}
+
+static int
+alpha_is_one(const kn_arg *a)
+{
+    return a->kind == KN_A_NONE || (a->kind == KN_A_INT && a->i == 1) || (a->kind == KN_A_FLOAT && a->f == 1.0);
+}
+
+/* add/sub with alpha: a op alpha*b */
+static int
+lower_add(kn_ctx *c, int ni, int param)
+{
+    if (alpha_is_one(arg(c, ni, 2)))
+        return pointwise(c, ni, (kn_sop)param, 2, NULL);
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o[3];
+    for (int k = 0; k < 3; k++) {
+        int r = make_operand(c, arg(c, ni, k), b->ndim, b->size, idx, &o[k]);
+        if (r <= 0)
+            return r;
+    }
+    kn_dtype compute = kn_dtype_compute(b->dt);
+    if (compute == KN_BOOL)
+        return 0;
+    kn_expr *scaled = kn_op2(c, KN_S_MUL, compute, kn_cast(c, o[1].e, compute), kn_cast(c, o[2].e, compute));
+    b->body = kn_cast(c, kn_op2(c, (kn_sop)param, compute, kn_cast(c, o[0].e, compute), scaled), b->dt);
+    if (b->body == NULL)
+        return -1;
+    return set_result(c, ni, b);
+}
+
+static int
+lower_rsub(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    if (!alpha_is_one(arg(c, ni, 2)))
+        return 0;
+    static const int order[2] = {1, 0};
+    return pointwise(c, ni, KN_S_SUB, 2, order);
+}
+
+static int
+lower_div_mode(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_arg *mode = arg(c, ni, 2);
+    if (mode->kind == KN_A_NONE)
+        return pointwise(c, ni, KN_S_DIV, 2, NULL);
+    if (mode->kind != KN_A_STR)
+        return 0;
+    if (strcmp(mode->s, "trunc") == 0) {
+        if (kn_dtype_is_float(out_meta(c, ni, 0) ? out_meta(c, ni, 0)->dt : KN_I64)) {
+            /* trunc(a / b) in float */
+            kn_expr *idx[KN_MAXDIM];
+            kn_buf *b = lazy_like(c, ni, 0, idx);
+            if (b == NULL)
+                return PyErr_Occurred() ? -1 : 0;
+            operand o[2];
+            for (int k = 0; k < 2; k++) {
+                int r = make_operand(c, arg(c, ni, k), b->ndim, b->size, idx, &o[k]);
+                if (r <= 0)
+                    return r;
+            }
+            kn_dtype cd = kn_dtype_compute(b->dt);
+            kn_expr *q = apply(c, KN_S_DIV, cd, o, 2);
+            b->body = kn_cast(c, kn_op1(c, KN_S_TRUNC, cd, q), b->dt);
+            return b->body ? set_result(c, ni, b) : -1;
+        }
+        return pointwise(c, ni, KN_S_TRUNCDIV, 2, NULL);
+    }
+    if (strcmp(mode->s, "floor") == 0)
+        return pointwise(c, ni, KN_S_FLOORDIV, 2, NULL);
+    return 0;
+}
+
+/* pow(x, scalar): small exponents become multiplies. */
+static int
+lower_pow_scalar(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_arg *e = arg(c, ni, 1);
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (m == NULL)
+        return 0;
+    if ((e->kind == KN_A_INT || e->kind == KN_A_FLOAT) && kn_dtype_is_float(m->dt)) {
+        double v = e->kind == KN_A_INT ? (double)e->i : e->f;
+        kn_expr *idx[KN_MAXDIM];
+        kn_buf *b = lazy_like(c, ni, 0, idx);
+        if (b == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        operand o;
+        int r = make_operand(c, arg(c, ni, 0), b->ndim, b->size, idx, &o);
+        if (r <= 0)
+            return r;
+        kn_dtype cd = kn_dtype_compute(b->dt);
+        kn_expr *x = kn_cast(c, o.e, cd), *y;
+        if (v == 1.0)
+            y = x;
+        else if (v == 2.0)
+            y = kn_op2(c, KN_S_MUL, cd, x, x);
+        else if (v == 3.0)
+            y = kn_op2(c, KN_S_MUL, cd, kn_op2(c, KN_S_MUL, cd, x, x), x);
+        else if (v == 0.5)
+            y = kn_op1(c, KN_S_SQRT, cd, x);
+        else if (v == -0.5)
+            y = kn_op1(c, KN_S_RSQRT, cd, x);
+        else if (v == -1.0)
+            y = kn_op1(c, KN_S_RECIP, cd, x);
+        else
+            y = kn_op2(c, KN_S_POW, cd, x, kn_const_f(c, cd, v));
+        b->body = kn_cast(c, y, b->dt);
+        return b->body ? set_result(c, ni, b) : -1;
+    }
+    return pointwise(c, ni, KN_S_POW, 2, NULL);
+}
+
+static int
+lower_relu(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o;
+    int r = make_operand(c, arg(c, ni, 0), b->ndim, b->size, idx, &o);
+    if (r <= 0)
+        return r;
+    kn_dtype cd = kn_dtype_compute(b->dt);
+    if (cd == KN_BOOL)
+        return 0;
+    kn_expr *x = kn_cast(c, o.e, cd);
+    b->body = kn_cast(c, kn_op2(c, KN_S_MAX, cd, x, kn_const_i(c, cd, 0)), b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+static int
+lower_gelu(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_arg *ap = arg(c, ni, 1);
+    int tanh_approx = ap->kind == KN_A_STR && strcmp(ap->s, "tanh") == 0;
+    if (ap->kind == KN_A_STR && !tanh_approx && strcmp(ap->s, "none") != 0)
+        return 0;
+    return pointwise(c, ni, tanh_approx ? KN_S_GELU_TANH : KN_S_GELU, 1, NULL);
+}
+
+static int
+lower_frac(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o;
+    int r = make_operand(c, arg(c, ni, 0), b->ndim, b->size, idx, &o);
+    if (r <= 0)
+        return r;
+    kn_dtype cd = kn_dtype_compute(b->dt);
+    if (!kn_dtype_is_float(cd))
+        return 0;
+    kn_expr *x = kn_cast(c, o.e, cd);
+    b->body = kn_cast(c, kn_op2(c, KN_S_SUB, cd, x, kn_op1(c, KN_S_TRUNC, cd, x)), b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+static int
+lower_leaky_relu(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o[2];
+    int r = make_operand(c, arg(c, ni, 0), b->ndim, b->size, idx, &o[0]);
+    if (r <= 0)
+        return r;
+    kn_arg *s = arg(c, ni, 1);
+    double slope = s->kind == KN_A_FLOAT ? s->f : s->kind == KN_A_INT ? (double)s->i : 0.01;
+    kn_dtype cd = kn_dtype_compute(b->dt);
+    if (!kn_dtype_is_float(cd))
+        return 0;
+    kn_expr *x = kn_cast(c, o[0].e, cd);
+    kn_expr *pos = kn_op2(c, KN_S_GT, KN_BOOL, x, kn_const_f(c, cd, 0));
+    b->body = kn_cast(c, kn_op3(c, KN_S_WHERE, cd, pos, x, kn_op2(c, KN_S_MUL, cd, x, kn_const_f(c, cd, slope))), b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+/* clamp(x, min, max); param 1: clamp_min(x, min), 2: clamp_max(x, max).
+   hardtanh(x, min=-1, max=1) comes here with defaults. */
+static int
+lower_clamp(kn_ctx *c, int ni, int param)
+{
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o[3];
+    int r = make_operand(c, arg(c, ni, 0), b->ndim, b->size, idx, &o[0]);
+    if (r <= 0)
+        return r;
+    kn_arg *lo = param == 2 ? NULL : arg(c, ni, 1);
+    kn_arg *hi = param == 1 ? NULL : param == 2 ? arg(c, ni, 1) : arg(c, ni, 2);
+    int hard = strcmp(node(c, ni)->target, "aten.hardtanh.default") == 0;
+    kn_arg dlo = {KN_A_FLOAT, 0, -1.0, 0, NULL, NULL}, dhi = {KN_A_FLOAT, 0, 1.0, 0, NULL, NULL};
+    if (hard) {
+        if (lo->kind == KN_A_NONE)
+            lo = &dlo;
+        if (hi->kind == KN_A_NONE)
+            hi = &dhi;
+    }
+    kn_dtype cd = kn_dtype_compute(b->dt);
+    if (cd == KN_BOOL)
+        return 0;
+    kn_expr *x = kn_cast(c, o[0].e, cd);
+    if (lo && lo->kind != KN_A_NONE) {
+        r = make_operand(c, lo, b->ndim, b->size, idx, &o[1]);
+        if (r <= 0)
+            return r;
+        x = kn_op2(c, KN_S_MAX, cd, x, kn_cast(c, o[1].e, cd));
+    }
+    if (hi && hi->kind != KN_A_NONE) {
+        r = make_operand(c, hi, b->ndim, b->size, idx, &o[2]);
+        if (r <= 0)
+            return r;
+        x = kn_op2(c, KN_S_MIN, cd, x, kn_cast(c, o[2].e, cd));
+    }
+    b->body = kn_cast(c, x, b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+static int
+lower_where(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o[3];
+    for (int k = 0; k < 3; k++) {
+        int r = make_operand(c, arg(c, ni, k), b->ndim, b->size, idx, &o[k]);
+        if (r <= 0)
+            return r;
+    }
+    kn_dtype cd = kn_dtype_compute(b->dt);
+    kn_expr *cond = kn_cast(c, o[0].e, KN_BOOL);
+    b->body = kn_cast(c, kn_op3(c, KN_S_WHERE, cd, cond, kn_cast(c, o[1].e, cd), kn_cast(c, o[2].e, cd)), b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+/* _to_copy(x, dtype=..., device=...): a cast.  The bridge passes the device
+   change as a string arg; kiln declines those. */
+static int
+lower_to_copy(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_node *n = node(c, ni);
+    for (int k = 1; k < n->nargs; k++)
+        if (n->args[k].kind == KN_A_STR && strcmp(n->args[k].s, "device-change") == 0)
+            return 0;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o;
+    int r = make_operand(c, arg(c, ni, 0), b->ndim, b->size, idx, &o);
+    if (r <= 0)
+        return r;
+    b->body = kn_cast(c, o.e, b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+static int
+lower_identity(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    return lower_to_copy(c, ni, 0);
+}
+
+/* ---------------------------------------------------------------- creation */
+static int
+lower_full(kn_ctx *c, int ni, int param)
+{
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_arg *v;
+    kn_arg one = {KN_A_INT, 1, 0, 0, NULL, NULL}, zero = {KN_A_INT, 0, 0, 0, NULL, NULL};
+    switch (param) {
+    case 0: v = arg(c, ni, 1); break;      /* full(size, value) */
+    case 1: v = arg(c, ni, 0); break;      /* scalar_tensor(value) */
+    case 2: v = arg(c, ni, 1); break;      /* full_like(x, value) / fill(x, value) */
+    case 3: v = &zero; break;
+    default: v = &one; break;
+    }
+    operand o;
+    int r = make_operand(c, v, b->ndim, b->size, idx, &o);
+    if (r <= 0 || v->kind == KN_A_REF)
+        return r < 0 ? -1 : 0;
+    b->body = kn_cast(c, o.e, b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+static int
+lower_arange(kn_ctx *c, int ni, int param)
+{
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (b->ndim != 1)
+        return 0;
+    kn_arg *s = param == 2 ? NULL : arg(c, ni, 0), *st = param == 0 ? arg(c, ni, 2) : NULL;
+    int isf = kn_dtype_is_float(b->dt);
+    kn_dtype cd = isf ? KN_F64 : KN_I64;
+    double start = s ? (s->kind == KN_A_FLOAT ? s->f : (double)s->i) : 0.0;
+    double step = st ? (st->kind == KN_A_FLOAT ? st->f : st->kind == KN_A_INT ? (double)st->i : 1.0) : 1.0;
+    if ((s && s->kind != KN_A_INT && s->kind != KN_A_FLOAT) || (st && st->kind == KN_A_REF))
+        return 0;
+    kn_expr *i = kn_cast(c, idx[0], cd);
+    kn_expr *v = kn_op2(c, KN_S_ADD, cd, kn_const_f(c, cd, start), kn_op2(c, KN_S_MUL, cd, i, kn_const_f(c, cd, step)));
+    b->body = kn_cast(c, v, b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+/* ---------------------------------------------------------------- views */
+/* Lazy buffer for node ni whose value at idx is src at map(idx). */
+static int
+view_of(kn_ctx *c, int ni, kn_buf *src, kn_expr **srcidx, kn_buf *b)
+{
+    b->body = kn_buf_load(c, src, srcidx);
+    if (b->body == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return set_result(c, ni, b);
+}
+
+static int
+lower_reshape(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int64_t ostr[KN_MAXDIM], istr[KN_MAXDIM];
+    kn_contiguous_strides(b->ndim, b->size, ostr);
+    kn_contiguous_strides(x->ndim, x->size, istr);
+    kn_expr *flat = kn_iconst(c, 0);
+    for (int d = 0; d < b->ndim; d++)
+        flat = kn_iadd(c, flat, kn_imul(c, idx[d], ostr[d]));
+    kn_expr *si[KN_MAXDIM];
+    for (int d = 0; d < x->ndim; d++)
+        si[d] = x->size[d] <= 1 ? kn_iconst(c, 0) : kn_imod(c, kn_idiv(c, flat, istr[d]), x->size[d]);
+    b->dt = x->dt;
+    return view_of(c, ni, x, si, b);
+}
+
+static int
+lower_permute(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_arg *p = arg(c, ni, 1);
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x && is_int_list(p) && p->n == x->ndim ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_expr *si[KN_MAXDIM];
+    for (int d = 0; d < x->ndim; d++)
+        si[wrap_dim(p->items[d].i, x->ndim)] = idx[d];
+    return view_of(c, ni, x, si, b);
+}
+
+static int
+lower_transpose(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int d0 = 0, d1 = 1;
+    if (param == 0) {
+        d0 = wrap_dim(arg(c, ni, 1)->i, x->ndim);
+        d1 = wrap_dim(arg(c, ni, 2)->i, x->ndim);
+    }
+    kn_expr *si[KN_MAXDIM];
+    for (int d = 0; d < x->ndim; d++)
+        si[d] = idx[d];
+    if (x->ndim >= 2) {
+        si[d0] = idx[d1];
+        si[d1] = idx[d0];
+    }
+    return view_of(c, ni, x, si, b);
+}
+
+static int
+lower_expand(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (x->ndim > b->ndim)
+        return 0;
+    kn_expr *si[KN_MAXDIM];
+    for (int d = 0; d < x->ndim; d++)
+        si[d] = x->size[d] == 1 ? kn_iconst(c, 0) : idx[d + b->ndim - x->ndim];
+    return view_of(c, ni, x, si, b);
+}
+
+static int
+lower_slice(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_arg *ad = arg(c, ni, 1), *as = arg(c, ni, 2), *ast = arg(c, ni, 4);
+    int d = ad->kind == KN_A_INT ? wrap_dim(ad->i, x->ndim) : 0;
+    if (d < 0 || d >= x->ndim)
+        return 0;
+    int64_t n = x->size[d];
+    int64_t start = as->kind == KN_A_INT ? as->i : 0;
+    int64_t step = ast->kind == KN_A_INT ? ast->i : 1;
+    if (start < 0)
+        start += n;
+    if (start < 0)
+        start = 0;
+    if (start > n)
+        start = n;
+    kn_expr *si[KN_MAXDIM];
+    for (int k = 0; k < x->ndim; k++)
+        si[k] = idx[k];
+    si[d] = kn_iadd(c, kn_iconst(c, start), kn_imul(c, idx[d], step));
+    return view_of(c, ni, x, si, b);
+}
+
+static int
+lower_select(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int d = wrap_dim(arg(c, ni, 1)->i, x->ndim);
+    int64_t i = arg(c, ni, 2)->i;
+    if (d < 0 || d >= x->ndim)
+        return 0;
+    if (i < 0)
+        i += x->size[d];
+    kn_expr *si[KN_MAXDIM];
+    for (int k = 0, o = 0; k < x->ndim; k++)
+        si[k] = k == d ? kn_iconst(c, i) : idx[o++];
+    return view_of(c, ni, x, si, b);
+}
+
+/* as_strided is lowered only over storage kiln allocated itself (offset 0),
+   where storage indices are known; anything else is an extern. */
+static int
+lower_as_strided(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    if (x == NULL || x->kind != KN_B_LAZY || x->body == NULL)
+        return 0;
+    /* only a freshly computed value (not a view of anything stored) */
+    if (x->body->op == KN_S_LOAD)
+        return 0;
+    kn_arg *sz = arg(c, ni, 1), *st = arg(c, ni, 2), *off = arg(c, ni, 3);
+    if (!is_int_list(sz) || !is_int_list(st) || sz->n != st->n)
+        return 0;
+    int64_t numel = 1;
+    for (int d = 0; d < x->ndim; d++)
+        numel *= x->size[d];
+    /* the fresh value must be contiguous in its own storage */
+    int64_t cs[KN_MAXDIM];
+    kn_contiguous_strides(x->ndim, x->size, cs);
+    for (int d = 0; d < x->ndim; d++)
+        if (x->size[d] > 1 && x->stride[d] != cs[d])
+            return 0;
+    if (kn_realize(c, x) < 0)
+        return -1;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_expr *ix = kn_iconst(c, off->kind == KN_A_INT ? off->i : 0);
+    int64_t hi = off->kind == KN_A_INT ? off->i : 0;
+    for (int d = 0; d < sz->n; d++) {
+        ix = kn_iadd(c, ix, kn_imul(c, idx[d], st->items[d].i));
+        if (sz->items[d].i > 0)
+            hi += (sz->items[d].i - 1) * st->items[d].i;
+    }
+    if (hi >= numel)
+        return 0;
+    b->body = kn_load(c, x->id, x->dt, ix);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+/* ---------------------------------------------------------------- data movement */
+static kn_expr *
+clamp_index(kn_ctx *c, kn_expr *i, int64_t n)
+{
+    int64_t lo, hi;
+    if (kn_expr_range(i, &lo, &hi) && lo >= 0 && hi < n)
+        return i;
+    return kn_op2(c, KN_S_MIN, KN_I64, kn_op2(c, KN_S_MAX, KN_I64, i, kn_iconst(c, 0)), kn_iconst(c, n - 1));
+}
+
+static int
+lower_cat(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_arg *ts = arg(c, ni, 0);
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = ts->kind == KN_A_LIST ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int d = wrap_dim(arg(c, ni, 1)->kind == KN_A_INT ? arg(c, ni, 1)->i : 0, b->ndim);
+    if (d < 0 || d >= b->ndim)
+        return 0;
+    kn_dtype cd = kn_dtype_compute(b->dt);
+    kn_expr *val = NULL;
+    int64_t off = 0;
+    kn_expr *parts[256];
+    int64_t ends[256];
+    int np = 0;
+    for (int k = 0; k < ts->n && np < 256; k++) {
+        kn_buf *x = ref_buf(c, &ts->items[k]);
+        if (x == NULL)
+            return 0;
+        if (x->ndim == 1 && x->size[0] == 0)
+            continue; /* legacy empty tensors are skipped by cat */
+        if (x->ndim != b->ndim)
+            return 0;
+        kn_expr *si[KN_MAXDIM];
+        for (int j = 0; j < b->ndim; j++)
+            si[j] = idx[j];
+        if (x->size[d] == 0)
+            continue;
+        si[d] = clamp_index(c, kn_iadd(c, idx[d], kn_iconst(c, -off)), x->size[d]);
+        parts[np] = kn_cast(c, kn_buf_load(c, x, si), cd);
+        if (parts[np] == NULL)
+            return -1;
+        off += x->size[d];
+        ends[np++] = off;
+    }
+    if (np == 0)
+        return 0;
+    val = parts[np - 1];
+    for (int k = np - 2; k >= 0; k--) {
+        kn_expr *in = kn_op2(c, KN_S_LT, KN_BOOL, idx[d], kn_iconst(c, ends[k]));
+        val = kn_op3(c, KN_S_WHERE, cd, in, parts[k], val);
+    }
+    b->body = kn_cast(c, val, b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+static int
+lower_pad(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_arg *pad = arg(c, ni, 1), *v = arg(c, ni, 2);
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x && is_int_list(pad) && pad->n % 2 == 0 && pad->n / 2 <= x->ndim ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_dtype cd = kn_dtype_compute(b->dt);
+    kn_expr *si[KN_MAXDIM], *valid = kn_const_i(c, KN_BOOL, 1);
+    for (int d = 0; d < x->ndim; d++)
+        si[d] = idx[d];
+    for (int k = 0; k < pad->n / 2; k++) {
+        int d = x->ndim - 1 - k;
+        int64_t lo = pad->items[2 * k].i;
+        kn_expr *raw = kn_iadd(c, idx[d], kn_iconst(c, -lo));
+        int64_t rl, rh;
+        if (!(kn_expr_range(raw, &rl, &rh) && rl >= 0 && rh < x->size[d])) {
+            kn_expr *ok = kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, raw, kn_iconst(c, 0)),
+                                 kn_op2(c, KN_S_LT, KN_BOOL, raw, kn_iconst(c, x->size[d])));
+            valid = kn_op2(c, KN_S_LAND, KN_BOOL, valid, ok);
+        }
+        si[d] = clamp_index(c, raw, x->size[d]);
+    }
+    operand fill;
+    kn_arg zero = {KN_A_INT, 0, 0, 0, NULL, NULL};
+    int r = make_operand(c, v->kind == KN_A_NONE ? &zero : v, b->ndim, b->size, idx, &fill);
+    if (r <= 0)
+        return r;
+    kn_expr *xv = kn_cast(c, kn_buf_load(c, x, si), cd);
+    b->body = kn_cast(c, kn_op3(c, KN_S_WHERE, cd, valid, xv, kn_cast(c, fill.e, cd)), b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+/* Index value loaded from an index tensor, wrapped for negatives and clamped
+   into [0, n) so a bad index can never read outside the buffer. */
+static kn_expr *
+index_value(kn_ctx *c, kn_buf *ib, kn_expr *const *iidx, int64_t n)
+{
+    kn_expr *v = kn_cast(c, kn_buf_load(c, ib, iidx), KN_I64);
+    if (v == NULL)
+        return NULL;
+    kn_expr *neg = kn_op2(c, KN_S_LT, KN_BOOL, v, kn_iconst(c, 0));
+    v = kn_op3(c, KN_S_WHERE, KN_I64, neg, kn_op2(c, KN_S_ADD, KN_I64, v, kn_iconst(c, n)), v);
+    return clamp_index(c, v, n);
+}
+
+static int
+is_index_dtype(kn_buf *b)
+{
+    return b->dt == KN_I64 || b->dt == KN_I32;
+}
+
+static int
+lower_gather(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 2));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x && ib && is_index_dtype(ib) && ib->ndim == x->ndim ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int d = wrap_dim(arg(c, ni, 1)->i, x->ndim);
+    if (d < 0 || (x->ndim && d >= x->ndim))
+        return 0;
+    kn_expr *si[KN_MAXDIM];
+    for (int k = 0; k < x->ndim; k++)
+        si[k] = idx[k];
+    if (x->ndim)
+        si[d] = index_value(c, ib, idx, x->size[d]);
+    return view_of(c, ni, x, si, b);
+}
+
+static int
+lower_index_select(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 2));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x && ib && is_index_dtype(ib) && ib->ndim <= 1 && x->ndim >= 1 ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int d = wrap_dim(arg(c, ni, 1)->i, x->ndim);
+    kn_expr *si[KN_MAXDIM];
+    for (int k = 0; k < x->ndim; k++)
+        si[k] = idx[k];
+    kn_expr *ii[1] = {idx[d]};
+    si[d] = index_value(c, ib, ii, x->size[d]);
+    return view_of(c, ni, x, si, b);
+}
+
+static int
+lower_embedding(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *w = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 1));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = w && ib && w->ndim == 2 && is_index_dtype(ib) ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_expr *si[2];
+    si[0] = index_value(c, ib, idx, w->size[0]);
+    si[1] = idx[b->ndim - 1];
+    return view_of(c, ni, w, si, b);
+}
+
+static int
+lower_flip(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_arg *dims = arg(c, ni, 1);
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x && is_int_list(dims) ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_expr *si[KN_MAXDIM];
+    for (int k = 0; k < x->ndim; k++)
+        si[k] = idx[k];
+    for (int k = 0; k < dims->n; k++) {
+        int d = wrap_dim(dims->items[k].i, x->ndim);
+        if (d < 0 || d >= x->ndim)
+            return 0;
+        si[d] = kn_iadd(c, kn_iconst(c, x->size[d] - 1), kn_imul(c, idx[d], -1));
+    }
+    return view_of(c, ni, x, si, b);
+}
+
+/* index.Tensor(x, [None | index tensor, ...]) with integer index tensors. */
+static int
+lower_index(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_arg *il = arg(c, ni, 1);
+    if (x == NULL || il->kind != KN_A_LIST || il->n > x->ndim)
+        return 0;
+    kn_buf *ibs[KN_MAXDIM] = {0};
+    int first = -1, last = -1, nb = 0;
+    for (int k = 0; k < il->n; k++) {
+        if (il->items[k].kind == KN_A_NONE)
+            continue;
+        kn_buf *ib = ref_buf(c, &il->items[k]);
+        if (ib == NULL || !is_index_dtype(ib))
+            return 0;
+        ibs[k] = ib;
+        if (first < 0)
+            first = k;
+        last = k;
+        if (ib->ndim > nb)
+            nb = ib->ndim;
+    }
+    if (first < 0)
+        return 0;
+    int adjacent = 1;
+    for (int k = first; k <= last; k++)
+        if (ibs[k] == NULL)
+            adjacent = 0;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int bstart = adjacent ? first : 0;  /* position of the broadcast dims in the output */
+    kn_expr *si[KN_MAXDIM];
+    int o = 0;
+    for (int k = 0; k < x->ndim; k++) {
+        if (k < il->n && ibs[k]) {
+            kn_buf *ib = ibs[k];
+            kn_expr *ii[KN_MAXDIM];
+            for (int j = 0; j < ib->ndim; j++) {
+                int od = bstart + j + nb - ib->ndim;
+                ii[j] = ib->size[j] == 1 ? kn_iconst(c, 0) : idx[od];
+            }
+            si[k] = index_value(c, ib, ii, x->size[k]);
+        } else {
+            if (adjacent && o == bstart)
+                o += nb;
+            if (!adjacent && o == 0)
+                o = nb;
+            si[k] = idx[o++];
+        }
+    }
+    if (o > b->ndim)
+        return 0;
+    return view_of(c, ni, x, si, b);
+}
+
+/* ---------------------------------------------------------------- reductions */
+/* Build a reduction buffer over dims of x.  `dims` NULL or empty = all.  The
+   buffer's shape is the output shape with keepdim. */
+static kn_buf *
+reduction(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_rop rop, kn_dtype out_dt, kn_dtype acc,
+          kn_buf *centre)
+{
+    int red[KN_MAXDIM] = {0};
+    int nd = x->ndim;
+    if (dims == NULL || dims->kind == KN_A_NONE || (dims->kind == KN_A_LIST && dims->n == 0)) {
+        for (int d = 0; d < nd; d++)
+            red[d] = 1;
+    } else if (dims->kind == KN_A_INT) {
+        int d = wrap_dim(dims->i, nd);
+        if (nd && (d < 0 || d >= nd))
+            return NULL;
+        if (nd)
+            red[d] = 1;
+    } else if (is_int_list(dims)) {
+        for (int k = 0; k < dims->n; k++) {
+            int d = wrap_dim(dims->items[k].i, nd);
+            if (nd && (d < 0 || d >= nd))
+                return NULL;
+            if (nd)
+                red[d] = 1;
+        }
+    } else {
+        return NULL;
+    }
+    int64_t osize[KN_MAXDIM], rsize[KN_MAXDIM];
+    int on = 0, rn = 0;
+    kn_expr *si[KN_MAXDIM], *oi[KN_MAXDIM];
+    for (int d = 0; d < nd; d++) {
+        if (red[d]) {
+            rsize[rn] = x->size[d];
+            si[d] = kn_var(c, KN_VAR_R(rn), x->size[d]);
+            rn++;
+            if (keepdim) {
+                oi[on] = kn_iconst(c, 0);
+                osize[on++] = 1;
+            }
+        } else {
+            si[d] = kn_var(c, KN_VAR_P(on), x->size[d]);
+            oi[on] = si[d];
+            osize[on++] = x->size[d];
+        }
+    }
+    kn_buf *b = kn_buf_new(c, KN_B_REDUCTION, out_dt, on, osize);
+    if (b == NULL)
+        return NULL;
+    kn_expr *v = kn_cast(c, kn_buf_load(c, x, si), acc);
+    if (centre) {
+        /* sum of squared deviations from `centre` (indexed like the output) */
+        kn_expr *m = kn_cast(c, kn_buf_load(c, centre, oi), acc);
+        kn_expr *dv = kn_op2(c, KN_S_SUB, acc, v, m);
+        v = kn_op2(c, KN_S_MUL, acc, dv, dv);
+    }
+    if (v == NULL)
+        return NULL;
+    b->body = v;
+    b->rop = rop;
+    b->nred = rn;
+    memcpy(b->rsize, rsize, sizeof(int64_t) * (size_t)rn);
+    b->acc_dt = acc;
+    kn_step st = {0};
+    st.kind = KN_ST_KERNEL;
+    st.kernel = b->id;
+    if (kn_add_step(c, &st) < 0)
+        return NULL;
+    return b;
+}
+
+static kn_dtype
+acc_dtype(kn_rop rop, kn_dtype in, kn_dtype out)
+{
+    switch (rop) {
+    case KN_R_SUM: case KN_R_PROD: case KN_R_CUMSUM: case KN_R_CUMPROD:
+        return kn_dtype_compute(out);
+    case KN_R_ANY: case KN_R_ALL:
+        return KN_BOOL;
+    default:
+        return kn_dtype_compute(in);
+    }
+}
+
+/* Position of the dims and keepdim arguments per op. */
+static void
+reduce_args(kn_ctx *c, int ni, const kn_arg **dims, int *keepdim)
+{
+    const char *t = node(c, ni)->target;
+    *dims = NULL;
+    *keepdim = 0;
+    if (strstr(t, ".default") && strncmp(t, "aten.amax", 9) != 0 && strncmp(t, "aten.amin", 9) != 0 &&
+        strncmp(t, "aten.argmax", 11) != 0 && strncmp(t, "aten.argmin", 11) != 0)
+        return; /* full reduction */
+    *dims = arg(c, ni, 1);
+    kn_arg *kd = arg(c, ni, 2);
+    *keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
+}
+
+static int
+lower_reduce(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (x == NULL || m == NULL)
+        return 0;
+    const kn_arg *dims;
+    int keepdim;
+    reduce_args(c, ni, &dims, &keepdim);
+    kn_rop rop = (kn_rop)param;
+    if ((rop == KN_R_ARGMAX || rop == KN_R_ARGMIN) && dims && dims->kind == KN_A_NONE)
+        keepdim = 0; /* flattened argmax */
+    int64_t numel = 1;
+    for (int d = 0; d < x->ndim; d++)
+        numel *= x->size[d];
+    if (numel == 0 && rop != KN_R_SUM && rop != KN_R_PROD && rop != KN_R_ANY && rop != KN_R_ALL)
+        return 0;
+    kn_buf *b = reduction(c, x, dims, keepdim, rop, m->dt, acc_dtype(rop, x->dt, m->dt), NULL);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (b->ndim != m->ndim)
+        return 0; /* shape disagreement with torch: the op goes to ATen */
+    set_layout_from_meta(b, m);
+    return set_result(c, ni, b);
+}
+
+/* max.dim / min.dim: (values, indices) */
+static int
+lower_reduce_pair(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m0 = out_meta(c, ni, 0), *m1 = out_meta(c, ni, 1);
+    if (x == NULL || m0 == NULL || m1 == NULL)
+        return 0;
+    kn_arg *kd = arg(c, ni, 2);
+    int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
+    int64_t numel = 1;
+    for (int d = 0; d < x->ndim; d++)
+        numel *= x->size[d];
+    if (numel == 0)
+        return 0;
+    kn_rop arg_rop = param == KN_R_MAX ? KN_R_ARGMAX : KN_R_ARGMIN;
+    kn_buf *v = reduction(c, x, arg(c, ni, 1), keepdim, (kn_rop)param, m0->dt, acc_dtype((kn_rop)param, x->dt, m0->dt), NULL);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_buf *ix = reduction(c, x, arg(c, ni, 1), keepdim, arg_rop, m1->dt, kn_dtype_compute(x->dt), NULL);
+    if (ix == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int *ids = kn_alloc(&c->arena, sizeof(int) * 2);
+    if (ids == NULL)
+        return -1;
+    ids[0] = v->id;
+    ids[1] = ix->id;
+    c->node_bufs[ni] = ids;
+    c->node_nres[ni] = 2;
+    return 1;
+}
+
+static kn_buf *
+lazy_scale(kn_ctx *c, kn_buf *sum, double scale, kn_dtype out_dt)
+{
+    kn_buf *b = kn_buf_new(c, KN_B_LAZY, out_dt, sum->ndim, sum->size);
+    if (b == NULL)
+        return NULL;
+    kn_expr *idx[KN_MAXDIM];
+    for (int d = 0; d < sum->ndim; d++)
+        idx[d] = kn_var(c, KN_VAR_P(d), sum->size[d]);
+    kn_dtype cd = kn_dtype_compute(out_dt);
+    kn_expr *v = kn_cast(c, kn_buf_load(c, sum, idx), cd);
+    b->body = kn_cast(c, kn_op2(c, KN_S_MUL, cd, v, kn_const_f(c, cd, scale)), out_dt);
+    return b->body ? b : NULL;
+}
+
+static int
+lower_mean(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (x == NULL || m == NULL || !kn_dtype_is_float(m->dt))
+        return 0;
+    const kn_arg *dims;
+    int keepdim;
+    reduce_args(c, ni, &dims, &keepdim);
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, KN_F32 == kn_dtype_compute(m->dt) ? KN_F32 : m->dt,
+                          kn_dtype_compute(m->dt), NULL);
+    if (s == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int64_t on = 1, xn = 1;
+    for (int d = 0; d < s->ndim; d++)
+        on *= s->size[d];
+    for (int d = 0; d < x->ndim; d++)
+        xn *= x->size[d];
+    double count = on ? (double)xn / (double)on : 0.0;
+    kn_buf *b = lazy_scale(c, s, count > 0 ? 1.0 / count : NAN, m->dt);
+    if (b == NULL)
+        return -1;
+    s->uses = 1;
+    return set_result(c, ni, b);
+}
+
+/* var.correction(x, dims, correction, keepdim) and var_mean.correction:
+   two passes over the row inside one kernel: the mean, then the sum of
+   squared deviations from it. */
+static int
+lower_var_mean(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (x == NULL || m == NULL || !kn_dtype_is_float(m->dt) || !kn_dtype_is_float(x->dt))
+        return 0;
+    kn_arg *dims = arg(c, ni, 1), *corr = arg(c, ni, 2), *kd = arg(c, ni, 3);
+    int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
+    double correction = corr->kind == KN_A_INT ? (double)corr->i : corr->kind == KN_A_FLOAT ? corr->f : 1.0;
+    kn_dtype cd = kn_dtype_compute(m->dt);
+    /* mean with keepdim=1 so it indexes like the output of the second pass */
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, NULL);
+    if (s == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int64_t on = 1, xn = 1;
+    for (int d = 0; d < s->ndim; d++)
+        on *= s->size[d];
+    for (int d = 0; d < x->ndim; d++)
+        xn *= x->size[d];
+    double n = on ? (double)xn / (double)on : 0.0;
+    kn_buf *mean = lazy_scale(c, s, n > 0 ? 1.0 / n : NAN, cd);
+    if (mean == NULL)
+        return -1;
+    mean->uses = 2;
+    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, mean);
+    if (ss == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    double denom = n - correction;
+    kn_buf *var = lazy_scale(c, ss, denom > 0 ? 1.0 / denom : (denom == 0 ? INFINITY : NAN), m->dt);
+    if (var == NULL)
+        return -1;
+    if (param == 0)
+        return set_result(c, ni, var);
+    const kn_meta *m1 = out_meta(c, ni, 1);
+    if (m1 == NULL)
+        return 0;
+    kn_buf *mean_out = lazy_scale(c, s, n > 0 ? 1.0 / n : NAN, m1->dt);
+    if (mean_out == NULL)
+        return -1;
+    int *ids = kn_alloc(&c->arena, sizeof(int) * 2);
+    if (ids == NULL)
+        return -1;
+    ids[0] = var->id;
+    ids[1] = mean_out->id;
+    c->node_bufs[ni] = ids;
+    c->node_nres[ni] = 2;
+    return 1;
+}
+
+/* cumsum / cumprod along one dim: a sequential scan per row. */
+static int
+lower_scan(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (x == NULL || m == NULL)
+        return 0;
+    int nd = x->ndim ? x->ndim : 0;
+    int d = wrap_dim(arg(c, ni, 1)->i, nd);
+    if (nd && (d < 0 || d >= nd))
+        return 0;
+    kn_buf *b = kn_buf_new(c, KN_B_REDUCTION, m->dt, x->ndim, x->size);
+    if (b == NULL)
+        return -1;
+    kn_expr *si[KN_MAXDIM];
+    for (int k = 0; k < nd; k++)
+        si[k] = k == d ? kn_var(c, KN_VAR_R(0), x->size[k]) : kn_var(c, KN_VAR_P(k), x->size[k]);
+    b->acc_dt = acc_dtype((kn_rop)param, x->dt, m->dt);
+    b->body = kn_cast(c, kn_buf_load(c, x, si), b->acc_dt);
+    if (b->body == NULL)
+        return -1;
+    b->rop = (kn_rop)param;
+    b->nred = 1;
+    b->rsize[0] = nd ? x->size[d] : 1;
+    b->scan_dim = nd ? d : -1;
+    kn_step st = {0};
+    st.kind = KN_ST_KERNEL;
+    st.kernel = b->id;
+    if (kn_add_step(c, &st) < 0)
+        return -1;
+    return set_result(c, ni, b);
+}
+
+/* ---------------------------------------------------------------- externs */
+/* If lazy b is a strided view of a stored buffer, make it an ALIAS. */
+static int
+try_alias(kn_ctx *c, kn_buf *b)
+{
+    kn_expr *e = b->body;
+    if (e == NULL || e->op != KN_S_LOAD || (kn_dtype)e->ext != b->dt)
+        return 0;
+    kn_buf *base = c->bufs[e->i];
+    if (base->kind == KN_B_LAZY || base->kind == KN_B_ALIAS)
+        return 0;
+    /* index must be affine in the P vars */
+    int64_t st[KN_MAXDIM] = {0}, off = 0;
+    kn_expr *stack[64];
+    int64_t coef[64];
+    int sp = 0;
+    stack[sp] = e->a[0];
+    coef[sp++] = 1;
+    while (sp) {
+        sp--;
+        kn_expr *t = stack[sp];
+        int64_t k = coef[sp];
+        if (t->op == KN_S_CONST) {
+            off += k * t->i;
+        } else if (t->op == KN_S_ADD && sp + 2 < 64) {
+            stack[sp] = t->a[0];
+            coef[sp++] = k;
+            stack[sp] = t->a[1];
+            coef[sp++] = k;
+        } else if (t->op == KN_S_MUL && t->a[1]->op == KN_S_CONST && sp + 1 < 64) {
+            stack[sp] = t->a[0];
+            coef[sp++] = k * t->a[1]->i;
+        } else if (t->op == KN_S_VAR && t->i >= KN_VAR_P(0) && t->i < KN_VAR_P(0) + b->ndim) {
+            st[t->i - KN_VAR_P(0)] += k;
+        } else {
+            return 0;
+        }
+    }
+    if (off < 0)
+        return 0;
+    for (int d = 0; d < b->ndim; d++)
+        if (st[d] < 0)
+            return 0;
+    b->kind = KN_B_ALIAS;
+    b->base = base->id;
+    b->offset = off;
+    memcpy(b->stride, st, sizeof st);
+    base->needs_tensor = 1;
+    return 1;
+}
+
+/* Make buffer b usable as a tensor argument of an extern. */
+static int
+materialize(kn_ctx *c, kn_buf *b)
+{
+    if (b->kind == KN_B_LAZY) {
+        if (try_alias(c, b))
+            return 0;
+        if (kn_realize(c, b) < 0)
+            return -1;
+    }
+    if (b->kind == KN_B_ALIAS)
+        c->bufs[b->base]->needs_tensor = 1;
+    b->needs_tensor = 1;
+    return 0;
+}
+
+static int
+collect_extern_inputs(kn_ctx *c, const kn_arg *a, kn_step *st)
+{
+    if (a->kind == KN_A_REF) {
+        if (c->node_nres[a->i] != 1) {
+            PyErr_Format(PyExc_RuntimeError, "kiln: extern argument refers to a tuple-valued node %d", (int)a->i);
+            return -1;
+        }
+        kn_buf *b = c->bufs[c->node_bufs[a->i][0]];
+        if (materialize(c, b) < 0)
+            return -1;
+        if (st->nin >= (int)(sizeof st->in / sizeof st->in[0])) {
+            PyErr_SetString(PyExc_RuntimeError, "kiln: too many tensor arguments for an extern call");
+            return -1;
+        }
+        st->in[st->nin++] = b->id;
+        return 0;
+    }
+    if (a->kind == KN_A_LIST)
+        for (int k = 0; k < a->n; k++)
+            if (collect_extern_inputs(c, &a->items[k], st) < 0)
+                return -1;
+    return 0;
+}
+
+static int
+lower_extern(kn_ctx *c, int ni)
+{
+    kn_node *n = node(c, ni);
+    kn_step st = {0};
+    st.kind = KN_ST_EXTERN;
+    st.node = ni;
+    for (int k = 0; k < n->nargs; k++)
+        if (collect_extern_inputs(c, &n->args[k], &st) < 0)
+            return -1;
+    int nres = n->nout > 0 ? n->nout : 1;
+    if (nres > KN_MAXARGS) {
+        PyErr_SetString(PyExc_RuntimeError, "kiln: too many results from an extern call");
+        return -1;
+    }
+    int *ids = kn_alloc(&c->arena, sizeof(int) * (size_t)nres);
+    if (ids == NULL)
+        return -1;
+    for (int k = 0; k < nres; k++) {
+        const kn_meta *m = k < n->nout && n->out[k].valid ? &n->out[k] : NULL;
+        kn_buf *b = kn_buf_new(c, KN_B_EXTERN, m ? m->dt : KN_F32, m ? m->ndim : 0, m ? m->size : NULL);
+        if (b == NULL)
+            return -1;
+        if (m)
+            memcpy(b->stride, m->stride, sizeof(int64_t) * (size_t)m->ndim);
+        else
+            b->dt = KN_NDTYPES; /* not a tensor: kept as a Python object */
+        b->extern_step = c->nsteps;
+        b->extern_index = n->is_tuple ? k : -1;
+        b->uses = n->uses;
+        ids[k] = b->id;
+        st.res[k] = b->id;
+    }
+    st.nres = nres;
+    c->node_bufs[ni] = ids;
+    c->node_nres[ni] = nres;
+    c->n_externs++;
+    PyObject *s = PyUnicode_FromString(n->target);
+    if (s == NULL || PyList_Append(c->extern_names, s) < 0) {
+        Py_XDECREF(s);
+        return -1;
+    }
+    Py_DECREF(s);
+    return kn_add_step(c, &st);
+}
+
+/* ---------------------------------------------------------------- driver */
+int
+kn_lower_graph(kn_ctx *c)
+{
+    kn_graph *g = &c->g;
+    c->node_bufs = kn_alloc(&c->arena, sizeof(int *) * (size_t)(g->nnodes + 1));
+    c->node_nres = kn_alloc(&c->arena, sizeof(int) * (size_t)(g->nnodes + 1));
+    if (c->node_bufs == NULL || c->node_nres == NULL)
+        return -1;
+    for (int k = 0; k < g->ninputs; k++) {
+        int ni = g->inputs[k];
+        kn_node *n = node(c, ni);
+        const kn_meta *m = out_meta(c, ni, 0);
+        kn_buf *b = kn_buf_new(c, KN_B_INPUT, m ? m->dt : KN_NDTYPES, m ? m->ndim : 0, m ? m->size : NULL);
+        if (b == NULL)
+            return -1;
+        if (m)
+            memcpy(b->stride, m->stride, sizeof(int64_t) * (size_t)m->ndim);
+        b->input_index = k;
+        b->uses = n->uses;
+        int *ids = kn_alloc(&c->arena, sizeof(int));
+        if (ids == NULL)
+            return -1;
+        ids[0] = b->id;
+        c->node_bufs[ni] = ids;
+        c->node_nres[ni] = 1;
+    }
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        kn_node *n = node(c, ni);
+        if (strcmp(n->target, "input") == 0)
+            continue;
+        if (strcmp(n->target, "getitem") == 0) {
+            kn_arg *src = arg(c, ni, 0), *ix = arg(c, ni, 1);
+            if (src->kind != KN_A_REF || ix->kind != KN_A_INT || ix->i < 0 || ix->i >= c->node_nres[src->i]) {
+                PyErr_SetString(PyExc_RuntimeError, "kiln: malformed getitem in graph");
+                return -1;
+            }
+            int id = c->node_bufs[src->i][ix->i];
+            int *ids = kn_alloc(&c->arena, sizeof(int));
+            if (ids == NULL)
+                return -1;
+            ids[0] = id;
+            c->node_bufs[ni] = ids;
+            c->node_nres[ni] = 1;
+            if (id >= 0)
+                c->bufs[id]->uses = n->uses;
+            continue;
+        }
+        c->n_aten_ops++;
+        const op_entry *e = find_op(n->target);
+        int done = 0;
+        /* every tensor result needs valid metadata for kiln to lower it */
+        int meta_ok = n->nout > 0;
+        for (int k = 0; k < n->nout; k++)
+            if (!n->out[k].valid || n->out[k].dt == KN_NDTYPES)
+                meta_ok = 0;
+        if (e && meta_ok) {
+            /* a declining lowering may leave realized buffers behind; their
+               steps stay (dead work, never wrong) */
+            done = e->fn(c, ni, e->param);
+            if (done < 0)
+                return -1;
+        }
+        if (!done && lower_extern(c, ni) < 0)
+            return -1;
+    }
+    /* graph outputs */
+    for (int k = 0; k < g->noutputs; k++) {
+        kn_arg *a = &g->outputs[k];
+        if (a->kind != KN_A_REF)
+            continue;
+        if (c->node_nres[a->i] != 1)
+            continue;
+        kn_buf *b = c->bufs[c->node_bufs[a->i][0]];
+        if (b->kind == KN_B_LAZY && kn_realize(c, b) < 0)
+            return -1;
+        b->is_output = 1;
+    }
+    return 0;
+}

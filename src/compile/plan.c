@@ -1,0 +1,143 @@
+/* plan.c — lifetimes and memory planning.
+ *
+ * Consumes: the fused schedule (kernels and extern steps).  Produces, per
+ * buffer: first/last step, whether a reduction or outer value can stay in a
+ * register of its kernel (`local`), and for intermediates used only by kiln
+ * kernels an offset in one per-call arena, reusing the bytes of buffers that
+ * died in an earlier step.  Graph outputs and buffers handed to ATen get torch
+ * tensors of their own.
+ */
+#include "../kiln.h"
+#include <string.h>
+
+kn_expr *kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b);
+
+static uint32_t plan_gen = 1u << 30;
+
+static void
+note_loads(kn_ctx *c, kn_expr *e, int step, int kernel, uint32_t gen)
+{
+    if (e->mark == (int)gen)
+        return;
+    e->mark = (int)gen;
+    if (e->op == KN_S_LOAD) {
+        kn_buf *b = c->bufs[e->i];
+        if (step > b->last)
+            b->last = step;
+        if (b->kernel != kernel)
+            b->local = 0;
+    }
+    for (int j = 0; j < e->n; j++)
+        note_loads(c, e->a[j], step, kernel, gen);
+}
+
+int64_t kn_buf_span(const kn_buf *b);
+int64_t
+kn_buf_span(const kn_buf *b)
+{
+    int64_t hi = b->offset;
+    for (int d = 0; d < b->ndim; d++) {
+        if (b->size[d] == 0)
+            return 0;
+        hi += (b->size[d] - 1) * b->stride[d];
+    }
+    return hi + 1;
+}
+
+int
+kn_plan(kn_ctx *c)
+{
+    for (int i = 0; i < c->nbufs; i++) {
+        kn_buf *b = c->bufs[i];
+        b->first = b->last = -1;
+        b->local = (b->kind == KN_B_POINTWISE || b->kind == KN_B_REDUCTION) && !b->is_output && !b->needs_tensor;
+    }
+    for (int s = 0; s < c->nsteps; s++) {
+        kn_step *st = &c->steps[s];
+        if (st->kind == KN_ST_KERNEL) {
+            kn_kernel *k = &c->kernels[st->kernel];
+            uint32_t gen = ++plan_gen;
+            for (int m = 0; m < k->nmembers; m++) {
+                kn_buf *b = c->bufs[k->members[m]];
+                if (b->first < 0)
+                    b->first = s;
+                if (b->last < s)
+                    b->last = s;
+                note_loads(c, b->body, s, st->kernel, gen);
+            }
+        } else {
+            for (int j = 0; j < st->nin; j++) {
+                kn_buf *b = c->bufs[st->in[j]];
+                b->local = 0;
+                if (b->last < s)
+                    b->last = s;
+                if (b->kind == KN_B_ALIAS) {
+                    kn_buf *base = c->bufs[b->base];
+                    base->local = 0;
+                    if (base->last < s)
+                        base->last = s;
+                }
+            }
+            for (int j = 0; j < st->nres; j++)
+                if (st->res[j] >= 0)
+                    c->bufs[st->res[j]]->first = s;
+        }
+    }
+    /* Only reductions and outer values can live in a register; scans and
+       inner values are always stored. */
+    for (int i = 0; i < c->nbufs; i++) {
+        kn_buf *b = c->bufs[i];
+        if (!b->local)
+            continue;
+        if (b->kind == KN_B_REDUCTION && (b->rop == KN_R_CUMSUM || b->rop == KN_R_CUMPROD))
+            b->local = 0;
+        else if (b->kind == KN_B_POINTWISE) {
+            kn_kernel *k = &c->kernels[b->kernel];
+            int64_t s[KN_MAXDIM];
+            int n = 0;
+            for (int d = 0; d < b->ndim; d++)
+                if (b->size[d] != 1)
+                    s[n++] = b->size[d];
+            int outer = k->has_reduction && n == k->nouter &&
+                        (n == 0 || memcmp(s, k->outer, sizeof(int64_t) * (size_t)n) == 0);
+            if (!outer)
+                b->local = 0;
+        }
+    }
+    /* arena: first-fit reuse of blocks whose owner died before */
+    typedef struct {
+        int64_t off, size;
+        int last;
+    } block;
+    block *blocks = kn_alloc(&c->arena, sizeof(block) * (size_t)(c->nbufs + 1));
+    if (blocks == NULL)
+        return -1;
+    int nblocks = 0;
+    int64_t top = 0;
+    for (int s = 0; s < c->nsteps; s++) {
+        for (int i = 0; i < c->nbufs; i++) {
+            kn_buf *b = c->bufs[i];
+            if (b->first != s || b->local || b->is_output || b->needs_tensor)
+                continue;
+            if (b->kind != KN_B_POINTWISE && b->kind != KN_B_REDUCTION)
+                continue;
+            int64_t bytes = (kn_buf_span(b) * kn_dtype_size[b->dt] + 63) & ~(int64_t)63;
+            if (bytes == 0)
+                bytes = 64;
+            int best = -1;
+            for (int k = 0; k < nblocks; k++)
+                if (blocks[k].last < s && blocks[k].size >= bytes && (best < 0 || blocks[k].size < blocks[best].size))
+                    best = k;
+            if (best < 0) {
+                blocks[nblocks].off = top;
+                blocks[nblocks].size = bytes;
+                best = nblocks++;
+                top += bytes;
+            }
+            blocks[best].last = b->last > s ? b->last : s;
+            b->arena_off = blocks[best].off;
+        }
+    }
+    c->arena_bytes = top;
+    return 0;
+}

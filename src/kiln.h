@@ -1,0 +1,332 @@
+/* kiln.h — shared declarations of kiln's C core, one section per stage.
+ *
+ *   Python description of an ATen graph (kiln/fx_bridge.py)
+ *     │  graph/graph.c     parse into kn_graph (nodes, args, output metadata)
+ *     ▼
+ *   kn_graph ──compile/lower.c──▶ buffers: lazy pointwise bodies, reductions,
+ *     │                            externs (expression DAGs from compile/expr.c)
+ *     ▼
+ *   compile/fuse.c   group realized buffers into kernels sharing an iteration space
+ *   compile/plan.c   lifetimes, arena offsets for intermediates, extern frees
+ *     ▼
+ *   codegen/c.c      C source with OpenMP + SIMD loops, one function per kernel
+ *     ▼
+ *   runtime/load.c   system C compiler, content-hashed disk cache, dlopen
+ *   runtime/run.c    the step loop: allocate, call kernels, call ATen externs
+ *
+ * Compile-time memory lives in one arena per compilation (kn_arena), freed in
+ * one call, so an error from any depth leaks nothing.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#define KN_MAXDIM 12
+#define KN_MAXARGS 16
+
+/* ---------------------------------------------------------------- dtypes */
+/* Order is shared with kiln/fx_bridge.py (DTYPES). */
+#define KN_DTYPES(X)                                   \
+    X(BOOL, "bool", "uint8_t", 1)                      \
+    X(U8, "uint8", "uint8_t", 1)                       \
+    X(I8, "int8", "int8_t", 1)                         \
+    X(I16, "int16", "int16_t", 2)                      \
+    X(I32, "int32", "int32_t", 4)                      \
+    X(I64, "int64", "int64_t", 8)                      \
+    X(F16, "float16", "_Float16", 2)                   \
+    X(BF16, "bfloat16", "uint16_t", 2)                 \
+    X(F32, "float32", "float", 4)                      \
+    X(F64, "float64", "double", 8)
+
+typedef enum {
+#define X(n, s, c, b) KN_##n,
+    KN_DTYPES(X)
+#undef X
+    KN_NDTYPES
+} kn_dtype;
+
+extern const char *const kn_dtype_name[KN_NDTYPES];
+extern const char *const kn_dtype_ctype[KN_NDTYPES];   /* storage type in C */
+extern const int kn_dtype_size[KN_NDTYPES];
+int kn_dtype_is_float(kn_dtype d);
+int kn_dtype_is_int(kn_dtype d);                       /* integral, not bool */
+kn_dtype kn_dtype_compute(kn_dtype d);                 /* f16/bf16 -> f32 */
+kn_dtype kn_dtype_promote(kn_dtype a, kn_dtype b);     /* same-priority promotion */
+
+/* ---------------------------------------------------------------- arena */
+typedef struct kn_arena_chunk kn_arena_chunk;
+typedef struct {
+    kn_arena_chunk *head;
+    size_t used, cap;
+} kn_arena;
+
+void *kn_alloc(kn_arena *a, size_t n);                 /* zeroed; aborts via NULL+MemoryError */
+void kn_arena_free(kn_arena *a);
+char *kn_strdup(kn_arena *a, const char *s);
+
+/* A growable text buffer for generated source. */
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} kn_str;
+void kn_str_printf(kn_str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kn_str_free(kn_str *s);
+
+/* ---------------------------------------------------------------- scalar ops */
+typedef enum {
+#define SOP(name, nargs, cls, tmpl) KN_S_##name,
+#include "codegen/scalar.def"
+#undef SOP
+    KN_S__COUNT
+} kn_sop;
+
+/* Classes of scalar op, from scalar.def. */
+enum { KN_SC_SPECIAL, KN_SC_ARITH, KN_SC_FLOAT, KN_SC_CMP, KN_SC_LOGIC, KN_SC_BITS, KN_SC_PRED };
+
+typedef struct {
+    const char *name;
+    int nargs;
+    int cls;
+    const char *tmpl;
+} kn_sop_info;
+extern const kn_sop_info kn_sops[KN_S__COUNT];
+
+/* ---------------------------------------------------------------- expressions */
+/* Hash-consed expression DAG: identical subexpressions are the same node, so
+   equality is pointer equality and CSE in code generation is free.  Index
+   arithmetic is canonicalised (sums of coef*atom sorted by atom id). */
+typedef struct kn_expr kn_expr;
+struct kn_expr {
+    uint16_t op;          /* kn_sop */
+    uint8_t dt;           /* kn_dtype of the value (never F16/BF16: those load as F32) */
+    uint8_t n;            /* number of arguments */
+    uint32_t id;          /* creation order: a topological order */
+    kn_expr *a[3];
+    int64_t i;            /* CONST int value; VAR number; LOAD/LOCAL buffer id */
+    double f;             /* CONST float value */
+    int64_t ext;          /* VAR extent; LOAD: 1 if the load is of a kernel-local */
+    uint32_t hash;
+    uint32_t depth;       /* max loop level of vars used (0 = none) */
+    kn_expr *next;        /* hash chain */
+    int mark;             /* scratch for code generation */
+};
+
+typedef struct kn_ctx kn_ctx;
+
+kn_expr *kn_const_i(kn_ctx *c, kn_dtype dt, int64_t v);
+kn_expr *kn_const_f(kn_ctx *c, kn_dtype dt, double v);
+kn_expr *kn_var(kn_ctx *c, int64_t num, int64_t extent);
+kn_expr *kn_op1(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a);
+kn_expr *kn_op2(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b);
+kn_expr *kn_op3(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b, kn_expr *d);
+kn_expr *kn_cast(kn_ctx *c, kn_expr *a, kn_dtype dt);
+kn_expr *kn_load(kn_ctx *c, int buf, kn_dtype dt, kn_expr *index);
+/* index arithmetic on int64 */
+kn_expr *kn_iadd(kn_ctx *c, kn_expr *a, kn_expr *b);
+kn_expr *kn_imul(kn_ctx *c, kn_expr *a, int64_t k);
+kn_expr *kn_iconst(kn_ctx *c, int64_t v);
+kn_expr *kn_idiv(kn_ctx *c, kn_expr *a, int64_t k);   /* floor division, a >= 0 */
+kn_expr *kn_imod(kn_ctx *c, kn_expr *a, int64_t k);   /* a >= 0 */
+int kn_expr_range(kn_expr *e, int64_t *lo, int64_t *hi);  /* 1 if known */
+int kn_is_const(kn_expr *e);
+double kn_const_val(kn_expr *e);
+
+/* Substitution of variables: map[var number] -> expr (NULL = keep). */
+#define KN_NVARS 160
+typedef struct {
+    kn_expr *to[KN_NVARS];
+} kn_subst;
+kn_expr *kn_substitute(kn_ctx *c, kn_expr *e, const kn_subst *s);
+size_t kn_expr_size(kn_expr *e, size_t cap);
+
+/* Variable numbering: placeholders of a buffer body, reduction placeholders,
+   and the loop variables of a kernel. */
+#define KN_VAR_P(i) (i)
+#define KN_VAR_R(i) (16 + (i))
+#define KN_VAR_O(i) (32 + (i))   /* kernel outer loop */
+#define KN_VAR_I(i) (48 + (i))   /* kernel inner loop */
+#define KN_VAR_TMP(i) (64 + (i)) /* scratch for lowerings (scan, cat, ...) */
+
+/* ---------------------------------------------------------------- graph */
+typedef enum { KN_A_NONE, KN_A_REF, KN_A_INT, KN_A_FLOAT, KN_A_BOOL, KN_A_LIST, KN_A_STR, KN_A_OTHER } kn_argkind;
+
+typedef struct kn_arg kn_arg;
+struct kn_arg {
+    kn_argkind kind;
+    int64_t i;            /* REF: node index; INT/BOOL value */
+    double f;
+    int n;                /* LIST length */
+    kn_arg *items;
+    const char *s;
+};
+
+typedef struct {
+    int ndim;
+    int64_t size[KN_MAXDIM];
+    int64_t stride[KN_MAXDIM];
+    kn_dtype dt;
+    int valid;
+} kn_meta;
+
+typedef struct {
+    const char *target;   /* "aten.add.Tensor", "input", "getitem", "output" */
+    int nargs;
+    kn_arg *args;
+    int nout;             /* number of tensor results described */
+    kn_meta *out;         /* nout entries; tuple results list each element */
+    int is_tuple;
+    int uses;             /* number of user nodes */
+    PyObject *op;         /* borrowed: the OpOverload (for externs) */
+} kn_node;
+
+typedef struct {
+    int nnodes;
+    kn_node *nodes;
+    int ninputs;
+    int *inputs;          /* node indices of inputs */
+    int noutputs;
+    kn_arg *outputs;      /* REF or constants */
+} kn_graph;
+
+int kn_graph_parse(kn_ctx *c, PyObject *desc, kn_graph *g);
+
+/* ---------------------------------------------------------------- buffers */
+typedef enum {
+    KN_B_INPUT,           /* graph input: storage given */
+    KN_B_LAZY,            /* pointwise body, not (yet) stored */
+    KN_B_POINTWISE,       /* realized pointwise: stored by a kernel */
+    KN_B_REDUCTION,       /* realized reduction (or scan) */
+    KN_B_EXTERN,          /* produced by an ATen call */
+    KN_B_ALIAS            /* strided view of another stored buffer (extern arg / output) */
+} kn_bufkind;
+
+typedef enum {
+    KN_R_SUM, KN_R_PROD, KN_R_MAX, KN_R_MIN, KN_R_ARGMAX, KN_R_ARGMIN, KN_R_ANY, KN_R_ALL,
+    KN_R_CUMSUM, KN_R_CUMPROD, KN_R__COUNT
+} kn_rop;
+
+typedef struct kn_buf kn_buf;
+struct kn_buf {
+    int id;
+    kn_bufkind kind;
+    kn_dtype dt;          /* storage dtype */
+    int ndim;
+    int64_t size[KN_MAXDIM];
+    int64_t stride[KN_MAXDIM];
+    int64_t offset;       /* element offset (ALIAS) */
+    kn_expr *body;        /* LAZY/POINTWISE: over P vars; REDUCTION: over P and R vars */
+    /* reductions */
+    kn_rop rop;
+    int nred;
+    int64_t rsize[KN_MAXDIM];
+    kn_dtype acc_dt;      /* accumulator dtype */
+    int scan_dim;         /* scans: the output dim scanned (its var is R0) */
+    /* aliases */
+    int base;             /* ALIAS: buffer viewed */
+    /* extern results */
+    int extern_step;      /* EXTERN: step producing it */
+    int extern_index;     /* -1: single tensor result; k: element k of the tuple */
+    /* scheduling & planning */
+    int uses;             /* graph-level uses remaining (for inlining heuristics) */
+    int is_output;
+    int kernel;           /* kernel index that stores it (-1) */
+    int local;            /* reduction kept in a register inside its kernel only */
+    int first, last;      /* step indices of definition and last use */
+    int64_t arena_off;    /* intermediate: byte offset in the arena; -1 otherwise */
+    int input_index;      /* INPUT: position in the argument list */
+    int needs_tensor;     /* intermediate consumed by an extern: needs a torch tensor */
+};
+
+/* ---------------------------------------------------------------- schedule */
+typedef enum { KN_ST_KERNEL, KN_ST_EXTERN } kn_stepkind;
+
+typedef struct {
+    kn_stepkind kind;
+    /* KERNEL */
+    int kernel;
+    /* EXTERN */
+    int node;             /* graph node */
+    int nres;             /* number of result buffers */
+    int res[KN_MAXARGS];  /* buffer ids of results (-1 for non-tensor) */
+    int nin;
+    int in[KN_MAXARGS * 4]; /* buffer ids passed as tensors (in argument order) */
+} kn_step;
+
+/* One fused kernel: an outer iteration space shared by all members, each
+   member a reduction (over an inner space) or a pointwise store. */
+typedef struct {
+    int nouter;
+    int64_t outer[KN_MAXDIM];
+    int ninner;
+    int64_t inner[KN_MAXDIM];
+    int nmembers;
+    int *members;         /* buffer ids, in order */
+    int cap;
+    int has_reduction;
+    int64_t work;         /* elements touched, for the parallel threshold */
+} kn_kernel;
+
+struct kn_ctx {
+    kn_arena arena;
+    /* expression interning */
+    kn_expr **table;
+    size_t tcap, tcount;
+    uint32_t next_id;
+    /* graph and buffers */
+    kn_graph g;
+    int nbufs, bufcap;
+    kn_buf **bufs;
+    int **node_bufs;      /* per node: buffer ids of its tensor results (or NULL) */
+    int *node_nres;
+    /* schedule */
+    int nsteps, stepcap;
+    kn_step *steps;
+    int nkernels, kcap;
+    kn_kernel *kernels;
+    int64_t arena_bytes;
+    /* statistics (kiln.explain) */
+    int n_aten_ops, n_externs, n_fallbacks;
+    PyObject *extern_names;   /* list of str */
+    /* options */
+    int nthreads_hint;
+    const char *prefix;       /* symbol prefix for generated functions */
+    int dump_loops;
+};
+
+kn_buf *kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *size);
+void kn_contiguous_strides(int ndim, const int64_t *size, int64_t *stride);
+
+/* compile/lower.c: graph -> buffers + extern steps.  0 on success, -1 with a
+   Python exception set. */
+int kn_lower_graph(kn_ctx *c);
+/* Value of buffer `b` at multi-index idx (inlines lazy buffers). */
+kn_expr *kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx);
+int kn_realize(kn_ctx *c, kn_buf *b);
+int kn_add_step(kn_ctx *c, const kn_step *st);
+PyObject *kn_lowered_ops(void);
+
+/* compile/fuse.c: group realized buffers into kernels; rewrites the steps. */
+int kn_fuse(kn_ctx *c);
+/* compile/plan.c: lifetimes and the arena. */
+int kn_plan(kn_ctx *c);
+/* compile/print.c: textual dumps (KILN_DUMP=loops). */
+void kn_print_expr(kn_str *s, kn_expr *e);
+void kn_dump_loops(kn_ctx *c, kn_str *s);
+
+/* codegen/c.c */
+int kn_codegen_c(kn_ctx *c, kn_str *out);
+const char *kn_codegen_prelude(void);
+
+/* runtime/load.c */
+PyObject *kn_py_build(PyObject *self, PyObject *args);
+/* runtime/run.c */
+extern PyTypeObject kn_RunnerType;
+PyObject *kn_runner_from_ctx(kn_ctx *c, PyObject *so_path);
+int kn_run_init(PyObject *module);
+
+#endif

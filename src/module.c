@@ -1,0 +1,115 @@
+/* module.c — the kiln._C extension module: entry points called by kiln's
+ * Python shell.
+ *
+ *   compile(desc, prefix, want_loops) -> Program   parse, lower, fuse, plan, generate C
+ *   build(units, cache_dir, cc, cflags, salt, jobs) -> (so_path, was_cached)
+ *   prelude() -> str                                text heading every generated unit
+ *   lowered_ops() -> list[str]                      ATen ops lowered in C (graph/ops.def)
+ *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref)
+ *   Library(path), Program, CompilerError
+ */
+#include "kiln.h"
+#include <string.h>
+
+PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops);
+PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
+PyObject *kn_compiler_error_type(void);
+extern PyTypeObject kn_LibraryType, kn_ProgramType;
+
+static void
+ctx_free(kn_ctx *c)
+{
+    free(c->table);
+    c->table = NULL;
+    kn_arena_free(&c->arena);
+    Py_CLEAR(c->extern_names);
+}
+
+static PyObject *
+py_compile(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *desc;
+    const char *prefix;
+    int want_loops;
+    if (!PyArg_ParseTuple(args, "O!sp", &PyTuple_Type, &desc, &prefix, &want_loops))
+        return NULL;
+    kn_ctx c;
+    memset(&c, 0, sizeof c);
+    kn_str src = {0}, loops = {0};
+    PyObject *source = NULL, *loops_s = NULL, *prog = NULL;
+    c.prefix = prefix;
+    c.extern_names = PyList_New(0);
+    if (c.extern_names == NULL)
+        goto done;
+    if (kn_graph_parse(&c, desc, &c.g) < 0 || kn_lower_graph(&c) < 0 || kn_fuse(&c) < 0 || kn_plan(&c) < 0)
+        goto done;
+    if (kn_codegen_c(&c, &src) < 0)
+        goto done;
+    if (src.oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (want_loops)
+        kn_dump_loops(&c, &loops);
+    source = PyUnicode_FromStringAndSize(src.p ? src.p : "", (Py_ssize_t)src.n);
+    loops_s = PyUnicode_FromStringAndSize(loops.p ? loops.p : "", (Py_ssize_t)loops.n);
+    if (source == NULL || loops_s == NULL)
+        goto done;
+    prog = kn_program_new(&c, desc, source, loops_s);
+done:
+    Py_XDECREF(source);
+    Py_XDECREF(loops_s);
+    kn_str_free(&src);
+    kn_str_free(&loops);
+    ctx_free(&c);
+    return prog;
+}
+
+static PyObject *
+py_prelude(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyUnicode_FromString(kn_codegen_prelude());
+}
+
+static PyObject *
+py_lowered_ops(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return kn_lowered_ops();
+}
+
+static PyMethodDef methods[] = {
+    {"compile", py_compile, METH_VARARGS, "Compile a graph description into a Program (not yet loaded)."},
+    {"build", kn_py_build, METH_VARARGS, "Compile C units into a cached shared object; returns (path, cached)."},
+    {"prelude", py_prelude, METH_NOARGS, "The C text that heads every generated unit."},
+    {"lowered_ops", py_lowered_ops, METH_NOARGS, "Names of the ATen ops kiln lowers itself."},
+    {"set_runtime", kn_py_set_runtime, METH_VARARGS, "Hand the C runtime torch's allocation functions."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT, "kiln._C", "kiln's C core: lowering, fusion, code generation and the step runner.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__C(void)
+{
+    if (PyType_Ready(&kn_LibraryType) < 0 || PyType_Ready(&kn_ProgramType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (m == NULL)
+        return NULL;
+    PyObject *ce = kn_compiler_error_type();
+    if (ce == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
+        PyModule_AddObjectRef(m, "Library", (PyObject *)&kn_LibraryType) < 0 ||
+        PyModule_AddObjectRef(m, "Program", (PyObject *)&kn_ProgramType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,639 @@
+/* run.c — a compiled graph as a callable: the step loop.
+ *
+ * Consumes: a finished kn_ctx (lowered, fused, planned, with generated source)
+ * and, once loaded, the shared object holding its kernels.  Produces: the
+ * kiln._C.Program type.  Calling a Program with the graph's inputs runs a flat
+ * list of steps in C: allocate (torch.empty_strided for outputs and tensors
+ * handed to ATen, one uint8 arena for every other intermediate), call kernels
+ * with an array of data pointers, call ATen for externs, release buffers after
+ * their last use, and return the outputs as a list.
+ */
+#include "../kiln.h"
+#include <dlfcn.h>
+#include <structmember.h>
+#include <string.h>
+
+int64_t kn_buf_span(const kn_buf *b);
+
+/* torch entry points, set once by kiln/backends.py */
+static PyObject *rt_empty_strided, *rt_empty, *rt_as_strided, *rt_dtypes, *rt_uint8, *rt_ref_type;
+static PyObject *str_data_ptr, *str_storage_offset, *str_dtype_kw;
+
+PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
+PyObject *
+kn_py_set_runtime(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *es, *e, *as, *dts, *u8, *rt;
+    if (!PyArg_ParseTuple(args, "OOOO!OO", &es, &e, &as, &PyTuple_Type, &dts, &u8, &rt))
+        return NULL;
+    if (PyTuple_GET_SIZE(dts) != KN_NDTYPES) {
+        PyErr_SetString(PyExc_ValueError, "kiln: dtype table has the wrong length");
+        return NULL;
+    }
+    Py_XSETREF(rt_empty_strided, Py_NewRef(es));
+    Py_XSETREF(rt_empty, Py_NewRef(e));
+    Py_XSETREF(rt_as_strided, Py_NewRef(as));
+    Py_XSETREF(rt_dtypes, Py_NewRef(dts));
+    Py_XSETREF(rt_uint8, Py_NewRef(u8));
+    Py_XSETREF(rt_ref_type, Py_NewRef(rt));
+    if (!str_data_ptr) {
+        str_data_ptr = PyUnicode_InternFromString("data_ptr");
+        str_storage_offset = PyUnicode_InternFromString("storage_offset");
+        str_dtype_kw = PyUnicode_InternFromString("dtype");
+        if (!str_data_ptr || !str_storage_offset || !str_dtype_kw)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------- Library */
+typedef struct {
+    PyObject_HEAD
+    void *handle;
+    PyObject *path;
+} LibraryObject;
+
+static int
+library_init(LibraryObject *self, PyObject *args, PyObject *kw)
+{
+    (void)kw;
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s", &path))
+        return -1;
+    self->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (self->handle == NULL) {
+        const char *err = dlerror();
+        PyErr_Format(PyExc_OSError, "kiln: cannot load %s: %s", path, err ? err : "unknown error");
+        return -1;
+    }
+    self->path = PyUnicode_FromString(path);
+    return self->path ? 0 : -1;
+}
+
+static void
+library_dealloc(LibraryObject *self)
+{
+    if (self->handle)
+        dlclose(self->handle);
+    Py_XDECREF(self->path);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef library_members[] = {
+    {"path", T_OBJECT, offsetof(LibraryObject, path), READONLY, "path of the shared object"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject kn_LibraryType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._C.Library",
+    .tp_basicsize = sizeof(LibraryObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A loaded shared object of kiln kernels (closed when no Program uses it).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)library_init,
+    .tp_dealloc = (destructor)library_dealloc,
+    .tp_members = library_members,
+};
+
+/* ---------------------------------------------------------------- Program */
+typedef void (*kn_kernel_fn)(void *const *);
+
+typedef struct {
+    kn_bufkind kind;
+    int dt;
+    int ndim;
+    PyObject *size, *stride;   /* tuples, for allocation and views */
+    int64_t arena_off;
+    int input_index;
+    int base;
+    int64_t offset;
+    int own_tensor;            /* allocated as its own torch tensor */
+    int is_output;
+    int first, last;
+    int extern_index;
+} rbuf;
+
+typedef struct {
+    kn_stepkind kind;
+    int kernel;
+    PyObject *op, *cargs, *ckwargs;  /* extern call */
+    int nres;
+    int res[KN_MAXARGS];
+    int nin;
+    int *in;
+    int nalloc;
+    int *alloc;                /* own-tensor buffers first defined here */
+    int nfree;
+    int *free_after;           /* buffers released after this step */
+} rstep;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *desc;            /* keeps borrowed objects alive */
+    PyObject *source;          /* kernels (without prelude) */
+    PyObject *prefix;
+    PyObject *stats;           /* dict */
+    PyObject *loops;           /* str (KILN_DUMP=loops) */
+    PyObject *library;
+    int nbufs, nsteps, nkernels, ninputs, noutputs;
+    rbuf *bufs;
+    rstep *steps;
+    kn_kernel_fn *fns;
+    int *node_buf;             /* node index -> buffer id (single-tensor nodes) */
+    int nnodes;
+    PyObject *outputs;         /* list: int buffer id or constant object */
+    int *out_buf;              /* per output: buffer id or -1 */
+    int64_t arena_bytes;
+    PyObject *arena_cache;     /* a reusable arena tensor, or NULL while in use */
+} ProgramObject;
+
+static PyObject *
+tuple_of(int n, const int64_t *v)
+{
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (x == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+static void
+program_dealloc(ProgramObject *self)
+{
+    for (int i = 0; i < self->nbufs; i++) {
+        Py_XDECREF(self->bufs[i].size);
+        Py_XDECREF(self->bufs[i].stride);
+    }
+    for (int s = 0; s < self->nsteps; s++) {
+        Py_XDECREF(self->steps[s].op);
+        Py_XDECREF(self->steps[s].cargs);
+        Py_XDECREF(self->steps[s].ckwargs);
+        free(self->steps[s].in);
+        free(self->steps[s].alloc);
+        free(self->steps[s].free_after);
+    }
+    free(self->bufs);
+    free(self->steps);
+    free(self->fns);
+    free(self->node_buf);
+    free(self->out_buf);
+    Py_XDECREF(self->desc);
+    Py_XDECREF(self->source);
+    Py_XDECREF(self->prefix);
+    Py_XDECREF(self->stats);
+    Py_XDECREF(self->loops);
+    Py_XDECREF(self->library);
+    Py_XDECREF(self->outputs);
+    Py_XDECREF(self->arena_cache);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+append_int(int **arr, int *n, int v)
+{
+    int *na = realloc(*arr, sizeof(int) * (size_t)(*n + 1));
+    if (na == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    na[(*n)++] = v;
+    *arr = na;
+    return 0;
+}
+
+PyTypeObject kn_ProgramType;
+
+/* Build a Program from a compiled context.  Borrows c; `desc` is the graph
+   description (its node tuples carry op, call args and kwargs). */
+PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops);
+PyObject *
+kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
+{
+    ProgramObject *p = PyObject_New(ProgramObject, &kn_ProgramType);
+    if (p == NULL)
+        return NULL;
+    memset((char *)p + sizeof(PyObject), 0, sizeof(ProgramObject) - sizeof(PyObject));
+    p->desc = Py_NewRef(desc);
+    p->source = Py_NewRef(source);
+    p->loops = Py_NewRef(loops);
+    p->prefix = PyUnicode_FromString(c->prefix);
+    p->nbufs = c->nbufs;
+    p->nsteps = c->nsteps;
+    p->nkernels = c->nkernels;
+    p->ninputs = c->g.ninputs;
+    p->noutputs = c->g.noutputs;
+    p->arena_bytes = c->arena_bytes;
+    p->nnodes = c->g.nnodes;
+    p->bufs = calloc((size_t)c->nbufs + 1, sizeof(rbuf));
+    p->steps = calloc((size_t)c->nsteps + 1, sizeof(rstep));
+    p->fns = calloc((size_t)c->nkernels + 1, sizeof(kn_kernel_fn));
+    p->node_buf = calloc((size_t)c->g.nnodes + 1, sizeof(int));
+    p->out_buf = calloc((size_t)c->g.noutputs + 1, sizeof(int));
+    if (!p->prefix || !p->bufs || !p->steps || !p->fns || !p->node_buf || !p->out_buf) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto error;
+    }
+    PyObject *nodes = PyTuple_GET_ITEM(desc, 0);
+    for (int ni = 0; ni < c->g.nnodes; ni++)
+        p->node_buf[ni] = c->node_nres[ni] == 1 ? c->node_bufs[ni][0] : -1;
+    for (int i = 0; i < c->nbufs; i++) {
+        kn_buf *b = c->bufs[i];
+        rbuf *r = &p->bufs[i];
+        r->kind = b->kind;
+        r->dt = b->dt;
+        r->ndim = b->ndim;
+        r->arena_off = b->arena_off;
+        r->input_index = b->input_index;
+        r->base = b->base;
+        r->offset = b->offset;
+        r->is_output = b->is_output;
+        r->first = b->first;
+        r->last = b->last;
+        r->extern_index = b->extern_index;
+        r->own_tensor = (b->kind == KN_B_POINTWISE || b->kind == KN_B_REDUCTION) &&
+                        (b->is_output || b->needs_tensor) && !(b->local && !b->is_output && !b->needs_tensor);
+        if (b->kind == KN_B_POINTWISE || b->kind == KN_B_REDUCTION) {
+            if (!r->own_tensor && b->arena_off < 0 && !b->local)
+                r->own_tensor = 1; /* defensive: never leave a stored buffer without storage */
+        }
+        r->size = tuple_of(b->ndim, b->size);
+        r->stride = tuple_of(b->ndim, b->stride);
+        if (!r->size || !r->stride)
+            goto error;
+    }
+    for (int s = 0; s < c->nsteps; s++) {
+        kn_step *st = &c->steps[s];
+        rstep *r = &p->steps[s];
+        r->kind = st->kind;
+        r->kernel = st->kernel;
+        if (st->kind == KN_ST_EXTERN) {
+            PyObject *nt = PyList_GET_ITEM(nodes, st->node);
+            if (PyTuple_GET_SIZE(nt) < 8) {
+                PyErr_SetString(PyExc_ValueError, "kiln: node description lacks call arguments");
+                goto error;
+            }
+            r->op = Py_NewRef(PyTuple_GET_ITEM(nt, 5));
+            r->cargs = Py_NewRef(PyTuple_GET_ITEM(nt, 6));
+            r->ckwargs = Py_NewRef(PyTuple_GET_ITEM(nt, 7));
+            r->nres = st->nres;
+            memcpy(r->res, st->res, sizeof(int) * (size_t)st->nres);
+            for (int j = 0; j < st->nin; j++)
+                if (append_int(&r->in, &r->nin, st->in[j]) < 0)
+                    goto error;
+        }
+    }
+    /* allocation points and releases */
+    for (int i = 0; i < c->nbufs; i++) {
+        rbuf *r = &p->bufs[i];
+        if (r->own_tensor && r->first >= 0 && append_int(&p->steps[r->first].alloc, &p->steps[r->first].nalloc, i) < 0)
+            goto error;
+        int releasable = !r->is_output && r->last >= 0 &&
+                         (r->own_tensor || r->kind == KN_B_EXTERN || r->kind == KN_B_ALIAS);
+        if (releasable && append_int(&p->steps[r->last].free_after, &p->steps[r->last].nfree, i) < 0)
+            goto error;
+    }
+    p->outputs = PyList_New(c->g.noutputs);
+    if (p->outputs == NULL)
+        goto error;
+    PyObject *douts = PyTuple_GET_ITEM(desc, 2);
+    for (int k = 0; k < c->g.noutputs; k++) {
+        kn_arg *a = &c->g.outputs[k];
+        p->out_buf[k] = -1;
+        if (a->kind == KN_A_REF && c->node_nres[a->i] == 1)
+            p->out_buf[k] = c->node_bufs[a->i][0];
+        PyList_SET_ITEM(p->outputs, k, Py_NewRef(PyList_GET_ITEM(douts, k)));
+    }
+    p->stats = Py_BuildValue("{s:i,s:i,s:i,s:i,s:O,s:L}", "aten_ops", c->n_aten_ops, "kernels", c->nkernels,
+                             "externs", c->n_externs, "fallbacks", c->n_fallbacks, "extern_ops", c->extern_names,
+                             "arena_bytes", (long long)c->arena_bytes);
+    if (p->stats == NULL)
+        goto error;
+    return (PyObject *)p;
+error:
+    Py_DECREF(p);
+    return NULL;
+}
+
+static PyObject *
+program_load(ProgramObject *self, PyObject *lib)
+{
+    if (!PyObject_TypeCheck(lib, &kn_LibraryType)) {
+        PyErr_SetString(PyExc_TypeError, "kiln: Program.load takes a kiln._C.Library");
+        return NULL;
+    }
+    void *h = ((LibraryObject *)lib)->handle;
+    const char *prefix = PyUnicode_AsUTF8(self->prefix);
+    if (prefix == NULL)
+        return NULL;
+    for (int k = 0; k < self->nkernels; k++) {
+        char name[256];
+        snprintf(name, sizeof name, "%sk%d", prefix, k);
+        void *f = dlsym(h, name);
+        if (f == NULL) {
+            PyErr_Format(PyExc_RuntimeError, "kiln: kernel %s missing from %U", name, ((LibraryObject *)lib)->path);
+            return NULL;
+        }
+        *(void **)&self->fns[k] = f;
+    }
+    Py_XSETREF(self->library, Py_NewRef(lib));
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------- calling */
+typedef struct {
+    void **ptr;
+    PyObject **obj;
+} frame;
+
+static int
+data_ptr(PyObject *t, void **out)
+{
+    PyObject *v = PyObject_CallMethodNoArgs(t, str_data_ptr);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsVoidPtr(v);
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *
+alloc_tensor(rbuf *r)
+{
+    PyObject *kw = PyDict_New();
+    if (kw == NULL)
+        return NULL;
+    if (PyDict_SetItem(kw, str_dtype_kw, PyTuple_GET_ITEM(rt_dtypes, r->dt)) < 0) {
+        Py_DECREF(kw);
+        return NULL;
+    }
+    PyObject *a = PyTuple_Pack(2, r->size, r->stride);
+    PyObject *t = a ? PyObject_Call(rt_empty_strided, a, kw) : NULL;
+    Py_XDECREF(a);
+    Py_DECREF(kw);
+    return t;
+}
+
+/* Tensor object for buffer i (creating alias views on demand). New ref. */
+static PyObject *
+buffer_object(ProgramObject *p, frame *f, int i)
+{
+    if (f->obj[i])
+        return Py_NewRef(f->obj[i]);
+    rbuf *r = &p->bufs[i];
+    if (r->kind == KN_B_ALIAS) {
+        PyObject *base = buffer_object(p, f, r->base);
+        if (base == NULL)
+            return NULL;
+        PyObject *so = PyObject_CallMethodNoArgs(base, str_storage_offset);
+        if (so == NULL) {
+            Py_DECREF(base);
+            return NULL;
+        }
+        long long off = PyLong_AsLongLong(so) + r->offset;
+        Py_DECREF(so);
+        PyObject *v = PyObject_CallFunction(rt_as_strided, "OOOL", base, r->size, r->stride, off);
+        Py_DECREF(base);
+        if (v == NULL)
+            return NULL;
+        f->obj[i] = v;
+        return Py_NewRef(v);
+    }
+    PyErr_Format(PyExc_RuntimeError, "kiln: internal error: buffer %d has no tensor at this point", i);
+    return NULL;
+}
+
+/* Copy of template o with every node reference replaced by its tensor. */
+static PyObject *
+fill_args(ProgramObject *p, frame *f, PyObject *o)
+{
+    if (Py_TYPE(o) == (PyTypeObject *)rt_ref_type) {
+        long ni = PyLong_AsLong(o);
+        if (ni < 0 || ni >= p->nnodes || p->node_buf[ni] < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: bad reference in extern call");
+            return NULL;
+        }
+        return buffer_object(p, f, p->node_buf[ni]);
+    }
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        PyObject *out = PyList_Check(o) ? PyList_New(n) : PyTuple_New(n);
+        if (out == NULL)
+            return NULL;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *v = fill_args(p, f, PySequence_Fast_GET_ITEM(o, k));
+            if (v == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            if (PyList_Check(out))
+                PyList_SET_ITEM(out, k, v);
+            else
+                PyTuple_SET_ITEM(out, k, v);
+        }
+        return out;
+    }
+    if (PyDict_Check(o)) {
+        PyObject *out = PyDict_New(), *k, *v;
+        Py_ssize_t pos = 0;
+        if (out == NULL)
+            return NULL;
+        while (PyDict_Next(o, &pos, &k, &v)) {
+            PyObject *fv = fill_args(p, f, v);
+            if (fv == NULL || PyDict_SetItem(out, k, fv) < 0) {
+                Py_XDECREF(fv);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(fv);
+        }
+        return out;
+    }
+    return Py_NewRef(o);
+}
+
+static int
+set_obj(ProgramObject *p, frame *f, int i, PyObject *t)
+{
+    Py_XSETREF(f->obj[i], t);
+    if (p->bufs[i].dt < KN_NDTYPES && t != Py_None)
+        return data_ptr(t, &f->ptr[i]);
+    return 0;
+}
+
+static int
+run_extern(ProgramObject *p, frame *f, rstep *st)
+{
+    PyObject *a = fill_args(p, f, st->cargs);
+    if (a == NULL)
+        return -1;
+    PyObject *kw = fill_args(p, f, st->ckwargs);
+    if (kw == NULL) {
+        Py_DECREF(a);
+        return -1;
+    }
+    PyObject *r = PyObject_Call(st->op, a, kw);
+    Py_DECREF(a);
+    Py_DECREF(kw);
+    if (r == NULL)
+        return -1;
+    if (st->nres == 1 && p->bufs[st->res[0]].extern_index < 0)
+        return set_obj(p, f, st->res[0], r);
+    if (!PyTuple_Check(r) && !PyList_Check(r)) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_RuntimeError, "kiln: extern call returned a single value where a tuple was expected");
+        return -1;
+    }
+    for (int k = 0; k < st->nres; k++) {
+        if (k >= PySequence_Fast_GET_SIZE(r))
+            break;
+        if (set_obj(p, f, st->res[k], Py_NewRef(PySequence_Fast_GET_ITEM(r, k))) < 0) {
+            Py_DECREF(r);
+            return -1;
+        }
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *
+program_call(ProgramObject *self, PyObject *args, PyObject *kw)
+{
+    (void)kw;
+    if (self->library == NULL && self->nkernels > 0) {
+        PyErr_SetString(PyExc_RuntimeError, "kiln: program not loaded");
+        return NULL;
+    }
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs != self->ninputs) {
+        PyErr_Format(PyExc_TypeError, "kiln: compiled graph takes %d inputs, got %zd", self->ninputs, nargs);
+        return NULL;
+    }
+    int n = self->nbufs;
+    void *ptr_small[64];
+    PyObject *obj_small[64];
+    frame f;
+    f.ptr = n <= 64 ? ptr_small : calloc((size_t)n, sizeof(void *));
+    f.obj = n <= 64 ? obj_small : calloc((size_t)n, sizeof(PyObject *));
+    if (f.ptr == NULL || f.obj == NULL) {
+        if (n > 64) {
+            free(f.ptr);
+            free(f.obj);
+        }
+        return PyErr_NoMemory();
+    }
+    memset(f.ptr, 0, sizeof(void *) * (size_t)n);
+    memset(f.obj, 0, sizeof(PyObject *) * (size_t)n);
+    PyObject *result = NULL, *arena = NULL;
+    for (int i = 0; i < n; i++) {
+        rbuf *r = &self->bufs[i];
+        if (r->kind == KN_B_INPUT) {
+            PyObject *t = PyTuple_GET_ITEM(args, r->input_index);
+            f.obj[i] = Py_NewRef(t);
+            if (r->dt < KN_NDTYPES && t != Py_None && data_ptr(t, &f.ptr[i]) < 0)
+                goto done;
+        }
+    }
+    if (self->arena_bytes > 0) {
+        if (self->arena_cache) {
+            arena = self->arena_cache; /* take it: re-entrant calls allocate their own */
+            self->arena_cache = NULL;
+        } else {
+            PyObject *kwd = Py_BuildValue("{s:O}", "dtype", rt_uint8);
+            PyObject *sz = kwd ? Py_BuildValue("(L)", (long long)self->arena_bytes) : NULL;
+            arena = sz ? PyObject_Call(rt_empty, sz, kwd) : NULL;
+            Py_XDECREF(kwd);
+            Py_XDECREF(sz);
+            if (arena == NULL)
+                goto done;
+        }
+        void *base;
+        if (data_ptr(arena, &base) < 0)
+            goto done;
+        for (int i = 0; i < n; i++)
+            if (self->bufs[i].arena_off >= 0 && !self->bufs[i].own_tensor)
+                f.ptr[i] = (char *)base + self->bufs[i].arena_off;
+    }
+    for (int s = 0; s < self->nsteps; s++) {
+        rstep *st = &self->steps[s];
+        for (int j = 0; j < st->nalloc; j++) {
+            int i = st->alloc[j];
+            PyObject *t = alloc_tensor(&self->bufs[i]);
+            if (t == NULL || set_obj(self, &f, i, t) < 0)
+                goto done;
+        }
+        if (st->kind == KN_ST_KERNEL) {
+            self->fns[st->kernel]((void *const *)f.ptr);
+        } else if (run_extern(self, &f, st) < 0) {
+            goto done;
+        }
+        for (int j = 0; j < st->nfree; j++)
+            Py_CLEAR(f.obj[st->free_after[j]]);
+    }
+    result = PyList_New(self->noutputs);
+    if (result == NULL)
+        goto done;
+    for (int k = 0; k < self->noutputs; k++) {
+        int b = self->out_buf[k];
+        PyObject *v;
+        if (b >= 0) {
+            v = f.obj[b] ? Py_NewRef(f.obj[b]) : buffer_object(self, &f, b);
+            if (v == NULL) {
+                Py_CLEAR(result);
+                goto done;
+            }
+        } else {
+            v = Py_NewRef(PyList_GET_ITEM(self->outputs, k));
+        }
+        PyList_SET_ITEM(result, k, v);
+    }
+done:
+    for (int i = 0; i < n; i++)
+        Py_XDECREF(f.obj[i]);
+    if (arena) {
+        if (self->arena_cache == NULL)
+            self->arena_cache = arena;
+        else
+            Py_DECREF(arena);
+    }
+    if (n > 64) {
+        free(f.ptr);
+        free(f.obj);
+    }
+    return result;
+}
+
+static PyMethodDef program_methods[] = {
+    {"load", (PyCFunction)program_load, METH_O, "Bind the kernels of a loaded kiln._C.Library."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef program_members[] = {
+    {"source", T_OBJECT, offsetof(ProgramObject, source), READONLY, "generated C (kernels only)"},
+    {"prefix", T_OBJECT, offsetof(ProgramObject, prefix), READONLY, "symbol prefix of the kernels"},
+    {"stats", T_OBJECT, offsetof(ProgramObject, stats), READONLY, "counts for kiln.explain"},
+    {"loops", T_OBJECT, offsetof(ProgramObject, loops), READONLY, "loop-IR dump"},
+    {"library", T_OBJECT, offsetof(ProgramObject, library), READONLY, "the loaded Library"},
+    {"num_kernels", T_INT, offsetof(ProgramObject, nkernels), READONLY, "number of generated kernels"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject kn_ProgramType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._C.Program",
+    .tp_basicsize = sizeof(ProgramObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A compiled graph: call it with the graph's inputs to run its steps.",
+    .tp_dealloc = (destructor)program_dealloc,
+    .tp_call = (ternaryfunc)program_call,
+    .tp_methods = program_methods,
+    .tp_members = program_members,
+};
