@@ -39,7 +39,7 @@ _KEEP = {
 # normalisations and softmax become reductions + pointwise in one kernel.
 _EXTRA = [
     aten._softmax.default, aten._log_softmax.default, aten.native_layer_norm.default,
-    aten._native_batch_norm_legit_no_training.default, aten.native_group_norm.default,
+    aten.native_group_norm.default,
     aten.logsumexp.default, aten.hardswish.default, aten.hardsigmoid.default, aten.mish.default,
     aten.elu.default, aten.silu.default, aten.softplus.default, aten.addcmul.default, aten.addcdiv.default,
     aten.lerp.Scalar, aten.lerp.Tensor, aten.std.correction, aten.nan_to_num.default, aten.isfinite.default,
@@ -47,6 +47,20 @@ _EXTRA = [
 ]
 
 _table_cache = None
+
+
+def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
+    # inference batch norm as pointwise work on the running statistics, so it
+    # fuses into the convolution's epilogue kernel
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    scale = torch.rsqrt(running_var + eps)
+    if weight is not None:
+        scale = scale * weight
+    out = (x - running_mean.view(shape)) * scale.view(shape)
+    if bias is not None:
+        out = out + bias.view(shape)
+    empty = x.new_zeros((0,))
+    return out, empty, empty
 
 
 def decompositions():
@@ -59,6 +73,7 @@ def decompositions():
         for op in _EXTRA:
             if op is not None and op in decomposition_table:
                 t[op] = decomposition_table[op]
+        t[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
         _table_cache = t
     return _table_cache
 
@@ -131,7 +146,7 @@ def _units(prelude, source):
 
 
 def _salt():
-    return f"kiln {__version__} | cc {config.cc} | torch {torch.__version__}"
+    return f"kiln {__version__} recipe 2 | cc {config.cc} | torch {torch.__version__}"
 
 
 def _prepare(gm, prefix):

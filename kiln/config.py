@@ -13,6 +13,22 @@ cc = os.environ.get("CC") or "cc"
 # -fwrapv: integer overflow wraps as in torch; no -ffast-math: NaN and inf
 # keep torch's semantics.
 cflags = "-O3 -march=native -fopenmp -fPIC -fno-math-errno -fno-trapping-math -fwrapv -w"
+
+
+
+def _libmvec():
+    # glibc >= 2.35 ships vector exp/log/tanh/erf/... in libmvec (x86-64)
+    try:
+        import platform
+        name, ver = os.confstr("CS_GNU_LIBC_VERSION").split()
+        major, minor = (int(x) for x in ver.split(".")[:2])
+        return name == "glibc" and (major, minor) >= (2, 35) and platform.machine() == "x86_64"
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+if _libmvec() and os.environ.get("KILN_NO_LIBMVEC", "") in ("", "0"):
+    cflags += " -DKN_LIBMVEC -lmvec"
 dump = {s.strip() for s in os.environ.get("KILN_DUMP", "").split(",") if s.strip()}
 debug = os.environ.get("KILN_DEBUG", "") not in ("", "0")
 disable = os.environ.get("KILN_DISABLE", "") not in ("", "0")

@@ -228,6 +228,8 @@ struct kn_buf {
     int scan_dim;         /* scans: the output dim scanned (its var is R0) */
     /* aliases */
     int base;             /* ALIAS: buffer viewed */
+    int view_src;         /* LAZY view of another lazy buffer: its id, else -1 */
+    kn_expr *view_idx[KN_MAXDIM]; /* index into view_src, over P vars */
     /* extern results */
     int extern_step;      /* EXTERN: step producing it */
     int extern_index;     /* -1: single tensor result; k: element k of the tuple */

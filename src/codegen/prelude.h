@@ -10,6 +10,25 @@
 
 typedef _Bool b_t;
 
+/* glibc's libmvec has vector versions of the float math functions; declaring
+   them `simd` lets the vectoriser call them (kiln/config.py turns this on
+   where glibc >= 2.35 provides them all). */
+#ifdef KN_LIBMVEC
+#define KN_SIMD __attribute__((__simd__("notinbranch")))
+extern float expf(float) KN_SIMD;
+extern float logf(float) KN_SIMD;
+extern float sinf(float) KN_SIMD;
+extern float cosf(float) KN_SIMD;
+extern float tanhf(float) KN_SIMD;
+extern float erff(float) KN_SIMD;
+extern float expm1f(float) KN_SIMD;
+extern float log1pf(float) KN_SIMD;
+extern double exp(double) KN_SIMD;
+extern double log(double) KN_SIMD;
+extern double tanh(double) KN_SIMD;
+extern double erf(double) KN_SIMD;
+#endif
+
 static inline float kn_bf2f(uint16_t v) { uint32_t u = (uint32_t)v << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline uint16_t kn_f2bf(float f) {
     uint32_t u; memcpy(&u, &f, 4);

@@ -387,9 +387,39 @@ collect(terms *t, kn_expr *e, int64_t coef)
     return 0;
 }
 
+/* (x / k) * (k*m) + (x % k) * m  ==  x * m: undo a reshape that split a
+   dim and merged it back, so the index is affine again. */
+static void
+merge_divmod(terms *t)
+{
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int j = 0; j < t->n && !changed; j++) {
+            kn_expr *d = t->atom[j];
+            if (d->op != KN_S_IDIV || t->k[j] == 0)
+                continue;
+            for (int m = 0; m < t->n; m++) {
+                kn_expr *r = t->atom[m];
+                if (r->op != KN_S_IMOD || r->a[0] != d->a[0] || r->a[1] != d->a[1] || t->k[m] == 0)
+                    continue;
+                int64_t k = d->a[1]->i, cm = t->k[m];
+                if (t->k[j] != cm * k)
+                    continue;
+                t->k[j] = 0;
+                t->k[m] = 0;
+                if (collect(t, d->a[0], cm) < 0)
+                    return;
+                changed = 1;
+                break;
+            }
+        }
+    }
+}
+
 static kn_expr *
 build(kn_ctx *c, terms *t)
 {
+    merge_divmod(t);
     /* insertion sort by atom id */
     for (int x = 1; x < t->n; x++) {
         kn_expr *a = t->atom[x];
@@ -514,6 +544,78 @@ terms_range(terms *t, int64_t k, int pick, int include_c, int64_t *lo, int64_t *
     return 1;
 }
 
+static int64_t
+gcd64(int64_t a, int64_t b)
+{
+    if (a < 0)
+        a = -a;
+    if (b < 0)
+        b = -b;
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Split a = d*Q + R with d | k, every coefficient of Q's terms a multiple of
+   d, and 0 <= R < d.  Then a / k = Q / (k/d) and a % k = d*(Q % (k/d)) + R.
+   Tries the divisors d = gcd(k, coef) from largest down; 1 if found. */
+static int
+split_by_divisor(kn_ctx *c, kn_expr *a, int64_t k, int64_t *dout, kn_expr **q, kn_expr **r)
+{
+    terms t = {0};
+    if (collect(&t, a, 1) < 0)
+        return 0;
+    int64_t cands[MAXTERMS + 1];
+    int nc = 0;
+    for (int j = 0; j < t.n; j++) {
+        int64_t g = gcd64(k, t.k[j]);
+        if (g > 1) {
+            int dup = 0;
+            for (int x = 0; x < nc; x++)
+                dup |= cands[x] == g;
+            if (!dup)
+                cands[nc++] = g;
+        }
+    }
+    int64_t best = 0;
+    for (int x = 0; x < nc; x++) {
+        int64_t d = cands[x];
+        if (d <= best)
+            continue;
+        terms rt = {0};
+        rt.c = t.c >= 0 ? t.c % d : t.c;
+        for (int j = 0; j < t.n; j++)
+            if (t.k[j] % d != 0) {
+                rt.atom[rt.n] = t.atom[j];
+                rt.k[rt.n++] = t.k[j];
+            }
+        int64_t lo, hi;
+        if (terms_range(&rt, d, 0, 1, &lo, &hi) && lo >= 0 && hi < d)
+            best = d;
+    }
+    if (best <= 1)
+        return 0;
+    terms qt = {0}, rt = {0};
+    qt.c = t.c >= 0 ? t.c / best : 0;
+    rt.c = t.c >= 0 ? t.c % best : t.c;
+    for (int j = 0; j < t.n; j++) {
+        if (t.k[j] % best == 0) {
+            qt.atom[qt.n] = t.atom[j];
+            qt.k[qt.n++] = t.k[j] / best;
+        } else {
+            rt.atom[rt.n] = t.atom[j];
+            rt.k[rt.n++] = t.k[j];
+        }
+    }
+    *dout = best;
+    *q = build(c, &qt);
+    *r = build(c, &rt);
+    return *q && *r;
+}
+
 kn_expr *
 kn_idiv(kn_ctx *c, kn_expr *a, int64_t k)
 {
@@ -524,23 +626,10 @@ kn_idiv(kn_ctx *c, kn_expr *a, int64_t k)
     int64_t lo, hi;
     if (kn_expr_range(a, &lo, &hi) && lo >= 0 && hi < k)
         return kn_iconst(c, 0);
-    terms t = {0};
-    if (collect(&t, a, 1) == 0) {
-        int64_t rl, rh;
-        int64_t cq = t.c >= 0 ? t.c / k : 0, cr = t.c - cq * k;
-        terms r = t;
-        r.c = cr;
-        if (terms_range(&r, k, 0, 1, &rl, &rh) && rl >= 0 && rh < k) {
-            terms q = {0};
-            q.c = cq;
-            for (int j = 0; j < t.n; j++)
-                if (t.k[j] % k == 0 && t.k[j] != 0) {
-                    q.atom[q.n] = t.atom[j];
-                    q.k[q.n++] = t.k[j] / k;
-                }
-            return build(c, &q);
-        }
-    }
+    int64_t d;
+    kn_expr *q, *r;
+    if (split_by_divisor(c, a, k, &d, &q, &r))
+        return d == k ? q : kn_idiv(c, q, k / d);
     return mk(c, KN_S_IDIV, KN_I64, 2, a, kn_iconst(c, k), NULL);
 }
 
@@ -554,22 +643,12 @@ kn_imod(kn_ctx *c, kn_expr *a, int64_t k)
     int64_t lo, hi;
     if (kn_expr_range(a, &lo, &hi) && lo >= 0 && hi < k)
         return a;
-    terms t = {0};
-    if (collect(&t, a, 1) == 0) {
-        terms r = {0};
-        r.c = t.c >= 0 ? t.c % k : t.c;
-        for (int j = 0; j < t.n; j++)
-            if (t.k[j] % k != 0) {
-                r.atom[r.n] = t.atom[j];
-                r.k[r.n++] = t.k[j];
-            }
-        int64_t rl, rh;
-        if (terms_range(&r, k, 0, 1, &rl, &rh) && rl >= 0) {
-            kn_expr *re = build(c, &r);
-            if (rh < k)
-                return re;
-            return mk(c, KN_S_IMOD, KN_I64, 2, re, kn_iconst(c, k), NULL);
-        }
+    int64_t d;
+    kn_expr *q, *r;
+    if (split_by_divisor(c, a, k, &d, &q, &r)) {
+        if (d == k)
+            return r;
+        return kn_iadd(c, kn_imul(c, kn_imod(c, q, k / d), d), r);
     }
     return mk(c, KN_S_IMOD, KN_I64, 2, a, kn_iconst(c, k), NULL);
 }

@@ -98,6 +98,7 @@ kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *siz
     b->kernel = -1;
     b->arena_off = -1;
     b->base = -1;
+    b->view_src = -1;
     b->extern_index = -1;
     b->uses = 1;
     b->first = b->last = -1;
@@ -770,6 +771,10 @@ lower_arange(kn_ctx *c, int ni, int param)
 static int
 view_of(kn_ctx *c, int ni, kn_buf *src, kn_expr **srcidx, kn_buf *b)
 {
+    if (src->kind == KN_B_LAZY) {
+        b->view_src = src->id;
+        memcpy(b->view_idx, srcidx, sizeof(kn_expr *) * (size_t)src->ndim);
+    }
     b->body = kn_buf_load(c, src, srcidx);
     if (b->body == NULL)
         return PyErr_Occurred() ? -1 : 0;
@@ -902,6 +907,47 @@ lower_select(kn_ctx *c, int ni, int param)
     for (int k = 0, o = 0; k < x->ndim; k++)
         si[k] = k == d ? kn_iconst(c, i) : idx[o++];
     return view_of(c, ni, x, si, b);
+}
+
+/* split / split_with_sizes: one lazy slice per result. */
+static int
+lower_split(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_node *n = node(c, ni);
+    if (x == NULL || n->nout < 1 || x->ndim == 0)
+        return 0;
+    int d = wrap_dim(arg(c, ni, 2)->kind == KN_A_INT ? arg(c, ni, 2)->i : 0, x->ndim);
+    if (d < 0 || d >= x->ndim)
+        return 0;
+    (void)param;
+    int *ids = kn_alloc(&c->arena, sizeof(int) * (size_t)n->nout);
+    if (ids == NULL)
+        return -1;
+    int64_t off = 0;
+    for (int k = 0; k < n->nout; k++) {
+        kn_expr *idx[KN_MAXDIM];
+        kn_buf *b = lazy_like(c, ni, k, idx);
+        if (b == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (b->ndim != x->ndim)
+            return 0;
+        kn_expr *si[KN_MAXDIM];
+        for (int j = 0; j < x->ndim; j++)
+            si[j] = idx[j];
+        si[d] = kn_iadd(c, idx[d], kn_iconst(c, off));
+        b->body = kn_buf_load(c, x, si);
+        if (b->body == NULL)
+            return -1;
+        b->uses = 1;
+        ids[k] = b->id;
+        off += b->size[d];
+    }
+    if (off != x->size[d])
+        return 0;
+    c->node_bufs[ni] = ids;
+    c->node_nres[ni] = n->nout;
+    return 1;
 }
 
 /* as_strided is lowered only over storage kiln allocated itself (offset 0),
@@ -1535,10 +1581,39 @@ try_alias(kn_ctx *c, kn_buf *b)
     return 1;
 }
 
+/* b is a lazy view of a lazy value: store the value it views (once, in the
+   kernel that computes it) and rebuild b as a view of that storage.  Many
+   views of one computed value (reshapes feeding several matmuls) then share
+   one store instead of each recomputing it. */
+static int
+store_view_root(kn_ctx *c, kn_buf *b)
+{
+    kn_buf *src = c->bufs[b->view_src];
+    if (src->kind == KN_B_LAZY && src->view_src >= 0) {
+        if (store_view_root(c, src) < 0)
+            return -1;
+    } else if (src->kind == KN_B_LAZY) {
+        if (src->body == NULL || src->body->op == KN_S_LOAD)
+            return 0; /* a plain view of stored data: nothing to share */
+        if (kn_realize(c, src) < 0)
+            return -1;
+    }
+    if (src->kind == KN_B_LAZY)
+        return 0;
+    kn_expr *body = kn_buf_load(c, src, b->view_idx);
+    if (body == NULL)
+        return -1;
+    b->body = body;
+    b->view_src = -1;
+    return 0;
+}
+
 /* Make buffer b usable as a tensor argument of an extern. */
 static int
 materialize(kn_ctx *c, kn_buf *b)
 {
+    if (b->kind == KN_B_LAZY && b->view_src >= 0 && store_view_root(c, b) < 0)
+        return -1;
     if (b->kind == KN_B_LAZY) {
         if (try_alias(c, b))
             return 0;

@@ -324,7 +324,8 @@ kn_py_build(PyObject *self, PyObject *args)
         for (int k = 0; k < nccw; k++)
             argvs[i][a++] = ccw[k];
         for (int k = 0; k < nfl; k++)
-            argvs[i][a++] = fl[k];
+            if (strncmp(fl[k], "-l", 2) != 0)
+                argvs[i][a++] = fl[k];
         if (nu == 1) {
             argvs[i][a++] = "-shared";
         } else {
@@ -333,6 +334,11 @@ kn_py_build(PyObject *self, PyObject *args)
         argvs[i][a++] = srcs[i];
         argvs[i][a++] = "-o";
         argvs[i][a++] = nu == 1 ? tmpso : objs[i];
+        /* libraries after the sources: linkers using --as-needed drop a
+           library named before anything refers to it */
+        for (int k = 0; k < nfl && nu == 1; k++)
+            if (strncmp(fl[k], "-l", 2) == 0)
+                argvs[i][a++] = fl[k];
         argvs[i][a] = NULL;
     }
     int failed_at = 0;
@@ -354,12 +360,16 @@ kn_py_build(PyObject *self, PyObject *args)
             for (int k = 0; k < nccw; k++)
                 largv[a++] = ccw[k];
             for (int k = 0; k < nfl; k++)
-                largv[a++] = fl[k];
+                if (strncmp(fl[k], "-l", 2) != 0)
+                    largv[a++] = fl[k];
             largv[a++] = "-shared";
             for (Py_ssize_t i = 0; i < nu; i++)
                 largv[a++] = objs[i];
             largv[a++] = "-o";
             largv[a++] = tmpso;
+            for (int k = 0; k < nfl; k++)
+                if (strncmp(fl[k], "-l", 2) == 0)
+                    largv[a++] = fl[k];
             largv[a] = NULL;
             rc = run_parallel(&largv, &errs[nu], 1);
             if (rc > 0)
