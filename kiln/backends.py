@@ -82,6 +82,9 @@ _warned = set()
 _lock = threading.Lock()
 # Stats of every graph compiled since the last reset (kiln.explain reads them).
 compiled_graphs = []
+# Shared objects built by running the C compiler / found in the disk cache,
+# in this process.
+build_counts = {"compiled": 0, "cached": 0}
 
 
 def _warn_once(msg):
@@ -170,6 +173,7 @@ def _build(programs):
     if not units:
         return None
     so, cached = _C.build(units, config.cache_dir, config.cc, config.cflags, _salt(), config.compile_jobs)
+    build_counts["cached" if cached else "compiled"] += 1
     if "code" in config.dump:
         print(f"[kiln] generated C: {so[:-3]}.c ({'cached' if cached else 'compiled'})")
     lib = _C.Library(so)

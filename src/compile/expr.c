@@ -616,6 +616,33 @@ split_by_divisor(kn_ctx *c, kn_expr *a, int64_t k, int64_t *dout, kn_expr **q, k
     return *q && *r;
 }
 
+/* a = k*Q + R with R >= 0 made of the terms whose coefficient k does not
+   divide; 1 if there was something to pull out. */
+static int
+pull_multiples(kn_ctx *c, kn_expr *a, int64_t k, kn_expr **q, kn_expr **r)
+{
+    terms t = {0};
+    if (collect(&t, a, 1) < 0)
+        return 0;
+    terms qt = {0}, rt = {0};
+    rt.c = t.c;
+    for (int j = 0; j < t.n; j++) {
+        if (t.k[j] != 0 && t.k[j] % k == 0) {
+            qt.atom[qt.n] = t.atom[j];
+            qt.k[qt.n++] = t.k[j] / k;
+        } else {
+            rt.atom[rt.n] = t.atom[j];
+            rt.k[rt.n++] = t.k[j];
+        }
+    }
+    int64_t lo, hi;
+    if (qt.n == 0 || !terms_range(&rt, k, 0, 1, &lo, &hi) || lo < 0)
+        return 0;
+    *q = build(c, &qt);
+    *r = build(c, &rt);
+    return *q && *r;
+}
+
 kn_expr *
 kn_idiv(kn_ctx *c, kn_expr *a, int64_t k)
 {
@@ -630,6 +657,9 @@ kn_idiv(kn_ctx *c, kn_expr *a, int64_t k)
     kn_expr *q, *r;
     if (split_by_divisor(c, a, k, &d, &q, &r))
         return d == k ? q : kn_idiv(c, q, k / d);
+    /* (k*A + B) / k == A + B / k when B >= 0 */
+    if (pull_multiples(c, a, k, &q, &r))
+        return kn_iadd(c, q, kn_idiv(c, r, k));
     return mk(c, KN_S_IDIV, KN_I64, 2, a, kn_iconst(c, k), NULL);
 }
 
@@ -650,6 +680,9 @@ kn_imod(kn_ctx *c, kn_expr *a, int64_t k)
             return r;
         return kn_iadd(c, kn_imul(c, kn_imod(c, q, k / d), d), r);
     }
+    /* (k*A + B) % k == B % k when B >= 0 */
+    if (pull_multiples(c, a, k, &q, &r))
+        return kn_imod(c, r, k);
     return mk(c, KN_S_IMOD, KN_I64, 2, a, kn_iconst(c, k), NULL);
 }
 

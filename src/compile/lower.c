@@ -175,10 +175,50 @@ set_layout_from_meta(kn_buf *b, const kn_meta *m)
         memcpy(b->stride, m->stride, sizeof(int64_t) * (size_t)m->ndim);
 }
 
+/* Number of distinct large stored buffers that e reads (reduction results
+   and small tensors such as biases are cheap to re-read and do not count). */
+static int
+big_reads(kn_ctx *c, kn_expr *e, int *seen, int *nseen, int depth)
+{
+    if (depth > 64 || *nseen >= 8)
+        return 0;
+    int n = 0;
+    if (e->op == KN_S_LOAD) {
+        kn_buf *b = c->bufs[e->i];
+        int64_t numel = 1;
+        for (int d = 0; d < b->ndim; d++)
+            numel *= b->size[d];
+        int dup = 0;
+        for (int k = 0; k < *nseen; k++)
+            dup |= seen[k] == b->id;
+        if (!dup && b->kind != KN_B_REDUCTION && numel >= 4096) {
+            seen[(*nseen)++] = b->id;
+            n++;
+        }
+    }
+    for (int j = 0; j < e->n; j++)
+        n += big_reads(c, e->a[j], seen, nseen, depth + 1);
+    return n;
+}
+
+/* A lazy value read by several consumers is stored once when recomputing it
+   would re-read several large tensors (a residual stream, a gathered
+   embedding) or repeat a long expression; cheap ones stay inlined. */
+static int
+worth_storing(kn_ctx *c, kn_buf *b)
+{
+    if (b->uses <= 1 || b->body == NULL)
+        return 0;
+    if (kn_expr_size(b->body, 48) >= 40)
+        return 1;
+    int seen[8], nseen = 0;
+    return big_reads(c, b->body, seen, &nseen, 0) >= 2;
+}
+
 kn_expr *
 kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
 {
-    if (b->kind == KN_B_LAZY && b->uses > 1 && kn_expr_size(b->body, 48) >= 40) {
+    if (b->kind == KN_B_LAZY && worth_storing(c, b)) {
         if (kn_realize(c, b) < 0)
             return NULL;
     }

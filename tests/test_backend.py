@@ -1,0 +1,146 @@
+"""The backend contract: correct results through fallbacks, the disk cache,
+the C compiler missing, corrupt cache entries and the dumps."""
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import kiln
+from kiln import _C, backends, config
+
+
+def compiled(fn):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="kiln")
+
+
+def test_backend_is_registered():
+    assert "kiln" in torch._dynamo.list_backends()
+
+
+def test_unknown_op_runs_through_aten_fallback():
+    def f(x):
+        v, i = torch.sort(x * 2, dim=-1)          # sort: extern
+        return torch.special.i0(v) + i.float()    # i0: not lowered by kiln -> extern
+
+    x = torch.randn(16, 33)
+    backends.reset()
+    out = compiled(f)(x)
+    torch.testing.assert_close(out, f(x))
+    stats = backends.compiled_graphs[-1]
+    assert stats["fallbacks"] == 0 and stats["externs"] >= 2
+    assert "aten.sort.default" in stats["extern_ops"]
+
+
+def test_graph_with_mixed_dtypes_and_views():
+    def f(a, b, idx):
+        y = a.t().contiguous() * b[:, :1].to(torch.float64)
+        return y[idx].sum(0), torch.cat([a, a * 2], 1).argmax(-1)
+
+    a, b = torch.randn(8, 8), torch.randn(8, 5)
+    idx = torch.tensor([0, 3, 7, 3])
+    ka, kb = compiled(f)(a, b, idx)
+    ea, eb = f(a, b, idx)
+    torch.testing.assert_close(ka, ea)
+    assert torch.equal(kb, eb)
+
+
+def test_missing_compiler_warns_once_and_runs_eagerly(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "cc", "/nonexistent/bin/cc")
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(config, "debug", False)
+    backends.reset()
+
+    def f(x):
+        return torch.tanh(x) * 3 + 1
+
+    x = torch.randn(10, 10)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = compiled(f)(x)
+        out2 = compiled(lambda x: torch.sigmoid(x) - 1)(x)
+    torch.testing.assert_close(out, f(x))
+    torch.testing.assert_close(out2, torch.sigmoid(x) - 1)
+    msgs = [str(m.message) for m in w if "C compiler" in str(m.message) or "C compilation" in str(m.message)]
+    assert len(msgs) == 1, msgs
+    assert "/nonexistent/bin/cc" in msgs[0]
+    assert backends.compiled_graphs[-1]["fallbacks"] == 1
+
+
+def _source_unit():
+    return _C.prelude() + "\nvoid probe_k0(void *const *B) { float *b = (float *)B[0]; b[0] = 42.0f; }\n"
+
+
+def test_corrupt_cache_entry_is_rebuilt(tmp_path):
+    args = ([_source_unit()], str(tmp_path), config.cc, config.cflags, "test-salt", 1)
+    so, cached = _C.build(*args)
+    assert not cached
+    so2, cached2 = _C.build(*args)
+    assert so2 == so and cached2
+    # truncate the library: the entry must be detected and rebuilt
+    with open(so, "r+b") as f:
+        f.truncate(100)
+    so3, cached3 = _C.build(*args)
+    assert so3 == so and not cached3
+    _C.Library(so3)  # loads
+    # garbage in place of the library, same size as before
+    size = os.path.getsize(so)
+    with open(so, "wb") as f:
+        f.write(b"\0" * size)
+    assert _C.build(*args)[1] is False
+    # a missing stamp is also a miss
+    os.remove(so[:-3] + ".ok")
+    assert _C.build(*args)[1] is False
+
+
+def test_second_process_does_no_c_compilation(tmp_path):
+    script = textwrap.dedent("""
+        import torch, kiln
+        from kiln import backends
+        def f(x, w):
+            return torch.softmax(x @ w, -1).sum(0)
+        torch.manual_seed(0)
+        x, w = torch.randn(32, 16), torch.randn(16, 64)
+        out = torch.compile(f, backend="kiln")(x, w)
+        torch.testing.assert_close(out, f(x, w))
+        print("COUNTS", backends.build_counts["compiled"], backends.build_counts["cached"])
+    """)
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path))
+    outs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("COUNTS")][0]
+        outs.append(tuple(int(v) for v in line.split()[1:]))
+    assert outs[0][0] >= 1 and outs[0][1] == 0
+    assert outs[1] == (0, outs[0][0])
+
+
+def test_dump_loops_and_code(capsys, monkeypatch):
+    monkeypatch.setattr(config, "dump", {"loops", "code"})
+    compiled(lambda x: x.softmax(-1))(torch.randn(4, 7))
+    out = capsys.readouterr().out
+    assert "kernel 0: outer [4] inner [7]" in out
+    assert "generated C:" in out
+
+
+def test_compile_api_and_errors():
+    m = torch.nn.Linear(4, 3)
+    fast = kiln.compile(m)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(fast(x), m(x))
+    with pytest.raises(ValueError, match="unknown backend"):
+        kiln.compile(m, backend="nope")
+    with pytest.raises(TypeError, match="function or torch.nn.Module"):
+        kiln.compile(42)
+
+
+def test_lowered_ops_table():
+    ops = kiln.lowered_ops()
+    for name in ("aten.add.Tensor", "aten.sum.dim_IntList", "aten.var_mean.correction", "aten.cat.default",
+                 "aten.embedding.default", "aten.cumsum.default", "aten.where.self"):
+        assert name in ops
