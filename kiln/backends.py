@@ -11,6 +11,7 @@ bw_compiler are the same function).
 Any failure inside kiln warns once and runs that graph eagerly (the ATen graph
 itself), so a user never gets an error or a wrong answer from kiln.
 """
+import copy
 import itertools
 import os
 import threading
@@ -214,16 +215,58 @@ def _aot(gm, example_inputs, fw):
                                  decompositions=decompositions())
 
 
+def _non_cpu(example_inputs):
+    for t in example_inputs:
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+            return t.device
+    return None
+
+
+def _tupled(gm):
+    """AOT autograd needs a graph that returns a tuple (TorchDynamo's always
+    do).  For a graph returning one value, returns (a copy returning a
+    1-tuple, True); the user's graph module is never modified."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    if isinstance(out.args[0], (tuple, list)):
+        return gm, False
+    graph = copy.deepcopy(gm.graph)
+    new_out = next(n for n in graph.nodes if n.op == "output")
+    new_out.args = ((new_out.args[0],),)
+    return torch.fx.GraphModule(gm, graph), True
+
+
 def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
+    dev = _non_cpu(example_inputs)
+    if dev is not None:
+        # kiln generates CPU code only (CUDA is issue 4): run the captured
+        # graph as it is, not a decomposed one
+        _warn_once(f"kiln: no code generation for {dev.type} yet; graphs on {dev.type} run eagerly")
+        compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
+                                "extern_ops": [], "reason": f"inputs on {dev}"})
+        return gm.forward
     try:
-        return _aot(gm, example_inputs, compile_graph)
+        g, unwrap = _tupled(gm)
+        fn = _aot(g, example_inputs, compile_graph)
+        if unwrap:
+            def single(*args):
+                return fn(*args)[0]
+            return single
+        return fn
     except Exception as e:
-        if config.debug:
+        if config.debug and not _data_dependent(e):
             raise
         _warn_once(f"kiln: could not lower this graph to ATen, running it eagerly: {type(e).__name__}: {e}")
-        compiled_graphs.append({"aten_ops": 0, "kernels": 0, "externs": 0, "fallbacks": 1, "extern_ops": []})
+        compiled_graphs.append({"aten_ops": 0, "kernels": 0, "externs": 0, "fallbacks": 1, "extern_ops": [],
+                                "reason": f"{type(e).__name__}: {e}"})
         return gm.forward
+
+
+def _data_dependent(e):
+    """An op whose output shape depends on tensor values (nonzero, boolean
+    masks) cannot be traced to a static graph: a legitimate eager fallback."""
+    return "DynamicOutputShape" in type(e).__name__ or "DynamicOutputShape" in str(e) or \
+        "data-dependent" in str(e).lower()
 
 
 class _Deferred:
@@ -254,7 +297,10 @@ def compile_many(items):
             return d
 
         try:
-            f = _aot(gm, list(ex), fw)
+            g, unwrap = _tupled(gm)
+            f = _aot(g, list(ex), fw)
+            if unwrap:
+                f = _Unwrap(f)
         except Exception as e:
             f = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
             mine = []
@@ -273,9 +319,14 @@ def compile_many(items):
         for d, prog, consts, single in owners:
             d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
             d.kiln_stats = d.target.kiln_stats
-    except Exception as e:
+    except Exception:
+        # one bad unit must not take the others down: build each alone
         for d, prog, consts, single in owners:
-            d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
+            try:
+                so = _build([prog])
+                d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
+            except Exception as e:
+                d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
             d.kiln_stats = d.target.kiln_stats
     out = []
     for f, mine in results:
@@ -288,9 +339,19 @@ def compile_many(items):
             for k in ("aten_ops", "kernels", "externs", "fallbacks"):
                 stats[k] += d.kiln_stats.get(k, 0)
             stats["extern_ops"] += list(d.kiln_stats.get("extern_ops", []))
+            if "reason" in d.kiln_stats:
+                stats["reason"] = d.kiln_stats["reason"]
         wrapped = _StatsCallable(f, stats)
         out.append(wrapped)
     return out
+
+
+class _Unwrap:
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, *args):
+        return self.f(*args)[0]
 
 
 class _StatsCallable:

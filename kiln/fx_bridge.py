@@ -128,7 +128,10 @@ def describe(gm):
                 metas, is_tuple = (_meta_of(val),), False
             cargs = tuple(_call_value(a, index) for a in n.args)
             ckw = {k: _call_value(v, index) for k, v in n.kwargs.items()}
-            nodes.append((name, tuple(conv), metas, is_tuple, uses, tgt, cargs, ckw))
+            # the extern call goes straight to the C++ operator (OpOverload's
+            # __call__ only forwards to it)
+            call = getattr(tgt, "_op", tgt)
+            nodes.append((name, tuple(conv), metas, is_tuple, uses, call, cargs, ckw))
         else:
             raise Unsupported(f"node kind {n.op}")
     out_node = next(n for n in graph.nodes if n.op == "output")

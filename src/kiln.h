@@ -114,6 +114,7 @@ struct kn_expr {
     uint32_t depth;       /* max loop level of vars used (0 = none) */
     kn_expr *next;        /* hash chain */
     int mark;             /* scratch for code generation */
+    uint32_t visit;       /* traversal stamp (codegen hoisting) */
 };
 
 typedef struct kn_ctx kn_ctx;
@@ -219,6 +220,8 @@ struct kn_buf {
     int64_t size[KN_MAXDIM];
     int64_t stride[KN_MAXDIM];
     int64_t offset;       /* element offset (ALIAS) */
+    int has_meta;         /* meta_stride holds the strides torch traced */
+    int64_t meta_stride[KN_MAXDIM];
     kn_expr *body;        /* LAZY/POINTWISE: over P vars; REDUCTION: over P and R vars */
     /* reductions */
     kn_rop rop;

@@ -8,8 +8,9 @@ bandwidth and a fused memory-bound kernel.  See ``python -m kiln.bench -h``
 and :mod:`kiln.bench.runner` for details.
 
 Modules: runner (CLI and orchestration), models (model zoo), measure (timing
-and accuracy), compilers (backend plumbing, cache directories), report
-(tables, summary, JSON), bandwidth (--bandwidth mode).
+and accuracy), compilers (backend plumbing, cache directories), machine
+(environment description), report (tables, summary, JSON), bandwidth
+(--bandwidth mode).
 """
 
 

@@ -24,10 +24,11 @@ import sys
 import torch
 from tqdm import tqdm
 
-from .compilers import check_backend, env_var, inductor_cache_dir, reset_compilers
+from .compilers import (captured_kiln_warnings, check_backend, inductor_cache_dir,
+                        kiln_cache_dir, kiln_graph_stats, reset_compilers)
 from .machine import format_header, machine_info
 from .measure import compare_outputs, median, time_first_call, time_iterations
-from .report import describe_exception, render_table, shorten, write_json
+from .report import describe_exception, render_table, save_json, shorten
 
 LAST_DIM = 4096
 DEFAULT_NUMEL = {"cpu": 64 * 2**20, "cuda": 256 * 2**20}
@@ -85,7 +86,7 @@ def measure_kernel(name: str, fn, inputs, ref, session) -> dict:
     return result
 
 
-def compiled(backend: str, session):
+def compile_kernel(backend: str, session):
     check_backend(backend, session.kiln)
     reset_compilers(session.kiln)
     return torch.compile(gelu_bias_residual, backend=backend)
@@ -97,15 +98,29 @@ def variants(session) -> list[tuple]:
     if not session.args.no_inductor:
         out.append(("inductor", lambda: inductor_cache_dir(session.fresh_dir("inductor")), "inductor"))
     kiln_dir = session.fresh_dir("kiln-bandwidth")
-    out.append(("kiln", lambda: env_var("KILN_CACHE_DIR", kiln_dir), session.args.kiln_backend))
+    out.append(("kiln", lambda: kiln_cache_dir(kiln_dir, session.kiln), session.args.kiln_backend))
     return out
 
 
 def run_variant(name, context, backend, inputs, ref, session) -> dict:
     if backend is None:
         return measure_kernel(name, gelu_bias_residual, inputs, ref, session)
-    with context():
-        return measure_kernel(name, compiled(backend, session), inputs, ref, session)
+    kiln_warnings: list[str] = []
+    with context(), captured_kiln_warnings(kiln_warnings):
+        result = measure_kernel(name, compile_kernel(backend, session), inputs, ref, session)
+    if backend == "kiln":
+        result["graph_stats"] = kiln_graph_stats(session.kiln)
+    result["warnings"] = sorted(set(kiln_warnings))
+    return result
+
+
+def bandwidth_note(res: dict) -> str:
+    stats = res.get("graph_stats") or {}
+    if stats.get("fallbacks"):
+        return f"ran {stats['fallbacks']} of {stats['graphs']} graph(s) eagerly"
+    if res.get("warnings"):
+        return f"warned: {shorten(res['warnings'][0], 60)}"
+    return ""
 
 
 def format_rows(results: list[dict], copy_gbps: float | None) -> str:
@@ -120,20 +135,18 @@ def format_rows(results: list[dict], copy_gbps: float | None) -> str:
         err = "-" if "max_abs" not in res else f"{res['max_abs']:.1e} {'ok' if res['ok'] else 'FAIL'}"
         first = f"{res['first_call_ms']:.1f}" if "first_call_ms" in res else "-"
         body.append([res["name"], f"{res['median_ms']:.2f}", f"{res['gbps']:.1f}", frac,
-                     first, err, ""])
+                     first, err, bandwidth_note(res)])
     return render_table(header, body)
 
 
-def run_bandwidth(session) -> int:
-    """Entry point of ``--bandwidth``; prints a table, returns exit status 0."""
-    args = session.args
-    info = machine_info(args, session.kiln)
-    info["malloc_keeps_big_buffers"] = keep_big_buffers(args.device)
-    numel = args.bw_numel or DEFAULT_NUMEL[args.device]
-    results: list[dict] = []
+def measure_all(session, inputs) -> list[dict]:
+    """Copy, then each kernel variant; a failing variant becomes an error row."""
     todo = variants(session)
-    with torch.no_grad(), tqdm(total=1 + len(todo), file=sys.stderr, unit="step") as bar:
-        inputs = make_tensors(numel, args.device, session.dtype)
+    results: list[dict] = []
+    with torch.no_grad(), tqdm(total=2 + len(todo), file=sys.stderr, unit="step") as bar:
+        bar.set_description("starting compilers")
+        session.prime([backend for _, _, backend in todo if backend])
+        bar.update(1)
         bar.set_description("copy")
         results.append(measure_copy(inputs[0], session))
         bar.update(1)
@@ -141,31 +154,50 @@ def run_bandwidth(session) -> int:
         for name, context, backend in todo:
             bar.set_description(name)
             try:
-                res = run_variant(name, context, backend, inputs, ref, session)
-                if name == "eager":
+                results.append(run_variant(name, context, backend, inputs, ref, session))
+                if backend is None:
                     ref = gelu_bias_residual(*inputs)
             except Exception as exc:
-                res = {"name": name, "error": describe_exception(exc)}
-                tqdm.write(f"[bandwidth] {name} FAILED: {shorten(res['error'], 200)}", file=sys.stderr)
-            results.append(res)
+                results.append({"name": name, "error": describe_exception(exc)})
+                tqdm.write(f"[bandwidth] {name} FAILED: {shorten(results[-1]['error'], 200)}",
+                           file=sys.stderr)
             bar.update(1)
     copy_gbps = results[0]["gbps"]
     for res in results:
         if "gbps" in res:
             res["fraction_of_copy"] = res["gbps"] / copy_gbps
+    return results
+
+
+def print_bandwidth(info: dict, x: torch.Tensor, results: list[dict]) -> None:
+    copy_gbps = results[0]["gbps"]
     print()
     print(format_header(info))
-    x = inputs[0]
-    print(f"big tensors: {tuple(x.shape)} {args.dtype} = {x.numel() * x.element_size() / 2**20:.0f} MiB each; "
-          f"f(x, b, r) = gelu(x + b) + r counted as 2 reads + 1 write; copy as 1 read + 1 write; "
+    print(f"big tensors: {tuple(x.shape)} {info['dtype']} = "
+          f"{x.numel() * x.element_size() / 2**20:.0f} MiB each; f(x, b, r) = gelu(x + b) + r "
+          f"counted as 2 reads + 1 write; copy as 1 read + 1 write; "
           f"malloc keeps big buffers: {info['malloc_keeps_big_buffers']}")
     print()
     print(format_rows(results, copy_gbps))
-    kiln_res = next((r for r in results if r["name"] == "kiln" and "gbps" in r), None)
-    if kiln_res:
-        print(f"\nkiln fused kernel: {kiln_res['gbps']:.1f} GB/s = "
-              f"{kiln_res['fraction_of_copy']:.0%} of copy bandwidth ({copy_gbps:.1f} GB/s)")
-    if args.json:
-        write_json(args.json, {"meta": info, "numel": x.numel(), "results": results})
-        print(f"\nwrote {args.json}")
-    return 0
+    kiln = next((r for r in results if r["name"] == "kiln" and "gbps" in r), None)
+    if kiln:
+        print(f"\nkiln fused kernel: {kiln['gbps']:.1f} GB/s = "
+              f"{kiln['fraction_of_copy']:.0%} of copy bandwidth ({copy_gbps:.1f} GB/s)")
+    sys.stdout.flush()
+
+
+def run_bandwidth(session) -> int:
+    """Entry point of ``--bandwidth``; returns the exit status."""
+    args = session.args
+    info = machine_info(args, session.kiln)
+    info["malloc_keeps_big_buffers"] = keep_big_buffers(args.device)
+    numel = args.bw_numel or DEFAULT_NUMEL[args.device]
+    try:
+        inputs = make_tensors(numel, args.device, session.dtype)
+    except Exception as exc:  # e.g. out of memory
+        print(f"error: cannot allocate the {numel}-element tensors: {describe_exception(exc)}",
+              file=sys.stderr)
+        return 1
+    results = measure_all(session, inputs)
+    print_bandwidth(info, inputs[0], results)
+    return save_json(args.json, {"meta": info, "numel": inputs[0].numel(), "results": results})

@@ -5,14 +5,19 @@
 * ``check_backend``: fail early, with a readable message, when a backend name
   is not registered with torch.compile.
 * ``reset_compilers``: ``torch._dynamo.reset()`` plus ``kiln.reset()``.
-* ``env_var`` / ``inductor_cache_dir``: point a compiler's on-disk cache at a
-  given (normally fresh, empty) directory for a cold-compile measurement.
+* ``inductor_cache_dir`` / ``kiln_cache_dir``: point a compiler's on-disk
+  cache at a given (normally fresh, empty) directory for a cold-compile
+  measurement.
+* ``kiln_graph_stats`` / ``captured_kiln_warnings``: what kiln compiled, and
+  whether it fell back to eager anywhere (kiln warns instead of failing).
+* ``prime_backend``: pay a compiler's one-time start-up before measuring.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import os
+import warnings
 from types import ModuleType
 
 import torch
@@ -93,13 +98,62 @@ def inductor_cache_dir(path: str):
             yield
 
 
+@contextlib.contextmanager
+def kiln_cache_dir(path: str, kiln: KilnHandle):
+    """Point kiln's disk cache at ``path``.
+
+    Sets ``KILN_CACHE_DIR`` (read by kiln at import, so by any child process)
+    and, since this process has imported kiln already, ``kiln.config.cache_dir``.
+    """
+    config = getattr(kiln.module, "config", None)
+    patch = config is not None and hasattr(config, "cache_dir")
+    old = config.cache_dir if patch else None
+    with env_var("KILN_CACHE_DIR", path):
+        if patch:
+            config.cache_dir = path
+        try:
+            yield
+        finally:
+            if patch:
+                config.cache_dir = old
+
+
+def kiln_graph_stats(kiln: KilnHandle) -> dict | None:
+    """Totals over the graphs kiln compiled since its last reset, if it says.
+
+    Reads ``kiln.backends.compiled_graphs`` (a list of per-graph stats dicts);
+    None when kiln is absent or does not expose it.
+    """
+    graphs = getattr(getattr(kiln.module, "backends", None), "compiled_graphs", None)
+    if not isinstance(graphs, list):
+        return None
+    stats = [g for g in graphs if isinstance(g, dict)]
+    totals = {"graphs": len(stats)}
+    for key in ("aten_ops", "kernels", "externs", "fallbacks"):
+        totals[key] = sum(int(g.get(key) or 0) for g in stats)
+    return totals
+
+
+@contextlib.contextmanager
+def captured_kiln_warnings(sink: list):
+    """Collect warnings that mention kiln (e.g. 'running this graph eagerly')."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            sink.extend(str(w.message) for w in caught if "kiln" in str(w.message).lower())
+
+
 def count_files(path: str) -> int:
     """Number of regular files below ``path`` (0 if it does not exist)."""
     return sum(len(files) for _, _, files in os.walk(path))
 
 
-def _tiny(x):
-    return torch.relu(x) * 2 + 1
+def _tiny(x, w):
+    # a few common op kinds, so lazily built per-op tables get built here
+    y = torch.nn.functional.layer_norm(torch.nn.functional.linear(x, w), (x.shape[-1],))
+    return torch.softmax(torch.relu(y) * 2 + 1, dim=-1)
 
 
 def prime_backend(backend: str, kiln: KilnHandle, device: str, dtype: torch.dtype,
@@ -115,11 +169,12 @@ def prime_backend(backend: str, kiln: KilnHandle, device: str, dtype: torch.dtyp
     if backend == "inductor":
         cache = inductor_cache_dir(scratch_dir)
     else:
-        cache = env_var("KILN_CACHE_DIR", scratch_dir)
+        cache = kiln_cache_dir(scratch_dir, kiln)
     try:
         check_backend(backend, kiln)
         with cache, torch.no_grad():
-            torch.compile(_tiny, backend=backend)(torch.ones(8, device=device, dtype=dtype))
+            x = torch.ones(4, 8, device=device, dtype=dtype)
+            torch.compile(_tiny, backend=backend)(x, torch.eye(8, device=device, dtype=dtype))
         return None
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"

@@ -1,7 +1,7 @@
 """Machine and software description printed with (and stored in) every result.
 
-``machine_info`` collects date, versions, device name, thread count and the
-benchmark settings; ``format_header`` renders them as the report's first lines.
+``machine_info`` collects date, versions, device name, thread count, load
+average and the benchmark settings; ``format_header`` renders them as the report's first lines.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ def machine_info(args, kiln) -> dict:
         "warmup": args.warmup,
         "kiln_backend": args.kiln_backend,
         "kiln": kiln.describe(),
+        "load_average": load_average(),
     }
     try:
         import transformers
@@ -50,8 +51,21 @@ def device_name(device: str) -> str:
     return platform.processor() or platform.machine()
 
 
+def load_average() -> float | None:
+    """1-minute load average at start-up (None where the OS has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def format_header(info: dict) -> str:
-    return (f"kiln.bench  {info['date']}  torch {info['torch']}  {info['device']} "
+    text = (f"kiln.bench  {info['date']}  torch {info['torch']}  {info['device']} "
             f"({info['device_name']}, {info['threads']} threads)  {info['dtype']}  "
             f"repeat {info['repeat']} warmup {info['warmup']}\n"
             f"kiln backend {info['kiln_backend']!r}: kiln {info['kiln']}")
+    load, cpus = info.get("load_average"), info.get("cpu_count") or 1
+    if load is not None and load > 0.5 * cpus:
+        text += (f"\nWARNING: load average {load:.1f} on {cpus} CPUs at start: other processes "
+                 f"are busy, CPU timings will be noisy")
+    return text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import traceback
 
 SHORT_ERROR = 72
@@ -188,12 +189,15 @@ def format_summary(summary: dict, kiln_backend: str) -> str:
 
 
 def format_legend() -> str:
-    return ("times are medians per call; 'x' columns are speedups (>1 = faster): "
-            "ind x = eager/inductor, kiln x = eager/kiln, kiln/ind = inductor/kiln; "
-            "cold = first call of a fresh compile (empty caches, compilers already "
-            "started up in this process) minus one eager call; "
-            "warm = same in a new process with kiln's disk cache filled by the cold run; "
-            "err = max |compiled - eager| and allclose verdict")
+    return "\n".join([
+        "times: median ms per call; x: speedup (>1 = faster): ind x = eager/inductor, "
+        "kiln x = eager/kiln, kiln/ind = inductor/kiln",
+        "cold: first call of a fresh compile (empty caches, compiler already started in this "
+        "process) minus one eager call; warm: the same in a new process whose kiln disk cache "
+        "was filled by the cold run",
+        "err: max |compiled - eager| over all outputs; ok if <= atol + rtol * max|eager| per "
+        "output tensor (atol = rtol = 1e-3 float32, 1e-2 float16, 5e-2 bfloat16)",
+    ])
 
 
 def format_errors(rows: list[dict]) -> str:
@@ -213,6 +217,19 @@ def write_json(path: str, payload: dict) -> None:
     with open(path, "w") as fh:
         json.dump(_jsonable(payload), fh, indent=2, allow_nan=False)
         fh.write("\n")
+
+
+def save_json(path: str | None, payload: dict) -> int:
+    """Write ``payload`` to ``path`` if given; exit status 1 if that fails."""
+    if not path:
+        return 0
+    try:
+        write_json(path, payload)
+    except OSError as exc:
+        print(f"error: cannot write {path}: {exc}", file=sys.stderr)
+        return 1
+    print(f"\nwrote {path}")
+    return 0
 
 
 def _jsonable(obj):

@@ -15,6 +15,9 @@ For every selected model, in one process and on the same inputs, under
    (``python -m kiln.bench --_warm-child MODEL ...``) rebuilds the same model,
    reuses the cache directory filled in step 3 and reports its first-call time.
 
+Before the first model each compiler compiles a tiny function once, so its
+one-time process start-up is not charged to the first model's cold compile.
+
 A failure in any step is recorded in the model's row and the run goes on; the
 exit status is 0 unless the command line is invalid.  Progress goes to stderr
 (tqdm), the results table and geomean summary to stdout, everything to
@@ -39,12 +42,13 @@ import torch
 from tqdm import tqdm
 
 from . import models as zoo
-from .compilers import (KilnHandle, check_backend, count_files, env_var, import_kiln,
-                        inductor_cache_dir, prime_backend, reset_compilers)
+from .compilers import (KilnHandle, captured_kiln_warnings, check_backend, count_files,
+                        import_kiln, inductor_cache_dir, kiln_cache_dir, kiln_graph_stats,
+                        prime_backend, reset_compilers)
 from .measure import compare_outputs, median, synchronizer, time_first_call, time_iterations
 from .machine import format_header, machine_info
 from .report import (add_derived, describe_exception, format_errors, format_legend,
-                     format_results, format_summary, shorten, summarize, write_json)
+                     format_results, format_summary, save_json, shorten, summarize)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 WARM_MARKER = "@@KILN_BENCH_WARM@@"
@@ -122,8 +126,15 @@ class Session:
 
 
 def apply_threads(threads: int | None) -> None:
+    """torch.set_num_threads, and OMP_NUM_THREADS for OpenMP runtimes loaded later.
+
+    Code that compilers generate may link an OpenMP runtime other than
+    torch's (kiln's C output uses the system libgomp); that one reads
+    OMP_NUM_THREADS when first loaded, which happens after this point.
+    """
     if threads:
         torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
 def quiet_libraries() -> None:
@@ -154,6 +165,8 @@ def run_compiled(model, inputs, ref, backend: str, eager_ms: float, session: Ses
     first_ms, out = time_first_call(compiled, inputs, session.sync)
     result = {"backend": backend, "first_call_ms": first_ms,
               "cold_compile_s": (first_ms - eager_ms) / 1e3}
+    if backend == "kiln":
+        result["graph_stats"] = kiln_graph_stats(session.kiln)
     result.update(compare_outputs(ref, out, session.dtype))
     del out
     samples = time_iterations(compiled, inputs, args.warmup, args.repeat, session.sync)
@@ -167,10 +180,25 @@ def run_inductor(model, inputs, ref, eager_ms, session: Session) -> dict:
 
 
 def run_kiln(model, inputs, ref, eager_ms, session: Session, cache_dir: str) -> dict:
-    with env_var("KILN_CACHE_DIR", cache_dir):
+    kiln_warnings: list[str] = []
+    with kiln_cache_dir(cache_dir, session.kiln), captured_kiln_warnings(kiln_warnings):
         result = run_compiled(model, inputs, ref, session.args.kiln_backend, eager_ms, session)
     result["cache_dir_files"] = count_files(cache_dir)
+    result["warnings"] = sorted(set(kiln_warnings))
     return result
+
+
+def kiln_notes(kiln: dict, backend: str) -> list[str]:
+    """Table notes for things that make kiln's figures suspect."""
+    notes = []
+    stats = kiln.get("graph_stats") or {}
+    if stats.get("fallbacks"):
+        notes.append(f"kiln ran {stats['fallbacks']} of {stats['graphs']} graph(s) eagerly")
+    elif kiln.get("warnings"):
+        notes.append(f"kiln warned: {shorten(kiln['warnings'][0], 60)}")
+    if backend == "kiln" and kiln.get("cache_dir_files") == 0:
+        notes.append("kiln wrote nothing to its cache dir")
+    return notes
 
 
 def run_model(spec: zoo.ModelSpec, session: Session, bar: tqdm) -> dict:
@@ -205,8 +233,7 @@ def run_model(spec: zoo.ModelSpec, session: Session, bar: tqdm) -> dict:
     cache_dir = session.fresh_dir(f"kiln-{spec.name}")
     try:
         row["kiln"] = run_kiln(model, inputs, ref, row["eager_ms"], session, cache_dir)
-        if args.kiln_backend == "kiln" and row["kiln"]["cache_dir_files"] == 0:
-            row["warnings"].append("kiln wrote nothing to KILN_CACHE_DIR")
+        row["warnings"] += kiln_notes(row["kiln"], args.kiln_backend)
     except Exception as exc:
         session.note_error(row, "kiln", exc)
     bar.update(1)
@@ -249,9 +276,10 @@ def child_command(spec: zoo.ModelSpec, session: Session, row: dict) -> list[str]
     args = session.args
     cmd = [sys.executable, "-m", "kiln.bench", "--_warm-child", spec.name,
            "--device", args.device, "--dtype", args.dtype,
-           "--threads", str(torch.get_num_threads()),
            "--warmup", str(args.warmup), "--repeat", str(args.repeat),
            "--kiln-backend", args.kiln_backend]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
     if row.get("batch"):
         cmd += ["--batch", str(row["batch"])]
     if row.get("seq"):
@@ -286,7 +314,9 @@ def run_warm_child(spec: zoo.ModelSpec, session: Session, row: dict, cache_dir: 
     return {"warm_compile_s": result["warm_compile_s"],
             "warm_first_call_ms": result["first_call_ms"],
             "warm_eager_ms": result["eager_ms"],
-            "warm_max_abs": result["max_abs"], "warm_ok": result["ok"]}
+            "warm_max_abs": result["max_abs"], "warm_ok": result["ok"],
+            "warm_graph_stats": result.get("graph_stats"),
+            "warm_warnings": result.get("warnings")}
 
 
 def parse_child_output(stdout: str) -> dict | None:
@@ -310,11 +340,15 @@ def warm_child_main(args: argparse.Namespace) -> int:
                                            min(args.repeat, 10), session.sync))
             check_backend(args.kiln_backend, session.kiln)
             compiled = torch.compile(model, backend=args.kiln_backend)
-            first_ms, out = time_first_call(compiled, inputs, session.sync)
+            kiln_warnings: list[str] = []
+            with captured_kiln_warnings(kiln_warnings):
+                first_ms, out = time_first_call(compiled, inputs, session.sync)
             cmp = compare_outputs(ref, out, session.dtype)
         result = {"eager_ms": eager, "first_call_ms": first_ms,
                   "warm_compile_s": (first_ms - eager) / 1e3,
                   "max_abs": cmp["max_abs"], "ok": cmp["ok"],
+                  "graph_stats": kiln_graph_stats(session.kiln),
+                  "warnings": sorted(set(kiln_warnings)),
                   "cache_dir": os.environ.get("KILN_CACHE_DIR")}
     except Exception as exc:
         traceback.print_exc()
@@ -357,10 +391,7 @@ def run_models(session: Session, specs: list[zoo.ModelSpec]) -> int:
             rows.append(add_derived(run_model(spec, session, bar)))
     summary = summarize(rows)
     print_report(info, rows, summary, args)
-    if args.json:
-        write_json(args.json, {"meta": info, "results": rows, "summary": summary})
-        print(f"\nwrote {args.json}")
-    return 0
+    return save_json(args.json, {"meta": info, "results": rows, "summary": summary})
 
 
 def check_device(device: str) -> str | None:

@@ -244,6 +244,31 @@ emit_ref(gen *g, kn_expr *e, kn_str *out)
     kn_str_printf(out, "t%u", e->id);
 }
 
+/* Emit, in the current (outer) scope, every subexpression of e that does not
+   depend on inner loop variables, so inner loops hold only per-element work
+   (loop-invariant code motion; it also helps gcc's vectoriser). */
+static uint32_t hoist_gen = 1;
+
+static void
+hoist_rec(gen *g, kn_expr *e, uint32_t stamp)
+{
+    if (e->visit == stamp || e->op == KN_S_CONST || e->op == KN_S_VAR)
+        return;
+    e->visit = stamp;
+    if (e->depth <= 1) {
+        emit(g, e);
+        return;
+    }
+    for (int j = 0; j < e->n; j++)
+        hoist_rec(g, e->a[j], stamp);
+}
+
+static void
+hoist(gen *g, kn_expr *e)
+{
+    hoist_rec(g, e, ++hoist_gen);
+}
+
 /* Emit everything e needs, then return its reference text (caller frees). */
 static kn_str
 value(gen *g, kn_expr *e)
@@ -363,6 +388,7 @@ gen_reduction(gen *g, kn_buf *b)
     const char *at = b->acc_dt == KN_BOOL ? "int" : ctype_of[b->acc_dt];
     int id = b->id;
     const kn_kernel *k = g->k;
+    hoist(g, body);
     ind(g);
     switch (b->rop) {
     case KN_R_SUM: case KN_R_PROD: {
@@ -391,7 +417,7 @@ gen_reduction(gen *g, kn_buf *b)
         kn_str_printf(g->s, "a%d = (%s %s a%d) ? %s : a%d;\n", id, v.p, b->rop == KN_R_MAX ? ">" : "<", id, v.p, id);
         if (isf) {
             ind(g);
-            kn_str_printf(g->s, "n%d |= (%s != %s);\n", id, v.p, v.p);
+            kn_str_printf(g->s, "n%d |= __builtin_isnan(%s);\n", id, v.p);
         }
         kn_str_free(&v);
         close_loops(g, k->ninner);
@@ -424,8 +450,8 @@ gen_reduction(gen *g, kn_buf *b)
         flat_inner(g, &fi);
         ind(g);
         if (isf)
-            kn_str_printf(g->s, "if ((%s %s m%d || %s != %s) && m%d == m%d) { m%d = %s; a%d = %s; }\n", v.p,
-                          b->rop == KN_R_ARGMAX ? ">" : "<", id, v.p, v.p, id, id, id, v.p, id, fi.p);
+            kn_str_printf(g->s, "if ((%s %s m%d || __builtin_isnan(%s)) && !__builtin_isnan(m%d)) { m%d = %s; a%d = %s; }\n",
+                          v.p, b->rop == KN_R_ARGMAX ? ">" : "<", id, v.p, id, id, v.p, id, fi.p);
         else
             kn_str_printf(g->s, "if (%s %s m%d) { m%d = %s; a%d = %s; }\n", v.p, b->rop == KN_R_ARGMAX ? ">" : "<", id,
                           id, v.p, id, fi.p);
@@ -625,6 +651,18 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
         if (par_inner) {
             ind(&g);
             kn_str_printf(s, "#pragma omp parallel for simd schedule(static)\n");
+        }
+        for (int q = m; q < k->nmembers; q++) {
+            kn_buf *p = c->bufs[k->members[q]];
+            if (p->kind != KN_B_POINTWISE || is_outer_member(k, p))
+                break;
+            kn_subst hs;
+            if (kn_member_map(c, k, p, &hs) < 0)
+                return -1;
+            kn_expr *hb = kn_substitute(c, p->body, &hs);
+            if (hb == NULL)
+                return -1;
+            hoist(&g, hb);
         }
         open_loops(&g, k->ninner, k->inner, KN_VAR_I(0), !par_inner, NULL);
         while (m < k->nmembers) {

@@ -37,6 +37,14 @@ static inline uint16_t kn_f2bf(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* sign bit through the bits (gcc 12 miscompiles a vectorised signbit of a
+   bfloat16 load) */
+static inline b_t KN_SIGNBIT_f32(float a) { uint32_t u; memcpy(&u, &a, 4); return (u >> 31) != 0; }
+static inline b_t KN_SIGNBIT_f64(double a) { uint64_t u; memcpy(&u, &a, 8); return (u >> 63) != 0; }
+
+/* NaN-propagating max/min are written as a plain select plus an unordered
+   test (a NaN operand makes a + b NaN): gcc 12 vectorises that form, but not
+   `a != a` in a short-circuit condition nor a nested isnan select. */
 #define KN_FLOAT_OPS(T, tag, F)                                                                  \
 static inline T kn_div_##tag(T a, T b) { return a / b; }                                          \
 static inline T kn_truncdiv_##tag(T a, T b) { return trunc##F(a / b); }                           \
@@ -54,9 +62,9 @@ static inline T kn_rem_##tag(T a, T b) {                                        
     return m; }                                                                                   \
 static inline T kn_fmod_##tag(T a, T b) { return fmod##F(a, b); }                                 \
 static inline T kn_abs_##tag(T a) { return fabs##F(a); }                                          \
-static inline T kn_max_##tag(T a, T b) { return (a > b || a != a) ? a : b; }                      \
-static inline T kn_min_##tag(T a, T b) { return (a < b || a != a) ? a : b; }                      \
-static inline T kn_sign_##tag(T a) { return a != a ? a : (T)((a > 0) - (a < 0)); }                \
+static inline T kn_max_##tag(T a, T b) { T m = a > b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
+static inline T kn_min_##tag(T a, T b) { T m = a < b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
+static inline T kn_sign_##tag(T a) { return __builtin_isnan(a) ? a : (T)((a > 0) - (a < 0)); }   \
 static inline T kn_pow_##tag(T a, T b) { return pow##F(a, b); }                                   \
 static inline T kn_rsqrt_##tag(T a) { return (T)1 / sqrt##F(a); }                                 \
 static inline T kn_recip_##tag(T a) { return (T)1 / a; }                                          \
@@ -65,9 +73,9 @@ static inline T kn_gelu_##tag(T a) { return (T)0.5 * a * ((T)1 + erf##F(a * (T)0
 static inline T kn_gelu_tanh_##tag(T a) {                                                         \
     T k = (T)0.79788456080286535588; /* sqrt(2/pi) */                                             \
     return (T)0.5 * a * ((T)1 + tanh##F(k * (a + (T)0.044715 * a * a * a))); }                    \
-static inline b_t kn_isnan_##tag(T a) { return a != a; }                                          \
+static inline b_t kn_isnan_##tag(T a) { return __builtin_isnan(a) != 0; }                         \
 static inline b_t kn_isinf_##tag(T a) { return isinf(a) != 0; }                                   \
-static inline b_t kn_signbit_##tag(T a) { return signbit(a) != 0; }
+static inline b_t kn_signbit_##tag(T a) { return KN_SIGNBIT_##tag(a); }
 
 KN_FLOAT_OPS(float, f32, f)
 KN_FLOAT_OPS(double, f64, )

@@ -297,6 +297,8 @@ lazy_like(kn_ctx *c, int ni, int k, kn_expr **idx)
     if (b == NULL)
         return NULL;
     set_layout_from_meta(b, m);
+    b->has_meta = 1;
+    memcpy(b->meta_stride, m->stride, sizeof(int64_t) * (size_t)m->ndim);
     for (int d = 0; d < m->ndim; d++)
         idx[d] = kn_var(c, KN_VAR_P(d), m->size[d]);
     return b;
@@ -1222,6 +1224,107 @@ lower_flip(kn_ctx *c, int ni, int param)
     return view_of(c, ni, x, si, b);
 }
 
+/* One or two ints from an int-list argument (a single value means both). */
+static int
+pair_arg(const kn_arg *a, int64_t dflt0, int64_t dflt1, int64_t out[2])
+{
+    if (a->kind == KN_A_INT) {
+        out[0] = out[1] = a->i;
+        return 1;
+    }
+    if (a->kind == KN_A_NONE || (a->kind == KN_A_LIST && a->n == 0)) {
+        out[0] = dflt0;
+        out[1] = dflt1;
+        return 1;
+    }
+    if (!is_int_list(a) || a->n > 2)
+        return 0;
+    out[0] = a->items[0].i;
+    out[1] = a->items[a->n - 1].i;
+    return 1;
+}
+
+/* max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode):
+   the window is unrolled; values are a NaN-propagating max, indices follow
+   torch's scan (first strict maximum, a NaN takes over).  Either result is a
+   lazy buffer, so pooling fuses with the activation before it and an unused
+   index output costs nothing. */
+static int
+lower_max_pool2d(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m0 = out_meta(c, ni, 0), *m1 = out_meta(c, ni, 1);
+    if (x == NULL || m0 == NULL || m1 == NULL || (x->ndim != 3 && x->ndim != 4) || !kn_dtype_is_float(x->dt))
+        return 0;
+    int64_t k[2], st[2], pd[2], dl[2];
+    if (!pair_arg(arg(c, ni, 1), 1, 1, k) || !pair_arg(arg(c, ni, 2), k[0], k[1], st) ||
+        !pair_arg(arg(c, ni, 3), 0, 0, pd) || !pair_arg(arg(c, ni, 4), 1, 1, dl))
+        return 0;
+    if (k[0] * k[1] > 64 || k[0] < 1 || k[1] < 1)
+        return 0;
+    int hd = x->ndim - 2, wd = x->ndim - 1;
+    int64_t H = x->size[hd], W = x->size[wd];
+    kn_expr *idx[KN_MAXDIM], *idx2[KN_MAXDIM];
+    kn_buf *vb = lazy_like(c, ni, 0, idx);
+    if (vb == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_buf *ib = lazy_like(c, ni, 1, idx2);
+    if (ib == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (vb->ndim != x->ndim)
+        return 0;
+    kn_dtype cd = kn_dtype_compute(x->dt);
+    kn_expr *best = kn_const_f(c, cd, -INFINITY), *bidx = kn_iconst(c, -1);
+    kn_expr *vmax = best;
+    for (int64_t kh = 0; kh < k[0]; kh++) {
+        for (int64_t kw = 0; kw < k[1]; kw++) {
+            kn_expr *ih = kn_iadd(c, kn_imul(c, idx[hd], st[0]), kn_iconst(c, kh * dl[0] - pd[0]));
+            kn_expr *iw = kn_iadd(c, kn_imul(c, idx[wd], st[1]), kn_iconst(c, kw * dl[1] - pd[1]));
+            kn_expr *valid = kn_const_i(c, KN_BOOL, 1);
+            int64_t lo, hi;
+            if (!(kn_expr_range(ih, &lo, &hi) && lo >= 0 && hi < H))
+                valid = kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, ih, kn_iconst(c, 0)),
+                               kn_op2(c, KN_S_LT, KN_BOOL, ih, kn_iconst(c, H)));
+            if (!(kn_expr_range(iw, &lo, &hi) && lo >= 0 && hi < W))
+                valid = kn_op2(c, KN_S_LAND, KN_BOOL, valid,
+                               kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, iw, kn_iconst(c, 0)),
+                                      kn_op2(c, KN_S_LT, KN_BOOL, iw, kn_iconst(c, W))));
+            kn_expr *si[KN_MAXDIM];
+            for (int d = 0; d < hd; d++)
+                si[d] = idx[d];
+            si[hd] = clamp_index(c, ih, H);
+            si[wd] = clamp_index(c, iw, W);
+            kn_expr *v = kn_cast(c, kn_buf_load(c, x, si), cd);
+            if (v == NULL)
+                return -1;
+            kn_expr *vv = kn_op3(c, KN_S_WHERE, cd, valid, v, kn_const_f(c, cd, -INFINITY));
+            vmax = kn_op2(c, KN_S_MAX, cd, vmax, vv);
+            kn_expr *better = kn_op2(c, KN_S_LOR, KN_BOOL, kn_op2(c, KN_S_GT, KN_BOOL, v, best),
+                                     kn_op2(c, KN_S_LOR, KN_BOOL, kn_op1(c, KN_S_ISNAN, KN_BOOL, v),
+                                            kn_op2(c, KN_S_LT, KN_BOOL, bidx, kn_iconst(c, 0))));
+            kn_expr *take = kn_op2(c, KN_S_LAND, KN_BOOL, valid, better);
+            kn_expr *pos = kn_iadd(c, kn_imul(c, ih, W), iw);
+            best = kn_op3(c, KN_S_WHERE, cd, take, v, best);
+            bidx = kn_op3(c, KN_S_WHERE, KN_I64, take, pos, bidx);
+        }
+    }
+    vb->body = kn_cast(c, vmax, vb->dt);
+    /* the index body is built over the value buffer's placeholders, which
+       are the same variables (same output shape) */
+    ib->body = kn_cast(c, bidx, ib->dt);
+    if (vb->body == NULL || ib->body == NULL)
+        return -1;
+    int *ids = kn_alloc(&c->arena, sizeof(int) * 2);
+    if (ids == NULL)
+        return -1;
+    ids[0] = vb->id;
+    ids[1] = ib->id;
+    c->node_bufs[ni] = ids;
+    c->node_nres[ni] = 2;
+    return 1;
+}
+
 /* index.Tensor(x, [None | index tensor, ...]) with integer index tensors. */
 static int
 lower_index(kn_ctx *c, int ni, int param)
@@ -1613,6 +1716,13 @@ try_alias(kn_ctx *c, kn_buf *b)
     for (int d = 0; d < b->ndim; d++)
         if (st[d] < 0)
             return 0;
+    /* An extern gets the layout torch traced: a view keeps its strides, but a
+       clone(memory_format=contiguous) feeding an op that needs contiguous
+       input must not collapse into a strided view of its source. */
+    if (b->has_meta)
+        for (int d = 0; d < b->ndim; d++)
+            if (b->size[d] > 1 && st[d] != b->meta_stride[d])
+                return 0;
     b->kind = KN_B_ALIAS;
     b->base = base->id;
     b->offset = off;

@@ -18,6 +18,7 @@ int64_t kn_buf_span(const kn_buf *b);
 /* torch entry points, set once by kiln/backends.py */
 static PyObject *rt_empty_strided, *rt_empty, *rt_as_strided, *rt_dtypes, *rt_uint8, *rt_ref_type;
 static PyObject *str_data_ptr, *str_storage_offset, *str_dtype_kw;
+static PyObject *dtype_kwargs[KN_NDTYPES]; /* {"dtype": torch dtype}, built once */
 
 PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
 PyObject *
@@ -43,6 +44,12 @@ kn_py_set_runtime(PyObject *self, PyObject *args)
         str_dtype_kw = PyUnicode_InternFromString("dtype");
         if (!str_data_ptr || !str_storage_offset || !str_dtype_kw)
             return NULL;
+    }
+    for (int d = 0; d < KN_NDTYPES; d++) {
+        PyObject *kw = Py_BuildValue("{s:O}", "dtype", PyTuple_GET_ITEM(dts, d));
+        if (kw == NULL)
+            return NULL;
+        Py_XSETREF(dtype_kwargs[d], kw);
     }
     Py_RETURN_NONE;
 }
@@ -104,6 +111,7 @@ typedef struct {
     int dt;
     int ndim;
     PyObject *size, *stride;   /* tuples, for allocation and views */
+    PyObject *alloc_args;      /* (size, stride) for torch.empty_strided */
     int64_t arena_off;
     int input_index;
     int base;
@@ -171,6 +179,7 @@ program_dealloc(ProgramObject *self)
     for (int i = 0; i < self->nbufs; i++) {
         Py_XDECREF(self->bufs[i].size);
         Py_XDECREF(self->bufs[i].stride);
+        Py_XDECREF(self->bufs[i].alloc_args);
     }
     for (int s = 0; s < self->nsteps; s++) {
         Py_XDECREF(self->steps[s].op);
@@ -268,6 +277,9 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
         r->size = tuple_of(b->ndim, b->size);
         r->stride = tuple_of(b->ndim, b->stride);
         if (!r->size || !r->stride)
+            goto error;
+        r->alloc_args = PyTuple_Pack(2, r->size, r->stride);
+        if (r->alloc_args == NULL)
             goto error;
     }
     for (int s = 0; s < c->nsteps; s++) {
@@ -368,18 +380,7 @@ data_ptr(PyObject *t, void **out)
 static PyObject *
 alloc_tensor(rbuf *r)
 {
-    PyObject *kw = PyDict_New();
-    if (kw == NULL)
-        return NULL;
-    if (PyDict_SetItem(kw, str_dtype_kw, PyTuple_GET_ITEM(rt_dtypes, r->dt)) < 0) {
-        Py_DECREF(kw);
-        return NULL;
-    }
-    PyObject *a = PyTuple_Pack(2, r->size, r->stride);
-    PyObject *t = a ? PyObject_Call(rt_empty_strided, a, kw) : NULL;
-    Py_XDECREF(a);
-    Py_DECREF(kw);
-    return t;
+    return PyObject_Call(rt_empty_strided, r->alloc_args, dtype_kwargs[r->dt]);
 }
 
 /* Tensor object for buffer i (creating alias views on demand). New ref. */
@@ -548,10 +549,8 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
             arena = self->arena_cache; /* take it: re-entrant calls allocate their own */
             self->arena_cache = NULL;
         } else {
-            PyObject *kwd = Py_BuildValue("{s:O}", "dtype", rt_uint8);
-            PyObject *sz = kwd ? Py_BuildValue("(L)", (long long)self->arena_bytes) : NULL;
-            arena = sz ? PyObject_Call(rt_empty, sz, kwd) : NULL;
-            Py_XDECREF(kwd);
+            PyObject *sz = Py_BuildValue("(L)", (long long)self->arena_bytes);
+            arena = sz ? PyObject_Call(rt_empty, sz, dtype_kwargs[KN_U8]) : NULL;
             Py_XDECREF(sz);
             if (arena == NULL)
                 goto done;
@@ -572,7 +571,11 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
                 goto done;
         }
         if (st->kind == KN_ST_KERNEL) {
-            self->fns[st->kernel]((void *const *)f.ptr);
+            kn_kernel_fn fn = self->fns[st->kernel];
+            void *const *ptrs = (void *const *)f.ptr;
+            Py_BEGIN_ALLOW_THREADS
+            fn(ptrs);
+            Py_END_ALLOW_THREADS
         } else if (run_extern(self, &f, st) < 0) {
             goto done;
         }

@@ -21,7 +21,27 @@ Per sample the outcome is one of
 
 Samples that eager itself rejects, whose output is not a tensor (or a
 sequence of tensors), that make_fx cannot trace, or whose graph holds no op
-kiln lowers are skipped and counted.
+kiln lowers are skipped and counted.  So are samples where kiln disagrees
+with eager but the traced graph itself (run eagerly) does too.
+
+Details:
+
+* graphs take the sample's tensor leaves as arguments (other arguments are
+  baked in) and always return a flat tuple of tensors, like the graphs Dynamo
+  hands to a torch.compile backend;
+* inputs keep their exact layout (strides, storage offset, the NaN padding of
+  OpInfo's non-contiguous samples): every call gets a fresh copy;
+* outputs must match eager in number, dtype and shape exactly; values with
+  TOLERANCES (exact for integers and bools), NaNs equal.  For bfloat16 a
+  value that misses the tolerance is still accepted when it is no further
+  from eager than twice eager's own error against the same computation done
+  in float32 (kiln rounds once, eager after every step);
+* if compile_many makes several graphs of a batch fall back, each is
+  compiled again alone, so that the report names the graph that really
+  fails (and a batch that one graph drags down is reported as an error);
+* a one-line summary per dtype and a total line are written to the terminal
+  even when pytest captures output; details (extern ops, untraceable ops,
+  OpInfos fully lowered / partly extern / failing) are printed (-s or -rA).
 
 Environment variables:
 
@@ -47,12 +67,13 @@ Environment variables:
                          or hanging kernel fails only its own sample).
 * ``KILN_OPINFO_COMPILE_TIMEOUT`` / ``KILN_OPINFO_RUN_TIMEOUT``  watchdog
                          seconds per compile batch / per compiled call in the
-                         child process (default 600 / 120).
+                         child process (default 300 / 20).
 """
 
 import collections
 import contextlib
 import json
+import logging
 import math
 import os
 import random
@@ -338,9 +359,11 @@ def _clone_all(tensors):
 
 
 def _flatten_output(out):
-    """Tensor -> Tensor; (nested) tuple/list/namedtuple of tensors -> flat tuple."""
+    """Tensor or (nested) tuple/list/namedtuple of tensors -> flat tuple of
+    tensors.  Graphs always return a tuple, as the graphs Dynamo hands to a
+    torch.compile backend do."""
     if isinstance(out, torch.Tensor):
-        return out
+        return (out,)
     if isinstance(out, (tuple, list)):
         leaves = pytree.tree_leaves(out)
         if leaves and all(isinstance(x, torch.Tensor) for x in leaves):
@@ -531,7 +554,7 @@ def _compare(actual_out, expected_out):
             lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
             detail = "; ".join(lines[1:4]) if len(lines) > 1 else (lines[0] if lines else "")
             tols = f"atol={tol['atol']:g} rtol={tol['rtol']:g}"
-            return f"{where}mismatch (max abs err {_max_error(a, e)}; {tols}): {detail}"
+            return f"{where}mismatch (max |diff| {_max_error(a, e)}; {tols}): {detail}"
     return None
 
 
@@ -590,7 +613,7 @@ def _compile_batch(api, cases, emit):
             fns = list(api.compile_many(items))
             if len(fns) != len(items):
                 raise RuntimeError(f"compile_many returned {len(fns)} callables for {len(items)} graphs")
-            return [(f, None) for f in fns]
+            return [(f, None) for f in _isolate_fallbacks(api, cases, fns, emit)]
         except Exception as e:  # noqa: BLE001
             emit({
                 "kind": "error",
@@ -608,6 +631,42 @@ def _compile_batch(api, cases, emit):
     return out
 
 
+def _fallbacks(fn):
+    st = getattr(fn, "kiln_stats", None)
+    return int(st.get("fallbacks", 0) or 0) if isinstance(st, dict) else 0
+
+
+def _isolate_fallbacks(api, cases, fns, emit):
+    """If several graphs of a compile_many batch fell back, compile each of
+    them alone: one bad graph must not make the others fall back (and the
+    failure report must name the graph that really fails)."""
+    bad = [i for i, f in enumerate(fns) if _fallbacks(f)]
+    if len(fns) < 2 or len(bad) < 2:
+        return fns
+    fns = list(fns)
+    collateral = []
+    for i in bad:
+        reason = str((getattr(fns[i], "kiln_stats", None) or {}).get("reason", ""))[:300]
+        item = [(cases[i].gm, _clone_all(cases[i].tensors))]
+        try:
+            alone = api.compile_many(item)[0]
+        except Exception:  # noqa: BLE001
+            continue
+        if not _fallbacks(alone):
+            collateral.append((cases[i], reason))
+            fns[i] = alone
+    if collateral:
+        reasons = sorted({r for _, r in collateral if r})
+        emit({
+            "kind": "error",
+            "msg": f"compile_many made {len(bad)} of a batch of {len(fns)} graphs fall back, but "
+                   f"{len(collateral)} of them compile fine alone "
+                   f"({', '.join(sorted({c.opname for c, _ in collateral}))[:300]}); "
+                   f"reason given: {'; '.join(reasons)[:400] or '(none)'}",
+        })
+    return fns
+
+
 def _trace_reproduces_eager(case):
     """Whether a fresh trace of the sample, run eagerly, matches eager."""
     try:
@@ -615,6 +674,56 @@ def _trace_reproduces_eager(case):
         return _compare(gm(*_clone_all(case.tensors)), case.expected) is None
     except Exception:  # noqa: BLE001
         return False
+
+
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def _has_low_precision(outputs):
+    return any(t.dtype in _LOW_PRECISION for t in _as_list(outputs))
+
+
+def _upcast_reference(case):
+    """Eager result computed with bfloat16/float16 inputs upcast to float32
+    (outputs left in float32); None if that does not work."""
+    try:
+        ins = [t.float() if t.dtype in _LOW_PRECISION else _clone(t) for t in case.tensors]
+        out = _as_list(case.fn(*ins))
+        if len(out) != len(_as_list(case.expected)):
+            return None
+        return out
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _within_eager_error(actual_out, expected_out, ref_out):
+    """Low-precision acceptance: kiln computes bfloat16 in float32 and rounds
+    once while eager rounds after every step, which under cancellation can
+    differ by far more than a few ulps of the result.  Accept each
+    low-precision output element if kiln is no further from eager than twice
+    eager's own distance from the float32 computation (plus the usual
+    tolerance), or if it matches the float32 computation rounded once.
+    Other outputs must pass the normal comparison.  None if accepted."""
+    actual, expected = _as_list(actual_out), _as_list(expected_out)
+    for k, (a, e, r) in enumerate(zip(actual, expected, ref_out)):
+        if e.dtype not in _LOW_PRECISION:
+            err = _compare(a, e)
+            if err is not None:
+                return f"output {k}: {err}"
+            continue
+        if r.shape != e.shape or r.dtype == e.dtype:
+            return f"output {k}: no usable float32 reference"
+        if _compare(a, r.to(e.dtype)) is None:
+            continue
+        tol = TOLERANCES[e.dtype]
+        a64, e64, r64 = (x.detach().to(torch.float64) for x in (a, e, r))
+        bound = tol["atol"] + tol["rtol"] * e64.abs() + 2 * (e64 - r64).abs()
+        ok = ((a64 - e64).abs() <= bound) | (a64 == e64) | (torch.isnan(a64) & torch.isnan(e64))
+        if not bool(ok.all()):
+            n = int((~ok).sum())
+            return (f"output {k}: {n} element(s) further from eager than 2x eager's own error "
+                    f"vs. float32 computation")
+    return None
 
 
 def _check(case, compiled, exc):
@@ -636,12 +745,33 @@ def _check(case, compiled, exc):
     try:
         actual = compiled(*_clone_all(case.tensors))
     except Exception as e:  # noqa: BLE001
+        if not _trace_reproduces_eager(case):
+            return {"kind": "skip", "key": rec["key"], "op": case.opname, "reason": "trace_mismatch"}
         rec["msg"] = f"[{rec['status']}] running the compiled graph raised {type(e).__name__}: {str(e)[:800]}"
         return rec
     err = _compare(actual, case.expected)
     if err is not None and not _trace_reproduces_eager(case):
         # make_fx's graph itself does not reproduce eager: not kiln's fault.
         return {"kind": "skip", "key": rec["key"], "op": case.opname, "reason": "trace_mismatch"}
+    if err is not None and _has_low_precision(case.expected):
+        # kiln computes bfloat16 in float32 and rounds once; eager may round
+        # after every step, which under cancellation differs by far more than
+        # a few ulps.  Accept results that match eager run in float32.
+        ref = _upcast_reference(case)
+        if ref is not None and len(_as_list(actual)) == len(ref):
+            err32 = _within_eager_error(actual, case.expected, ref)
+            if err32 is None:
+                err = None
+            else:
+                err += f" | {err32}"
+    reason = str(kstats.get("reason", ""))
+    if fallbacks and ("DynamicOutputShape" in reason or "data-dependent" in reason.lower()):
+        # an output shape that depends on tensor values (boolean masks,
+        # nonzero) has no static graph: running eagerly is the right answer
+        if err is None:
+            rec["ok"] = True
+            rec["status"] = "fallback"
+            return rec
     if fallbacks and case.all_claimed:
         rec["msg"] = (f"kiln fell back to eager although it claims every op of the graph "
                       f"({sorted(set(case.ops))[:8]}); kiln_stats={kstats}")
@@ -692,6 +822,21 @@ def _fast_sample_inputs():
             m.extract_test_fn = f
 
 
+@contextlib.contextmanager
+def _quiet_trace_log():
+    """make_fx (and AOT tracing) emit empty DEBUG records on torch's
+    structured-trace logger for every trace; pytest attaches its capture
+    handlers to that logger too, so failure reports would drown in them.
+    Switch the logger off while sweeping."""
+    logger = logging.getLogger("torch.__trace")
+    saved = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = saved
+
+
 def _seed(seed):
     # CPU generator only: torch.manual_seed() also queues lazy CUDA/XPU/MTIA
     # seeding calls (with a captured stack trace each) - slow and growing.
@@ -710,9 +855,9 @@ def _sweep(dtype, api, emit, done=frozenset(), solo=frozenset(), crumb=None, wat
 
     done:  case keys to skip (already handled by an earlier, crashed run);
     solo:  case keys to compile on their own (suspected of crashing the compiler);
-    crumb: crumb(phase, keys) is called before each kiln call (crash forensics).
+    crumb: crumb(phase, cases) is called before each kiln call (crash forensics).
     """
-    crumb = crumb or (lambda phase, keys: None)
+    crumb = crumb or (lambda phase, cases: None)
     watchdog = watchdog or _Watchdog(False)
     times = collections.Counter()
     meta = {"kind": "meta", "opinfos": 0, "examined": [], "samples_total": 0, "selected": 0}
@@ -726,12 +871,12 @@ def _sweep(dtype, api, emit, done=frozenset(), solo=frozenset(), crumb=None, wat
         groups = ([normal] if normal else []) + [[c] for c in pending if _case_key(c) in solo]
         for group in groups:
             t0 = time.perf_counter()
-            crumb("compile", [_case_key(c) for c in group])
+            crumb("compile", group)
             with watchdog(COMPILE_TIMEOUT):
                 compiled = _compile_batch(api, group, emit)
             t1 = time.perf_counter()
             for case, (fn, exc) in zip(group, compiled):
-                crumb("run", [_case_key(case)])
+                crumb("run", [case])
                 with warnings.catch_warnings(), watchdog(RUN_TIMEOUT):
                     warnings.simplefilter("ignore")
                     rec = _check(case, fn, exc)
@@ -742,7 +887,7 @@ def _sweep(dtype, api, emit, done=frozenset(), solo=frozenset(), crumb=None, wat
             times["run+compare"] += time.perf_counter() - t1
         pending.clear()
 
-    with _fast_sample_inputs():
+    with _fast_sample_inputs(), _quiet_trace_log():
         for opinfo in op_db:
             name = _full_name(opinfo)
             if name in EXCLUDED:
@@ -794,8 +939,8 @@ def _sweep(dtype, api, emit, done=frozenset(), solo=frozenset(), crumb=None, wat
 # --------------------------------------------------------------------------
 
 CHILD_FLAG = "--kiln-opinfo-child"
-COMPILE_TIMEOUT = float(os.environ.get("KILN_OPINFO_COMPILE_TIMEOUT", "600"))
-RUN_TIMEOUT = float(os.environ.get("KILN_OPINFO_RUN_TIMEOUT", "120"))
+COMPILE_TIMEOUT = float(os.environ.get("KILN_OPINFO_COMPILE_TIMEOUT", "300"))
+RUN_TIMEOUT = float(os.environ.get("KILN_OPINFO_RUN_TIMEOUT", "20"))  # samples are tiny
 MAX_RESTARTS = 30
 
 
@@ -833,6 +978,9 @@ def _child_main(argv):
     if os.path.exists(solo_path):
         with open(solo_path) as f:
             solo = set(json.load(f))
+    import faulthandler
+
+    faulthandler.enable()  # a Python traceback on SIGSEGV & co. goes to the log
     api = _get_api()
     out = open(results_path, "a")
 
@@ -840,9 +988,10 @@ def _child_main(argv):
         out.write(json.dumps(rec) + "\n")
         out.flush()
 
-    def crumb(phase, keys):
+    def crumb(phase, cases):
         with open(crumb_path, "w") as f:
-            json.dump({"phase": phase, "keys": keys}, f)
+            json.dump({"phase": phase, "keys": [_case_key(c) for c in cases],
+                       "descs": [c.describe() for c in cases]}, f)
 
     _sweep(dtype, api, emit, done=done, solo=solo, crumb=crumb, watchdog=_Watchdog(True))
     emit({"kind": "done"})
@@ -862,9 +1011,10 @@ def _sweep_in_child(dtype):
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [os.getcwd()])
     solo = set()
     extra = []
-    meta_times = collections.Counter()
+    wall = 0.0
     try:
         for attempt in range(MAX_RESTARTS + 1):
+            t0 = time.perf_counter()
             if os.path.exists(crumb_path):
                 os.unlink(crumb_path)
             with open(log_path, "w") as log:
@@ -878,14 +1028,12 @@ def _sweep_in_child(dtype):
                     rc = proc.returncode
                 except subprocess.TimeoutExpired:
                     rc = "timeout"
+            wall += time.perf_counter() - t0
             records = _read_records(results_path)
-            for r in records:
-                if r.get("kind") == "meta":
-                    meta_times.update(r.get("times", {}))
             if records and records[-1].get("kind") == "done" and rc == 0:
                 break
             with open(log_path, errors="replace") as f:
-                log_tail = f.read()[-1500:]
+                log_tail = f.read()[-1200:]
             how = (f"killed by signal {-rc}" if isinstance(rc, int) and rc < 0
                    else f"exit status {rc}")
             crumb = None
@@ -901,6 +1049,7 @@ def _sweep_in_child(dtype):
                                      f"sweep incomplete. Output tail:\n{log_tail}"})
                 break
             keys = crumb["keys"]
+            descs = crumb.get("descs") or [f"sample {k}" for k in keys]
             if crumb["phase"] == "compile" and len(keys) > 1:
                 # which graph of the batch killed the compiler?  Retry them one by one.
                 solo.update(keys)
@@ -908,11 +1057,9 @@ def _sweep_in_child(dtype):
                     json.dump(sorted(solo), f)
                 continue
             with open(results_path, "a") as f:
-                for k in keys:
+                for k, d in zip(keys, descs):
                     f.write(json.dumps({
-                        "kind": "crash", "key": k, "op": k.split("|")[0],
-                        "desc": f"sample #{k.split('|')[1]}"
-                                f"{' [noncontiguous()]' if k.endswith('|1') else ''}",
+                        "kind": "crash", "key": k, "op": k.split("|")[0], "desc": d,
                         "msg": f"process {how} while {'compiling' if crumb['phase'] == 'compile' else 'running'}"
                                f" it (watchdog: {COMPILE_TIMEOUT:g}s compile / {RUN_TIMEOUT:g}s run). "
                                f"Output tail:\n{log_tail}",
@@ -921,12 +1068,13 @@ def _sweep_in_child(dtype):
             extra.append({"kind": "error",
                           "msg": f"more than {MAX_RESTARTS} crashes; sweep incomplete"})
         records = _read_records(results_path) + extra
-        # counters of the last (complete) run, timings summed over all runs
+        # counters and phase timings of the last (complete) run; total = wall
+        # time of all child runs (imports and restarts included)
         metas = [r for r in records if r.get("kind") == "meta"]
         records = [r for r in records if r.get("kind") not in ("meta", "done")]
         if metas:
             meta = dict(metas[-1])
-            meta["times"] = dict(meta_times)
+            meta["times"] = dict(meta.get("times", {}), total=wall)
             records.append(meta)
         return records
     finally:
