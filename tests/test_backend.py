@@ -144,3 +144,39 @@ def test_lowered_ops_table():
     for name in ("aten.add.Tensor", "aten.sum.dim_IntList", "aten.var_mean.correction", "aten.cat.default",
                  "aten.embedding.default", "aten.cumsum.default", "aten.where.self"):
         assert name in ops
+
+
+def test_large_reductions_split_across_threads():
+    # few outer points, a big reduction space: the reduction loop itself runs
+    # in parallel (generated as `omp parallel for simd ... reduction(...)`)
+    x = torch.randn(3, 200_000)
+    x[1, 777] = float("nan")
+
+    def f(x):
+        return x.sum(-1), x.amax(-1), (x > 4).any(-1), x.abs().mean()
+
+    backends.reset()
+    out = compiled(f)(x)
+    ref = f(x)
+    for a, b in zip(out, ref):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-3, equal_nan=True)
+
+
+def test_large_graph_compiles_in_parallel_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "chunk_kernels", 1)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+
+    def f(x, w):
+        a = x.softmax(-1)
+        b = a @ w
+        return torch.tanh(b).sum(-1), b.cumsum(0)
+
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    backends.reset()
+    out = compiled(f)(x, w)
+    ref = f(x, w)
+    for a, b in zip(out, ref):
+        torch.testing.assert_close(a, b)
+    assert backends.compiled_graphs[-1]["kernels"] >= 3
+    sources = [p.name for p in tmp_path.rglob("*.c")]
+    assert any(n.count(".") == 2 for n in sources), sources  # <key>.<i>.c: a second unit

@@ -45,6 +45,7 @@ typedef struct {
     int scope[8];        /* active scope tokens */
     int nscope;
     int indent;
+    int par_red;         /* parallelise reduction loops themselves */
 } gen;
 
 static int
@@ -301,6 +302,13 @@ store(gen *g, kn_buf *b, kn_expr *ix, const char *val)
 static void
 open_loops(gen *g, int n, const int64_t *ext, int var0, int simd_last, const char *clause)
 {
+    if (g->par_red && simd_last && clause && n > 0) {
+        /* a reduction over a large space with little outer parallelism:
+           threads split the reduction space, each with vector lanes */
+        ind(g);
+        kn_str_printf(g->s, "#pragma omp parallel for simd collapse(%d) schedule(static) %s\n", n, clause);
+        simd_last = 0;
+    }
     for (int d = 0; d < n; d++) {
         if (d == n - 1 && simd_last) {
             ind(g);
@@ -618,6 +626,17 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     int64_t work = k->work;
     int par_outer = k->nouter > 0 && outer_n >= 4 && work >= 32768;
     int par_inner = !par_outer && !k->has_reduction && k->ninner == 1 && work >= 65536;
+    /* few outer points, big reductions, and only reductions that OpenMP can
+       combine across threads: split the reduction itself */
+    if (!par_outer && k->has_reduction && inner_n >= 65536 && outer_n < 4) {
+        g.par_red = 1;
+        for (int m = 0; m < k->nmembers; m++) {
+            kn_buf *b = c->bufs[k->members[m]];
+            if (b->kind != KN_B_REDUCTION || b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN ||
+                b->rop == KN_R_CUMSUM || b->rop == KN_R_CUMPROD)
+                g.par_red = 0;
+        }
+    }
     if (par_outer) {
         ind(&g);
         if (k->nouter > 1)

@@ -754,6 +754,23 @@ lower_to_copy(kn_ctx *c, int ni, int param)
     return b->body ? set_result(c, ni, b) : -1;
 }
 
+/* copy(self, src): src broadcast to self's shape, in self's dtype */
+static int
+lower_copy(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o;
+    int r = make_operand(c, arg(c, ni, 1), b->ndim, b->size, idx, &o);
+    if (r <= 0)
+        return r;
+    b->body = kn_cast(c, o.e, b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
 static int
 lower_identity(kn_ctx *c, int ni, int param)
 {
@@ -1323,6 +1340,89 @@ lower_max_pool2d(kn_ctx *c, int ni, int param)
     c->node_bufs[ni] = ids;
     c->node_nres[ni] = 2;
     return 1;
+}
+
+/* avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad,
+   divisor_override): the window sum, unrolled, over the divisor. */
+static int
+lower_avg_pool2d(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    if (x == NULL || (x->ndim != 3 && x->ndim != 4) || !kn_dtype_is_float(x->dt))
+        return 0;
+    int64_t k[2], st[2], pd[2];
+    if (!pair_arg(arg(c, ni, 1), 1, 1, k) || !pair_arg(arg(c, ni, 2), k[0], k[1], st) ||
+        !pair_arg(arg(c, ni, 3), 0, 0, pd) || k[0] * k[1] > 64 || k[0] < 1 || k[1] < 1)
+        return 0;
+    kn_arg *ceil = arg(c, ni, 4), *cip = arg(c, ni, 5), *dov = arg(c, ni, 6);
+    if (ceil->kind == KN_A_BOOL && ceil->i)
+        return 0; /* windows may run past the padding: divisor rules differ */
+    int include_pad = cip->kind == KN_A_BOOL ? (int)cip->i : 1;
+    if (dov->kind != KN_A_NONE && dov->kind != KN_A_INT)
+        return 0;
+    int hd = x->ndim - 2, wd = x->ndim - 1;
+    int64_t H = x->size[hd], W = x->size[wd];
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (b->ndim != x->ndim)
+        return 0;
+    kn_dtype cd = kn_dtype_compute(x->dt);
+    kn_expr *sum = kn_const_f(c, cd, 0), *count = kn_iconst(c, 0);
+    for (int64_t kh = 0; kh < k[0]; kh++) {
+        for (int64_t kw = 0; kw < k[1]; kw++) {
+            kn_expr *ih = kn_iadd(c, kn_imul(c, idx[hd], st[0]), kn_iconst(c, kh - pd[0]));
+            kn_expr *iw = kn_iadd(c, kn_imul(c, idx[wd], st[1]), kn_iconst(c, kw - pd[1]));
+            kn_expr *valid = kn_op2(c, KN_S_LAND, KN_BOOL,
+                                    kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, ih, kn_iconst(c, 0)),
+                                           kn_op2(c, KN_S_LT, KN_BOOL, ih, kn_iconst(c, H))),
+                                    kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, iw, kn_iconst(c, 0)),
+                                           kn_op2(c, KN_S_LT, KN_BOOL, iw, kn_iconst(c, W))));
+            kn_expr *si[KN_MAXDIM];
+            for (int d = 0; d < hd; d++)
+                si[d] = idx[d];
+            si[hd] = clamp_index(c, ih, H);
+            si[wd] = clamp_index(c, iw, W);
+            kn_expr *v = kn_cast(c, kn_buf_load(c, x, si), cd);
+            if (v == NULL)
+                return -1;
+            sum = kn_op2(c, KN_S_ADD, cd, sum, kn_op3(c, KN_S_WHERE, cd, valid, v, kn_const_f(c, cd, 0)));
+            count = kn_op2(c, KN_S_ADD, KN_I64, count, kn_cast(c, valid, KN_I64));
+        }
+    }
+    kn_expr *div;
+    if (dov->kind == KN_A_INT)
+        div = kn_const_f(c, cd, (double)dov->i);
+    else if (include_pad)
+        div = kn_const_f(c, cd, (double)(k[0] * k[1]));
+    else
+        div = kn_cast(c, count, cd);
+    b->body = kn_cast(c, kn_op2(c, KN_S_DIV, cd, sum, div), b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+/* repeat(x, repeats): output index modulo the input size, per dim. */
+static int
+lower_repeat(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (b->ndim < x->ndim)
+        return 0;
+    kn_expr *si[KN_MAXDIM];
+    for (int d = 0; d < x->ndim; d++) {
+        int od = d + b->ndim - x->ndim;
+        if (x->size[d] == 0)
+            return 0;
+        si[d] = kn_imod(c, idx[od], x->size[d]);
+    }
+    return view_of(c, ni, x, si, b);
 }
 
 /* index.Tensor(x, [None | index tensor, ...]) with integer index tensors. */
