@@ -245,6 +245,7 @@ struct kn_buf {
     int64_t arena_off;    /* intermediate: byte offset in the arena; -1 otherwise */
     int input_index;      /* INPUT: position in the argument list */
     int needs_tensor;     /* intermediate consumed by an extern: needs a torch tensor */
+    int inplace_of;       /* stored into the tensor of this dying extern result (-1: no) */
 };
 
 /* ---------------------------------------------------------------- schedule */
@@ -260,6 +261,8 @@ typedef struct {
     int res[KN_MAXARGS];  /* buffer ids of results (-1 for non-tensor) */
     int nin;
     int in[KN_MAXARGS * 4]; /* buffer ids passed as tensors (in argument order) */
+    int nover;            /* arguments redirected to other buffers (layout copies) */
+    int over_node[2], over_buf[2];
 } kn_step;
 
 /* One fused kernel: an outer iteration space shared by all members, each
@@ -274,6 +277,8 @@ typedef struct {
     int cap;
     int has_reduction;
     int64_t work;         /* elements touched, for the parallel threshold */
+    int permuted;         /* loop order differs from the logical dim order */
+    int perm[2 * KN_MAXDIM]; /* logical position (in O ++ I) -> loop position */
 } kn_kernel;
 
 struct kn_ctx {

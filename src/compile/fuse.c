@@ -92,6 +92,8 @@ kn_member_subst(const kn_kernel *k, const kn_buf *b, kn_subst *s)
 static kn_expr *
 kvar(kn_ctx *c, const kn_kernel *k, int p)
 {
+    if (k->permuted)
+        p = k->perm[p];
     if (p < k->nouter)
         return kn_var(c, KN_VAR_O(p), k->outer[p]);
     return kn_var(c, KN_VAR_I(p - k->nouter), k->inner[p - k->nouter]);
@@ -300,10 +302,51 @@ new_kernel(kn_ctx *c, kn_buf *b)
     return k;
 }
 
+/* A pure pointwise kernel iterates its dims in the storage order of what it
+   stores (outermost = largest stride), so a channels-last result is written,
+   and its channels-last inputs read, contiguously in the inner loop. */
+static void
+order_by_storage(kn_ctx *c, kn_kernel *k)
+{
+    kn_buf *b = c->bufs[k->members[0]];
+    int64_t st[KN_MAXDIM];
+    int n = 0;
+    for (int d = 0; d < b->ndim; d++)
+        if (b->size[d] != 1)
+            st[n++] = b->stride[d];
+    if (n != k->nouter || n < 2)
+        return;
+    int order[KN_MAXDIM];   /* loop position -> logical position */
+    for (int q = 0; q < n; q++)
+        order[q] = q;
+    for (int x = 1; x < n; x++) {  /* stable sort by decreasing stride */
+        int v = order[x], y = x - 1;
+        while (y >= 0 && st[order[y]] < st[v]) {
+            order[y + 1] = order[y];
+            y--;
+        }
+        order[y + 1] = v;
+    }
+    int identity = 1;
+    for (int q = 0; q < n; q++)
+        identity &= order[q] == q;
+    if (identity)
+        return;
+    int64_t ext[KN_MAXDIM];
+    for (int q = 0; q < n; q++) {
+        ext[q] = k->outer[order[q]];
+        k->perm[order[q]] = q;
+    }
+    memcpy(k->outer, ext, sizeof(int64_t) * (size_t)n);
+    k->permuted = 1;
+}
+
 /* A pure pointwise kernel iterates its last dim as the inner loop. */
 static void
-finish_kernel(kn_kernel *k)
+finish_kernel(kn_ctx *c, kn_kernel *k)
 {
+    if (!k->has_reduction)
+        order_by_storage(c, k);
     if (!k->has_reduction && k->nouter > 0) {
         k->inner[0] = k->outer[k->nouter - 1];
         k->ninner = 1;
@@ -329,7 +372,7 @@ kn_fuse(kn_ctx *c)
         kn_step *st = &old[i];
         if (st->kind == KN_ST_EXTERN) {
             if (cur)
-                finish_kernel(cur);
+                finish_kernel(c, cur);
             cur = NULL;
             if (kn_add_step(c, st) < 0)
                 return -1;
@@ -345,7 +388,7 @@ kn_fuse(kn_ctx *c)
                 return -1;
             if (j)
                 continue;
-            finish_kernel(cur);
+            finish_kernel(c, cur);
         }
         cur = new_kernel(c, b);
         if (cur == NULL)
@@ -357,6 +400,6 @@ kn_fuse(kn_ctx *c)
             return -1;
     }
     if (cur)
-        finish_kernel(cur);
+        finish_kernel(c, cur);
     return 0;
 }

@@ -99,6 +99,7 @@ kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *siz
     b->arena_off = -1;
     b->base = -1;
     b->view_src = -1;
+    b->inplace_of = -1;
     b->extern_index = -1;
     b->uses = 1;
     b->first = b->last = -1;
@@ -1880,6 +1881,11 @@ static int
 collect_extern_inputs(kn_ctx *c, const kn_arg *a, kn_step *st)
 {
     if (a->kind == KN_A_REF) {
+        for (int o = 0; o < st->nover; o++)
+            if (st->over_node[o] == a->i) {
+                st->in[st->nin++] = st->over_buf[o];
+                return 0;
+            }
         if (c->node_nres[a->i] != 1) {
             PyErr_Format(PyExc_RuntimeError, "kiln: extern argument refers to a tuple-valued node %d", (int)a->i);
             return -1;
@@ -1901,6 +1907,102 @@ collect_extern_inputs(kn_ctx *c, const kn_arg *a, kn_step *st)
     return 0;
 }
 
+/* ---------------------------------------------------------------- layout */
+static void
+nhwc_strides(const int64_t *size, int64_t *st)
+{
+    int64_t C = size[1] > 1 ? size[1] : 1, H = size[2] > 1 ? size[2] : 1, W = size[3] > 1 ? size[3] : 1;
+    st[1] = 1;
+    st[3] = C;
+    st[2] = W * C;
+    st[0] = H * W * C;
+}
+
+static int
+same_layout(const kn_buf *b, const int64_t *st)
+{
+    for (int d = 0; d < b->ndim; d++)
+        if (b->size[d] > 1 && b->stride[d] != st[d])
+            return 0;
+    return 1;
+}
+
+/* x stored in channels-last order: x itself when it already is (or is a
+   computed value that can be stored that way), else a copy. */
+static kn_buf *
+to_channels_last(kn_ctx *c, kn_buf *x)
+{
+    int64_t st[4];
+    nhwc_strides(x->size, st);
+    if (x->kind != KN_B_LAZY && x->kind != KN_B_ALIAS && same_layout(x, st))
+        return x;
+    if (x->kind == KN_B_LAZY && x->view_src < 0 && x->body && x->body->op != KN_S_LOAD) {
+        memcpy(x->stride, st, sizeof st);
+        if (kn_realize(c, x) < 0)
+            return NULL;
+        x->needs_tensor = 1;
+        return x;
+    }
+    if (x->kind == KN_B_ALIAS)
+        return NULL;
+    kn_buf *y = kn_buf_new(c, KN_B_LAZY, x->dt, 4, x->size);
+    if (y == NULL)
+        return NULL;
+    kn_expr *idx[4];
+    for (int d = 0; d < 4; d++)
+        idx[d] = kn_var(c, KN_VAR_P(d), x->size[d]);
+    y->body = kn_buf_load(c, x, idx);
+    if (y->body == NULL)
+        return NULL;
+    memcpy(y->stride, st, sizeof st);
+    if (kn_realize(c, y) < 0)
+        return NULL;
+    y->needs_tensor = 1;
+    return y;
+}
+
+static int
+is_graph_output(kn_ctx *c, int ni)
+{
+    for (int k = 0; k < c->g.noutputs; k++)
+        if (c->g.outputs[k].kind == KN_A_REF && c->g.outputs[k].i == ni)
+            return 1;
+    return 0;
+}
+
+/* 2-D convolutions run in channels-last order, which oneDNN executes much
+   faster on CPUs: input and weight are stored NHWC (the producer's kernel
+   writes that order directly), and the output, NHWC too, is read through its
+   strides by the kernels after it.  A result that is itself a graph output
+   keeps torch's layout. */
+static int
+conv_channels_last(kn_ctx *c, int ni, kn_step *st)
+{
+    kn_node *n = node(c, ni);
+    if (strcmp(n->target, "aten.convolution.default") != 0 || n->nout != 1 || !n->out[0].valid ||
+        n->out[0].ndim != 4 || is_graph_output(c, ni))
+        return 0;
+    kn_arg *tr = arg(c, ni, 6);
+    if (tr->kind != KN_A_BOOL || tr->i)
+        return 0;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0)), *w = ref_buf(c, arg(c, ni, 1));
+    if (x == NULL || w == NULL || x->ndim != 4 || w->ndim != 4 || (x->dt != KN_F32 && x->dt != KN_BF16) ||
+        w->dt != x->dt)
+        return 0;
+    kn_buf *xs = to_channels_last(c, x), *ws = to_channels_last(c, w);
+    if (xs == NULL || ws == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (xs != x) {
+        st->over_node[st->nover] = (int)arg(c, ni, 0)->i;
+        st->over_buf[st->nover++] = xs->id;
+    }
+    if (ws != w) {
+        st->over_node[st->nover] = (int)arg(c, ni, 1)->i;
+        st->over_buf[st->nover++] = ws->id;
+    }
+    return 1;
+}
+
 static int
 lower_extern(kn_ctx *c, int ni)
 {
@@ -1908,6 +2010,9 @@ lower_extern(kn_ctx *c, int ni)
     kn_step st = {0};
     st.kind = KN_ST_EXTERN;
     st.node = ni;
+    int nhwc = conv_channels_last(c, ni, &st);
+    if (nhwc < 0)
+        return -1;
     for (int k = 0; k < n->nargs; k++)
         if (collect_extern_inputs(c, &n->args[k], &st) < 0)
             return -1;
@@ -1924,7 +2029,9 @@ lower_extern(kn_ctx *c, int ni)
         kn_buf *b = kn_buf_new(c, KN_B_EXTERN, m ? m->dt : KN_F32, m ? m->ndim : 0, m ? m->size : NULL);
         if (b == NULL)
             return -1;
-        if (m)
+        if (m && nhwc)
+            nhwc_strides(m->size, b->stride);
+        else if (m)
             memcpy(b->stride, m->stride, sizeof(int64_t) * (size_t)m->ndim);
         else
             b->dt = KN_NDTYPES; /* not a tensor: kept as a Python object */

@@ -14,6 +14,86 @@ kn_expr *kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b);
 
 static uint32_t plan_gen = 1u << 30;
 
+int kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s);
+
+/* Loads of buffer x in e: count them, and whether every one reads at index ix. */
+static void
+loads_of(kn_expr *e, int x, kn_expr *ix, int *n, int *same, uint32_t gen)
+{
+    if (e->mark == (int)gen)
+        return;
+    e->mark = (int)gen;
+    if (e->op == KN_S_LOAD && e->i == x) {
+        (*n)++;
+        if (e->a[0] != ix)
+            *same = 0;
+    }
+    for (int j = 0; j < e->n; j++)
+        loads_of(e->a[j], x, ix, n, same, gen);
+}
+
+/* A pointwise store that needs a tensor of its own can instead write into the
+   tensor of an extern result that dies in this kernel, when it reads that
+   result only at the element it writes (bias/BN/activation after a
+   convolution or matmul): no allocation, no fresh pages. */
+static int
+plan_inplace(kn_ctx *c)
+{
+    for (int s = 0; s < c->nsteps; s++) {
+        kn_step *st = &c->steps[s];
+        if (st->kind != KN_ST_KERNEL)
+            continue;
+        kn_kernel *k = &c->kernels[st->kernel];
+        for (int m = 0; m < k->nmembers; m++) {
+            kn_buf *b = c->bufs[k->members[m]];
+            if (b->kind != KN_B_POINTWISE || !(b->needs_tensor || b->is_output))
+                continue;
+            kn_subst sub;
+            if (kn_member_map(c, k, b, &sub) < 0)
+                return -1;
+            kn_expr *body = kn_substitute(c, b->body, &sub), *ix = kn_store_index(c, k, b);
+            if (body == NULL || ix == NULL)
+                return -1;
+            for (int x = 0; x < c->nbufs && b->inplace_of < 0; x++) {
+                kn_buf *xb = c->bufs[x];
+                if (xb->kind != KN_B_EXTERN || xb->last != s || xb->is_output || xb->dt != b->dt ||
+                    xb->ndim != b->ndim || xb->needs_tensor == 2)
+                    continue;
+                int ok = 1;
+                for (int d = 0; d < b->ndim; d++)
+                    if (xb->size[d] != b->size[d] || (b->size[d] > 1 && xb->stride[d] != b->stride[d]))
+                        ok = 0;
+                if (!ok)
+                    continue;
+                int n = 0, same = 1;
+                loads_of(body, x, ix, &n, &same, ++plan_gen);
+                if (n == 0 || !same)
+                    continue;
+                /* no other member of the kernel may read it */
+                for (int o = 0; o < k->nmembers && ok; o++) {
+                    kn_buf *ob = c->bufs[k->members[o]];
+                    if (ob == b)
+                        continue;
+                    int n2 = 0, same2 = 1;
+                    loads_of(ob->body, x, NULL, &n2, &same2, ++plan_gen);
+                    if (n2)
+                        ok = 0;
+                }
+                /* nor may an alias view of it outlive this step */
+                for (int a = 0; a < c->nbufs && ok; a++)
+                    if (c->bufs[a]->kind == KN_B_ALIAS && c->bufs[a]->base == x && c->bufs[a]->last >= s)
+                        ok = 0;
+                if (!ok)
+                    continue;
+                b->inplace_of = x;
+                xb->needs_tensor = 2; /* taken */
+            }
+        }
+    }
+    return 0;
+}
+
+
 static void
 note_loads(kn_ctx *c, kn_expr *e, int step, int kernel, uint32_t gen)
 {
@@ -139,5 +219,5 @@ kn_plan(kn_ctx *c)
         }
     }
     c->arena_bytes = top;
-    return 0;
+    return plan_inplace(c);
 }

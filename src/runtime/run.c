@@ -120,6 +120,7 @@ typedef struct {
     int is_output;
     int first, last;
     int extern_index;
+    int inplace_of;            /* take this buffer's tensor instead of allocating */
 } rbuf;
 
 typedef struct {
@@ -134,6 +135,8 @@ typedef struct {
     int *alloc;                /* own-tensor buffers first defined here */
     int nfree;
     int *free_after;           /* buffers released after this step */
+    int nover;                 /* argument node -> buffer redirections */
+    int over_node[2], over_buf[2];
 } rstep;
 
 typedef struct {
@@ -268,6 +271,7 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
         r->first = b->first;
         r->last = b->last;
         r->extern_index = b->extern_index;
+        r->inplace_of = b->inplace_of;
         r->own_tensor = (b->kind == KN_B_POINTWISE || b->kind == KN_B_REDUCTION) &&
                         (b->is_output || b->needs_tensor) && !(b->local && !b->is_output && !b->needs_tensor);
         if (b->kind == KN_B_POINTWISE || b->kind == KN_B_REDUCTION) {
@@ -298,6 +302,9 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
             r->ckwargs = Py_NewRef(PyTuple_GET_ITEM(nt, 7));
             r->nres = st->nres;
             memcpy(r->res, st->res, sizeof(int) * (size_t)st->nres);
+            r->nover = st->nover;
+            memcpy(r->over_node, st->over_node, sizeof st->over_node);
+            memcpy(r->over_buf, st->over_buf, sizeof st->over_buf);
             for (int j = 0; j < st->nin; j++)
                 if (append_int(&r->in, &r->nin, st->in[j]) < 0)
                     goto error;
@@ -414,10 +421,13 @@ buffer_object(ProgramObject *p, frame *f, int i)
 
 /* Copy of template o with every node reference replaced by its tensor. */
 static PyObject *
-fill_args(ProgramObject *p, frame *f, PyObject *o)
+fill_args(ProgramObject *p, frame *f, rstep *st, PyObject *o)
 {
     if (Py_TYPE(o) == (PyTypeObject *)rt_ref_type) {
         long ni = PyLong_AsLong(o);
+        for (int k = 0; k < st->nover; k++)
+            if (st->over_node[k] == ni)
+                return buffer_object(p, f, st->over_buf[k]);
         if (ni < 0 || ni >= p->nnodes || p->node_buf[ni] < 0) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: bad reference in extern call");
@@ -431,7 +441,7 @@ fill_args(ProgramObject *p, frame *f, PyObject *o)
         if (out == NULL)
             return NULL;
         for (Py_ssize_t k = 0; k < n; k++) {
-            PyObject *v = fill_args(p, f, PySequence_Fast_GET_ITEM(o, k));
+            PyObject *v = fill_args(p, f, st, PySequence_Fast_GET_ITEM(o, k));
             if (v == NULL) {
                 Py_DECREF(out);
                 return NULL;
@@ -449,7 +459,7 @@ fill_args(ProgramObject *p, frame *f, PyObject *o)
         if (out == NULL)
             return NULL;
         while (PyDict_Next(o, &pos, &k, &v)) {
-            PyObject *fv = fill_args(p, f, v);
+            PyObject *fv = fill_args(p, f, st, v);
             if (fv == NULL || PyDict_SetItem(out, k, fv) < 0) {
                 Py_XDECREF(fv);
                 Py_DECREF(out);
@@ -460,6 +470,51 @@ fill_args(ProgramObject *p, frame *f, PyObject *o)
         return out;
     }
     return Py_NewRef(o);
+}
+
+static PyObject *str_stride, *str_copy_;
+
+/* An extern result must have the strides the kernels were compiled for (the
+   traced ones, or channels-last for convolutions); if ATen chose another
+   layout, copy it into the expected one.  Steals t; returns a new ref. */
+static PyObject *
+expected_layout(rbuf *r, PyObject *t)
+{
+    if (str_stride == NULL) {
+        str_stride = PyUnicode_InternFromString("stride");
+        str_copy_ = PyUnicode_InternFromString("copy_");
+        if (str_stride == NULL || str_copy_ == NULL)
+            goto error;
+    }
+    PyObject *st = PyObject_CallMethodNoArgs(t, str_stride);
+    if (st == NULL)
+        goto error;
+    int ok = PyTuple_Check(st) && PyTuple_GET_SIZE(st) == r->ndim;
+    for (int d = 0; ok && d < r->ndim; d++) {
+        if (PyLong_AsLongLong(PyTuple_GET_ITEM(r->size, d)) <= 1)
+            continue;
+        if (PyLong_AsLongLong(PyTuple_GET_ITEM(st, d)) != PyLong_AsLongLong(PyTuple_GET_ITEM(r->stride, d)))
+            ok = 0;
+    }
+    Py_DECREF(st);
+    if (PyErr_Occurred())
+        goto error;
+    if (ok)
+        return t;
+    PyObject *fresh = alloc_tensor(r);
+    if (fresh == NULL)
+        goto error;
+    PyObject *res = PyObject_CallMethodOneArg(fresh, str_copy_, t);
+    Py_DECREF(t);
+    if (res == NULL) {
+        Py_DECREF(fresh);
+        return NULL;
+    }
+    Py_DECREF(res);
+    return fresh;
+error:
+    Py_DECREF(t);
+    return NULL;
 }
 
 static int
@@ -474,10 +529,10 @@ set_obj(ProgramObject *p, frame *f, int i, PyObject *t)
 static int
 run_extern(ProgramObject *p, frame *f, rstep *st)
 {
-    PyObject *a = fill_args(p, f, st->cargs);
+    PyObject *a = fill_args(p, f, st, st->cargs);
     if (a == NULL)
         return -1;
-    PyObject *kw = fill_args(p, f, st->ckwargs);
+    PyObject *kw = fill_args(p, f, st, st->ckwargs);
     if (kw == NULL) {
         Py_DECREF(a);
         return -1;
@@ -487,8 +542,11 @@ run_extern(ProgramObject *p, frame *f, rstep *st)
     Py_DECREF(kw);
     if (r == NULL)
         return -1;
-    if (st->nres == 1 && p->bufs[st->res[0]].extern_index < 0)
+    if (st->nres == 1 && p->bufs[st->res[0]].extern_index < 0) {
+        if (p->bufs[st->res[0]].dt < KN_NDTYPES && r != Py_None && (r = expected_layout(&p->bufs[st->res[0]], r)) == NULL)
+            return -1;
         return set_obj(p, f, st->res[0], r);
+    }
     if (!PyTuple_Check(r) && !PyList_Check(r)) {
         Py_DECREF(r);
         PyErr_SetString(PyExc_RuntimeError, "kiln: extern call returned a single value where a tuple was expected");
@@ -497,7 +555,13 @@ run_extern(ProgramObject *p, frame *f, rstep *st)
     for (int k = 0; k < st->nres; k++) {
         if (k >= PySequence_Fast_GET_SIZE(r))
             break;
-        if (set_obj(p, f, st->res[k], Py_NewRef(PySequence_Fast_GET_ITEM(r, k))) < 0) {
+        PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(r, k));
+        if (p->bufs[st->res[k]].dt < KN_NDTYPES && item != Py_None &&
+            (item = expected_layout(&p->bufs[st->res[k]], item)) == NULL) {
+            Py_DECREF(r);
+            return -1;
+        }
+        if (set_obj(p, f, st->res[k], item) < 0) {
             Py_DECREF(r);
             return -1;
         }
@@ -566,7 +630,8 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         rstep *st = &self->steps[s];
         for (int j = 0; j < st->nalloc; j++) {
             int i = st->alloc[j];
-            PyObject *t = alloc_tensor(&self->bufs[i]);
+            int from = self->bufs[i].inplace_of;
+            PyObject *t = from >= 0 && f.obj[from] ? Py_NewRef(f.obj[from]) : alloc_tensor(&self->bufs[i]);
             if (t == NULL || set_obj(self, &f, i, t) < 0)
                 goto done;
         }
