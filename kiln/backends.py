@@ -137,16 +137,17 @@ def _count_ops(gm):
 
 
 def _units(prelude, source):
-    """Split a graph's kernels into translation units of at most
-    config.chunk_kernels kernels (compiled in parallel)."""
+    """Split a graph's kernels into translation units compiled in parallel:
+    as many units as compiler jobs (at least 8 kernels each, at most
+    config.chunk_kernels)."""
     parts = source.split("\nvoid ")
     head, kernels = parts[0], ["void " + p for p in parts[1:]]
-    if len(kernels) <= config.chunk_kernels:
+    n = len(kernels)
+    units = max(1, min(config.compile_jobs, n // 8))
+    size = max(1, min(config.chunk_kernels, -(-n // units)))
+    if size >= n:
         return [prelude + source]
-    out = []
-    for i in range(0, len(kernels), config.chunk_kernels):
-        out.append(prelude + head + "\n" + "\n".join(kernels[i:i + config.chunk_kernels]))
-    return out
+    return [prelude + head + "\n" + "\n".join(kernels[i:i + size]) for i in range(0, n, size)]
 
 
 def _salt():

@@ -50,21 +50,50 @@ def test_residual_add_and_layer_norm_share_a_kernel():
     assert kernels(f, torch.randn(4, 16, 256), torch.randn(4, 16, 256)) == [1]
 
 
+class GPT2Block(torch.nn.Module):
+    """A GPT-2 block written out (transformers' own module changes its traced
+    graph from release to release; this one does not)."""
+
+    def __init__(self, d=128, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln_1, self.ln_2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.c_attn, self.c_proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.c_fc, self.c_out = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.c_out(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
 def test_gpt2_block_kernel_count():
-    """A GPT-2 block: embeddings + residual stream + ln_1 (1 kernel); the qkv
-    projection is an extern; the key and value heads are concatenated with the
-    (empty) KV cache, which makes fresh tensors in eager too, so kiln stores
-    both in one kernel (1) — the query head reaches attention as a strided
-    view, as does the attention output the next matmul reads; residual add +
-    ln_2 (1 kernel); GELU after the fc matmul, bias inside addmm (1 kernel);
-    residual add + ln_f (1 kernel).  Five kernels for the block with its
-    embeddings and final norm."""
+    """One GPT-2 block is 3 kernels: ln_1 (layer norm stored straight into the
+    qkv matmul's input); residual add + ln_2 (one kernel: the residual stream
+    is stored for the final add, the normalised rows for the fc matmul); and
+    tanh-GELU after the fc matmul (its bias is inside addmm).  q, k and v reach
+    attention as strided views of the qkv output, and attention's output
+    reaches the projection as a view: no copies.  The final residual add is
+    the projection matmul's epilogue and lands in a 4th kernel, since an extern
+    call ends a kernel."""
+    m = GPT2Block().eval()
+    x = torch.randn(2, 32, 128)
+    with torch.no_grad():
+        assert kernels(m, x) == [4]
+
+
+def test_transformers_gpt2_fuses_to_a_few_kernels_per_layer():
     import transformers
 
-    cfg = transformers.GPT2Config(n_layer=1, n_embd=128, n_head=4, vocab_size=1000, n_positions=64)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000, n_positions=64)
     m = transformers.GPT2Model(cfg).eval()
     x = torch.randint(0, 1000, (2, 32))
     with torch.no_grad():
         e = kiln.explain(m)(x)
-    assert e.graph_count == 1
-    assert e.kernels_per_graph == [5]
+    assert e.graph_count == 1 and e.fallbacks_per_graph == [0]
+    # per layer: ln_1, k/v copies for the KV-cache concat, residual+ln_2,
+    # GELU; plus the embeddings and ln_f (exact count varies by release)
+    assert e.kernels_per_graph[0] <= 2 * 5 + 2

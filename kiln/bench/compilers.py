@@ -180,3 +180,26 @@ def prime_backend(backend: str, kiln: KilnHandle, device: str, dtype: torch.dtyp
         return f"{type(exc).__name__}: {exc}"
     finally:
         reset_compilers(kiln)
+
+
+class TimedBackend:
+    """A torch.compile backend that forwards to backend ``name`` and adds up
+    the seconds spent inside it: the compiler's own share of compile time,
+    without TorchDynamo's tracing."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.seconds = 0.0
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        import time
+        from torch._dynamo import lookup_backend
+
+        fn = lookup_backend(self.name)
+        t0 = time.perf_counter()
+        try:
+            return fn(gm, example_inputs)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.graphs += 1

@@ -44,6 +44,10 @@ def add_derived(row: dict) -> dict:
     row["kiln_vs_inductor"] = _ratio(ind, kiln)
     row["cold_compile_ratio"] = _ratio(_get(row, "kiln", "cold_compile_s"),
                                        _get(row, "inductor", "cold_compile_s"))
+    row["cold_backend_ratio"] = _ratio(_get(row, "kiln", "cold_backend_s"),
+                                       _get(row, "inductor", "cold_backend_s"))
+    row["warm_backend_ratio"] = _ratio(_get(row, "kiln", "warm_backend_s"),
+                                       _get(row, "inductor", "cold_backend_s"))
     return row
 
 
@@ -74,6 +78,8 @@ def summarize(rows: list[dict]) -> dict:
         "speedup_kiln": stat("speedup_kiln", "kiln"),
         "kiln_vs_inductor": stat("kiln_vs_inductor", "inductor", "kiln"),
         "cold_compile_ratio": stat("cold_compile_ratio"),
+        "cold_backend_ratio": stat("cold_backend_ratio"),
+        "warm_backend_ratio": stat("warm_backend_ratio"),
         "models": len(rows),
         "models_with_errors": sum(1 for r in rows if r.get("errors")),
         "kiln_accuracy_failures": sum(1 for r in rows if not _accurate(r, "kiln")),
@@ -132,6 +138,7 @@ TABLE_COLUMNS = [
     ("model", "<"), ("eager ms", ">"), ("inductor ms", ">"), ("kiln ms", ">"),
     ("ind x", ">"), ("kiln x", ">"), ("kiln/ind", ">"),
     ("ind cold s", ">"), ("kiln cold s", ">"), ("kiln warm s", ">"),
+    ("ind be s", ">"), ("kiln be s", ">"), ("kiln warm be s", ">"),
     ("ind err", ">"), ("kiln err", ">"), ("notes", "<"),
 ]
 
@@ -148,6 +155,9 @@ def table_cells(row: dict) -> list[str]:
         _fmt(_get(row, "inductor", "cold_compile_s"), ".2f"),
         _fmt(_get(row, "kiln", "cold_compile_s"), ".2f"),
         _fmt(_get(row, "kiln", "warm_compile_s"), ".2f"),
+        _fmt(_get(row, "inductor", "cold_backend_s"), ".3f"),
+        _fmt(_get(row, "kiln", "cold_backend_s"), ".3f"),
+        _fmt(_get(row, "kiln", "warm_backend_s"), ".3f"),
         _fmt_err(row.get("inductor")),
         _fmt_err(row.get("kiln")),
         _notes(row),
@@ -178,7 +188,9 @@ def format_summary(summary: dict, kiln_backend: str) -> str:
     label = "kiln" if kiln_backend == "kiln" else f"kiln[backend={kiln_backend}]"
     text = (f"geomean speedup over eager: inductor {g('speedup_inductor')}, "
             f"{label} {g('speedup_kiln')}; kiln vs inductor {g('kiln_vs_inductor')}; "
-            f"cold compile time kiln/inductor {g('cold_compile_ratio')}")
+            f"cold compile time kiln/inductor {g('cold_compile_ratio')}; "
+            f"backend (compiler only) kiln/inductor cold {g('cold_backend_ratio')}, "
+            f"kiln warm / inductor cold {g('warm_backend_ratio')}")
     failures = [f"{name} {summary[f'{name}_accuracy_failures']}" for name in ("inductor", "kiln")
                 if summary[f"{name}_accuracy_failures"]]
     if failures:
@@ -195,6 +207,8 @@ def format_legend() -> str:
         "cold: first call of a fresh compile (empty caches, compiler already started in this "
         "process) minus one eager call; warm: the same in a new process whose kiln disk cache "
         "was filled by the cold run",
+        "be: seconds inside the backend (the compiler half: AOT lowering + code generation + "
+        "native compilation), without TorchDynamo's tracing; kiln warm be uses the disk cache",
         "err: max |compiled - eager| over all outputs; ok if <= atol + rtol * max|eager| per "
         "output tensor (atol = rtol = 1e-3 float32, 1e-2 float16, 5e-2 bfloat16)",
     ])

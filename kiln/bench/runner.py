@@ -42,7 +42,7 @@ import torch
 from tqdm import tqdm
 
 from . import models as zoo
-from .compilers import (KilnHandle, captured_kiln_warnings, check_backend, count_files,
+from .compilers import (KilnHandle, TimedBackend, captured_kiln_warnings, check_backend, count_files,
                         import_kiln, inductor_cache_dir, kiln_cache_dir, kiln_graph_stats,
                         prime_backend, reset_compilers)
 from .measure import compare_outputs, median, synchronizer, time_first_call, time_iterations
@@ -161,10 +161,12 @@ def run_compiled(model, inputs, ref, backend: str, eager_ms: float, session: Ses
     args = session.args
     check_backend(backend, session.kiln)
     reset_compilers(session.kiln)
-    compiled = torch.compile(model, backend=backend)
+    timed = TimedBackend(backend)
+    compiled = torch.compile(model, backend=timed)
     first_ms, out = time_first_call(compiled, inputs, session.sync)
     result = {"backend": backend, "first_call_ms": first_ms,
-              "cold_compile_s": (first_ms - eager_ms) / 1e3}
+              "cold_compile_s": (first_ms - eager_ms) / 1e3,
+              "cold_backend_s": timed.seconds}
     if backend == "kiln":
         result["graph_stats"] = kiln_graph_stats(session.kiln)
     result.update(compare_outputs(ref, out, session.dtype))
@@ -312,6 +314,7 @@ def run_warm_child(spec: zoo.ModelSpec, session: Session, row: dict, cache_dir: 
     if result.get("ok") is False:
         row["warnings"].append(f"warm-cache output differs from eager (max abs {result['max_abs']:.1e})")
     return {"warm_compile_s": result["warm_compile_s"],
+            "warm_backend_s": result.get("warm_backend_s"),
             "warm_first_call_ms": result["first_call_ms"],
             "warm_eager_ms": result["eager_ms"],
             "warm_max_abs": result["max_abs"], "warm_ok": result["ok"],
@@ -339,13 +342,15 @@ def warm_child_main(args: argparse.Namespace) -> int:
             eager = median(time_iterations(model, inputs, args.warmup,
                                            min(args.repeat, 10), session.sync))
             check_backend(args.kiln_backend, session.kiln)
-            compiled = torch.compile(model, backend=args.kiln_backend)
+            timed = TimedBackend(args.kiln_backend)
+            compiled = torch.compile(model, backend=timed)
             kiln_warnings: list[str] = []
             with captured_kiln_warnings(kiln_warnings):
                 first_ms, out = time_first_call(compiled, inputs, session.sync)
             cmp = compare_outputs(ref, out, session.dtype)
         result = {"eager_ms": eager, "first_call_ms": first_ms,
                   "warm_compile_s": (first_ms - eager) / 1e3,
+                  "warm_backend_s": timed.seconds,
                   "max_abs": cmp["max_abs"], "ok": cmp["ok"],
                   "graph_stats": kiln_graph_stats(session.kiln),
                   "warnings": sorted(set(kiln_warnings)),
