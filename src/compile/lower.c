@@ -334,6 +334,60 @@ typedef struct {
     int prio;
 } operand;
 
+static uint32_t expensive_stamp = 1;
+
+static int
+expensive_rec(kn_expr *e, uint32_t stamp, int *budget)
+{
+    if (e->visit == stamp || --*budget < 0)
+        return 0;
+    e->visit = stamp;
+    switch (e->op) {
+    case KN_S_EXP: case KN_S_EXP2: case KN_S_EXPM1: case KN_S_LOG: case KN_S_LOG2: case KN_S_LOG10:
+    case KN_S_LOG1P: case KN_S_SIN: case KN_S_COS: case KN_S_TAN: case KN_S_ASIN: case KN_S_ACOS:
+    case KN_S_ATAN: case KN_S_SINH: case KN_S_COSH: case KN_S_TANH: case KN_S_ASINH: case KN_S_ACOSH:
+    case KN_S_ATANH: case KN_S_ERF: case KN_S_ERFC: case KN_S_SIGMOID: case KN_S_POW: case KN_S_ATAN2:
+    case KN_S_GELU: case KN_S_GELU_TANH:
+        return 1;
+    default:
+        break;
+    }
+    for (int j = 0; j < e->n; j++)
+        if (expensive_rec(e->a[j], stamp, budget))
+            return 1;
+    return 0;
+}
+
+/* 1 if the expression computes a transcendental function. */
+static int
+expensive(kn_expr *e)
+{
+    int budget = 256;
+    return e && expensive_rec(e, ++expensive_stamp, &budget);
+}
+
+static int store_view_root(kn_ctx *c, kn_buf *b);
+
+/* A lazy value with transcendental work that a consumer broadcasts (rotary
+   embeddings' cos/sin, read once per head and batch) is computed once and
+   stored, instead of being recomputed for every element that reads it. */
+static int
+store_if_broadcast(kn_ctx *c, kn_buf *b, int on, const int64_t *osize)
+{
+    if (b->kind != KN_B_LAZY)
+        return 0;
+    int64_t bn = 1, onum = 1;
+    for (int d = 0; d < b->ndim; d++)
+        bn *= b->size[d];
+    for (int d = 0; d < on; d++)
+        onum *= osize[d];
+    if (onum <= bn || !expensive(b->body))
+        return 0;
+    if (b->view_src >= 0)
+        return store_view_root(c, b);
+    return kn_realize(c, b);
+}
+
 static int
 make_operand(kn_ctx *c, const kn_arg *a, int on, const int64_t *osize, kn_expr *const *idx, operand *o)
 {
@@ -355,6 +409,8 @@ make_operand(kn_ctx *c, const kn_arg *a, int on, const int64_t *osize, kn_expr *
         kn_buf *b = ref_buf(c, a);
         if (b == NULL || b->ndim > on)
             return 0;
+        if (store_if_broadcast(c, b, on, osize) < 0)
+            return -1;
         kn_expr *bi[KN_MAXDIM];
         for (int d = 0; d < b->ndim; d++) {
             int od = d + on - b->ndim;
