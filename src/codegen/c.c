@@ -399,14 +399,17 @@ gen_reduction(gen *g, kn_buf *b)
     hoist(g, body);
     ind(g);
     switch (b->rop) {
-    case KN_R_SUM: case KN_R_PROD: {
-        kn_str_printf(g->s, "%s a%d = %s;\n", at, id, init);
+    case KN_R_SUM: case KN_R_PROD: case KN_R_ANY: case KN_R_ALL: {
+        /* an OpenMP-combinable update: a op= v (truth values for any/all) */
+        int truth = b->rop == KN_R_ANY || b->rop == KN_R_ALL;
+        char opc = b->rop == KN_R_SUM ? '+' : b->rop == KN_R_PROD ? '*' : b->rop == KN_R_ANY ? '|' : '&';
+        kn_str_printf(g->s, "%s a%d = %s;\n", truth ? "int" : at, id, init);
         char clause[64];
-        snprintf(clause, sizeof clause, "reduction(%c:a%d)", b->rop == KN_R_SUM ? '+' : '*', id);
+        snprintf(clause, sizeof clause, "reduction(%c:a%d)", opc, id);
         open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
         kn_str v = value(g, body);
         ind(g);
-        kn_str_printf(g->s, "a%d %s= %s;\n", id, b->rop == KN_R_SUM ? "+" : "*", v.p);
+        kn_str_printf(g->s, truth ? "a%d %c= (%s != 0);\n" : "a%d %c= %s;\n", id, opc, v.p);
         kn_str_free(&v);
         close_loops(g, k->ninner);
         break;
@@ -436,18 +439,6 @@ gen_reduction(gen *g, kn_buf *b)
             ind(g);
             kn_str_printf(g->s, "(void)n%d;\n", id);
         }
-        break;
-    }
-    case KN_R_ANY: case KN_R_ALL: {
-        kn_str_printf(g->s, "int a%d = %s;\n", id, init);
-        char clause[64];
-        snprintf(clause, sizeof clause, "reduction(%c:a%d)", b->rop == KN_R_ANY ? '|' : '&', id);
-        open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
-        kn_str v = value(g, body);
-        ind(g);
-        kn_str_printf(g->s, "a%d %s= (%s != 0);\n", id, b->rop == KN_R_ANY ? "|" : "&", v.p);
-        kn_str_free(&v);
-        close_loops(g, k->ninner);
         break;
     }
     case KN_R_ARGMAX: case KN_R_ARGMIN: {

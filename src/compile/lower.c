@@ -789,6 +789,22 @@ lower_where(kn_ctx *c, int ni, int param)
     return b->body ? set_result(c, ni, b) : -1;
 }
 
+/* Node ni's value is argument k broadcast to its shape and cast to its dtype. */
+static int
+cast_of_arg(kn_ctx *c, int ni, int k)
+{
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = lazy_like(c, ni, 0, idx);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    operand o;
+    int r = make_operand(c, arg(c, ni, k), b->ndim, b->size, idx, &o);
+    if (r <= 0)
+        return r;
+    b->body = kn_cast(c, o.e, b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
 /* _to_copy(x, dtype=..., device=...): a cast.  The bridge passes the device
    change as a string arg; kiln declines those. */
 static int
@@ -799,16 +815,7 @@ lower_to_copy(kn_ctx *c, int ni, int param)
     for (int k = 1; k < n->nargs; k++)
         if (n->args[k].kind == KN_A_STR && strcmp(n->args[k].s, "device-change") == 0)
             return 0;
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b = lazy_like(c, ni, 0, idx);
-    if (b == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    operand o;
-    int r = make_operand(c, arg(c, ni, 0), b->ndim, b->size, idx, &o);
-    if (r <= 0)
-        return r;
-    b->body = kn_cast(c, o.e, b->dt);
-    return b->body ? set_result(c, ni, b) : -1;
+    return cast_of_arg(c, ni, 0);
 }
 
 /* copy(self, src): src broadcast to self's shape, in self's dtype */
@@ -816,16 +823,7 @@ static int
 lower_copy(kn_ctx *c, int ni, int param)
 {
     (void)param;
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b = lazy_like(c, ni, 0, idx);
-    if (b == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    operand o;
-    int r = make_operand(c, arg(c, ni, 1), b->ndim, b->size, idx, &o);
-    if (r <= 0)
-        return r;
-    b->body = kn_cast(c, o.e, b->dt);
-    return b->body ? set_result(c, ni, b) : -1;
+    return cast_of_arg(c, ni, 1);
 }
 
 static int
