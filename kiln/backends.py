@@ -26,7 +26,19 @@ from . import _C, config, fx_bridge
 
 __version__ = "0.1.0"
 
-_C.set_runtime(torch.empty_strided, torch.empty, torch.as_strided, fx_bridge.DTYPES, torch.uint8, fx_bridge.Ref)
+def _packed_linear_ops():
+    """oneDNN's weight packing and packed linear, where this torch has them."""
+    try:
+        ops = torch.ops.mkldnn
+        if not torch.backends.mkldnn.is_available():
+            return None, None
+        return ops._reorder_linear_weight.default, ops._linear_pointwise.default
+    except (AttributeError, RuntimeError):
+        return None, None
+
+
+_C.set_runtime(torch.empty_strided, torch.empty, torch.as_strided, fx_bridge.DTYPES, torch.uint8, fx_bridge.Ref,
+               *_packed_linear_ops())
 
 aten = torch.ops.aten
 
@@ -159,7 +171,7 @@ def _prepare(gm, prefix):
     if "graph" in config.dump:
         print(f"[kiln] ATen graph:\n{gm.graph}")
     desc, constants, single = fx_bridge.describe(gm)
-    program = _C.compile(desc, prefix, "loops" in config.dump)
+    program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear)
     if "loops" in config.dump:
         print(f"[kiln] loops:\n{program.loops}")
     return program, constants, single

@@ -33,6 +33,10 @@ dump = {s.strip() for s in os.environ.get("KILN_DUMP", "").split(",") if s.strip
 debug = os.environ.get("KILN_DEBUG", "") not in ("", "0")
 disable = os.environ.get("KILN_DISABLE", "") not in ("", "0")
 cache_size_limit = 8
+# Linear layers (x @ W.t() + b with W a float32 input of the graph) run on
+# oneDNN with a packed copy of W, re-packed whenever W's bytes change
+# (KILN_PACKED_LINEAR=0 turns this off: then they are plain ATen addmm/mm).
+packed_linear = os.environ.get("KILN_PACKED_LINEAR", "1") not in ("0", "")
 # kernels per C translation unit before a graph is split into chunks that
 # compile in parallel
 chunk_kernels = 48

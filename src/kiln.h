@@ -249,7 +249,9 @@ struct kn_buf {
 };
 
 /* ---------------------------------------------------------------- schedule */
-typedef enum { KN_ST_KERNEL, KN_ST_EXTERN } kn_stepkind;
+/* KN_ST_LINEAR: an extern matmul (x @ W.t() + b) run by oneDNN on a packed
+   copy of the weight W, a graph input, re-packed whenever W's bytes change. */
+typedef enum { KN_ST_KERNEL, KN_ST_EXTERN, KN_ST_LINEAR } kn_stepkind;
 
 typedef struct {
     kn_stepkind kind;
@@ -261,6 +263,7 @@ typedef struct {
     int res[KN_MAXARGS];  /* buffer ids of results (-1 for non-tensor) */
     int nin;
     int in[KN_MAXARGS * 4]; /* buffer ids passed as tensors (in argument order) */
+    int64_t rows;         /* LINEAR: M, the packing hint */
     int nover;            /* arguments redirected to other buffers (layout copies) */
     int over_node[2], over_buf[2];
 } kn_step;
@@ -304,6 +307,7 @@ struct kn_ctx {
     PyObject *extern_names;   /* list of str */
     /* options */
     int nthreads_hint;
+    int packed_linear;        /* oneDNN packed linear is available */
     const char *prefix;       /* symbol prefix for generated functions */
     int dump_loops;
 };

@@ -1,11 +1,12 @@
 /* module.c — the kiln._C extension module: entry points called by kiln's
  * Python shell.
  *
- *   compile(desc, prefix, want_loops) -> Program   parse, lower, fuse, plan, generate C
+ *   compile(desc, prefix, want_loops[, packed_linear]) -> Program
+ *                                                   parse, lower, fuse, plan, generate C
  *   build(units, cache_dir, cc, cflags, salt, jobs) -> (so_path, was_cached)
  *   prelude() -> str                                text heading every generated unit
  *   lowered_ops() -> list[str]                      ATen ops lowered in C (graph/ops.def)
- *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref)
+ *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref[, reorder, linear])
  *   Library(path), Program, CompilerError
  */
 #include "kiln.h"
@@ -13,6 +14,7 @@
 
 PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops);
 PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
+int kn_runtime_packed_linear(void);
 PyObject *kn_compiler_error_type(void);
 extern PyTypeObject kn_LibraryType, kn_ProgramType;
 
@@ -31,11 +33,12 @@ py_compile(PyObject *self, PyObject *args)
     (void)self;
     PyObject *desc;
     const char *prefix;
-    int want_loops;
-    if (!PyArg_ParseTuple(args, "O!sp", &PyTuple_Type, &desc, &prefix, &want_loops))
+    int want_loops, packed_linear = 0;
+    if (!PyArg_ParseTuple(args, "O!sp|p", &PyTuple_Type, &desc, &prefix, &want_loops, &packed_linear))
         return NULL;
     kn_ctx c;
     memset(&c, 0, sizeof c);
+    c.packed_linear = packed_linear && kn_runtime_packed_linear();
     kn_str src = {0}, loops = {0};
     PyObject *source = NULL, *loops_s = NULL, *prog = NULL;
     c.prefix = prefix;

@@ -180,3 +180,34 @@ def test_large_graph_compiles_in_parallel_chunks(tmp_path, monkeypatch):
     assert backends.compiled_graphs[-1]["kernels"] >= 3
     sources = [p.name for p in tmp_path.rglob("*.c")]
     assert any(n.count(".") == 2 for n in sources), sources  # <key>.<i>.c: a second unit
+
+
+@pytest.mark.skipif(not kiln.backends._packed_linear_ops()[0], reason="this torch has no oneDNN linear")
+def test_packed_linear_follows_weight_updates():
+    """Linear layers run on oneDNN with a packed copy of the weight; changing
+    the weight in place — through .data too, which bumps no version counter —
+    must be seen by the next call."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.GELU(), torch.nn.Linear(32, 8, bias=False)).eval()
+    x = torch.randn(16, 64)
+    backends.reset()
+    with torch.no_grad():
+        fast = compiled(m)
+        torch.testing.assert_close(fast(x), m(x))
+        assert any("packed" in op for op in backends.compiled_graphs[-1]["extern_ops"])
+        m[0].weight.data.copy_(torch.randn(32, 64))      # no version bump
+        torch.testing.assert_close(fast(x), m(x))
+        m[2].weight.mul_(-2.0)                            # in-place under no_grad
+        torch.testing.assert_close(fast(x), m(x))
+        m[0].weight.data[3, 5] += 1.0                     # one element
+        torch.testing.assert_close(fast(x), m(x))
+
+
+def test_packed_linear_can_be_turned_off(monkeypatch):
+    monkeypatch.setattr(config, "packed_linear", False)
+    m = torch.nn.Linear(16, 4).eval()
+    x = torch.randn(3, 16)
+    backends.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(m)(x), m(x))
+    assert not any("packed" in op for op in backends.compiled_graphs[-1]["extern_ops"])

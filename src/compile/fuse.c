@@ -370,7 +370,7 @@ kn_fuse(kn_ctx *c)
     kn_kernel *cur = NULL;
     for (int i = 0; i < nold; i++) {
         kn_step *st = &old[i];
-        if (st->kind == KN_ST_EXTERN) {
+        if (st->kind != KN_ST_KERNEL) {
             if (cur)
                 finish_kernel(c, cur);
             cur = NULL;

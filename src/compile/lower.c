@@ -2057,9 +2057,95 @@ conv_channels_last(kn_ctx *c, int ni, kn_step *st)
     return 1;
 }
 
+/* ---------------------------------------------------------------- packed linear */
+static int
+is_one(const kn_arg *a)
+{
+    return a->kind == KN_A_NONE || (a->kind == KN_A_INT && a->i == 1) || (a->kind == KN_A_FLOAT && a->f == 1.0);
+}
+
+/* If lazy view v is W.t() for a 2-D contiguous graph input W, return W. */
+static kn_buf *
+transposed_input(kn_ctx *c, kn_buf *v)
+{
+    if (v == NULL || v->kind != KN_B_LAZY || v->ndim != 2 || v->body == NULL || v->body->op != KN_S_LOAD)
+        return NULL;
+    kn_buf *w = c->bufs[v->body->i];
+    if (w->kind != KN_B_INPUT || w->ndim != 2 || w->dt != KN_F32 || w->size[0] != v->size[1] ||
+        w->size[1] != v->size[0] || w->size[0] < 2 || w->size[1] < 2 || w->stride[1] != 1 || w->stride[0] != w->size[1])
+        return NULL;
+    /* the index must be P0 + P1 * K exactly */
+    kn_expr *want = kn_iadd(c, kn_var(c, KN_VAR_P(0), v->size[0]), kn_imul(c, kn_var(c, KN_VAR_P(1), v->size[1]), w->size[1]));
+    return want == v->body->a[0] ? w : NULL;
+}
+
+/* addmm(b, x, W.t()) / mm(x, W.t()) in float32 with W a graph input (a
+   Linear's weight): a LINEAR step on oneDNN's packed weight.  1 done, 0 no. */
+static int
+lower_packed_linear(kn_ctx *c, int ni)
+{
+    kn_node *n = node(c, ni);
+    int addmm = strcmp(n->target, "aten.addmm.default") == 0;
+    if (!c->packed_linear || (!addmm && strcmp(n->target, "aten.mm.default") != 0))
+        return 0;
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (m == NULL || m->dt != KN_F32 || m->ndim != 2)
+        return 0;
+    if (addmm && (!is_one(arg(c, ni, 3)) || !is_one(arg(c, ni, 4))))
+        return 0;
+    kn_buf *bias = addmm ? ref_buf(c, arg(c, ni, 0)) : NULL;
+    kn_buf *x = ref_buf(c, arg(c, ni, addmm ? 1 : 0)), *wt = ref_buf(c, arg(c, ni, addmm ? 2 : 1));
+    kn_buf *w = transposed_input(c, wt);
+    if (x == NULL || w == NULL || x->dt != KN_F32 || x->ndim != 2 || x->size[0] < 1)
+        return 0;
+    if (addmm && (bias == NULL || bias->dt != KN_F32 || bias->ndim != 1 || bias->size[0] != w->size[0]))
+        return 0;
+    if (materialize(c, x) < 0 || (bias && materialize(c, bias) < 0))
+        return -1;
+    /* oneDNN reads x row-major: anything else takes the ATen path */
+    if (x->kind == KN_B_ALIAS ? (x->stride[1] != 1 || x->stride[0] != x->size[1] || x->offset != 0)
+                              : (x->size[1] > 1 && x->stride[1] != 1) || (x->size[0] > 1 && x->stride[0] != x->size[1]))
+        return 0;
+    if (bias && bias->kind == KN_B_ALIAS && bias->stride[0] != 1)
+        return 0;
+    kn_step st = {0};
+    st.kind = KN_ST_LINEAR;
+    st.node = ni;
+    st.rows = x->size[0];
+    st.in[st.nin++] = x->id;
+    st.in[st.nin++] = w->id;
+    if (bias)
+        st.in[st.nin++] = bias->id;
+    kn_buf *r = kn_buf_new(c, KN_B_EXTERN, KN_F32, 2, m->size);
+    if (r == NULL)
+        return -1;
+    kn_contiguous_strides(2, m->size, r->stride);
+    r->extern_step = c->nsteps;
+    r->uses = n->uses;
+    st.nres = 1;
+    st.res[0] = r->id;
+    int *ids = kn_alloc(&c->arena, sizeof(int));
+    if (ids == NULL)
+        return -1;
+    ids[0] = r->id;
+    c->node_bufs[ni] = ids;
+    c->node_nres[ni] = 1;
+    c->n_externs++;
+    PyObject *s = PyUnicode_FromString("mkldnn._linear_pointwise (packed weight)");
+    if (s == NULL || PyList_Append(c->extern_names, s) < 0) {
+        Py_XDECREF(s);
+        return -1;
+    }
+    Py_DECREF(s);
+    return kn_add_step(c, &st) < 0 ? -1 : 1;
+}
+
 static int
 lower_extern(kn_ctx *c, int ni)
 {
+    int lin = lower_packed_linear(c, ni);
+    if (lin != 0)
+        return lin < 0 ? -1 : 0;
     kn_node *n = node(c, ni);
     kn_step st = {0};
     st.kind = KN_ST_EXTERN;

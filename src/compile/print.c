@@ -72,8 +72,9 @@ kn_dump_loops(kn_ctx *c, kn_str *s)
 {
     for (int st = 0; st < c->nsteps; st++) {
         kn_step *p = &c->steps[st];
-        if (p->kind == KN_ST_EXTERN) {
-            kn_str_printf(s, "extern %s ->", c->g.nodes[p->node].target);
+        if (p->kind != KN_ST_KERNEL) {
+            kn_str_printf(s, "%s %s ->", p->kind == KN_ST_LINEAR ? "linear (packed weight)" : "extern",
+                          c->g.nodes[p->node].target);
             for (int j = 0; j < p->nres; j++)
                 kn_str_printf(s, " buf%d", p->res[j]);
             kn_str_printf(s, "\n");

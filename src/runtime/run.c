@@ -17,6 +17,15 @@ int64_t kn_buf_span(const kn_buf *b);
 
 /* torch entry points, set once by kiln/backends.py */
 static PyObject *rt_empty_strided, *rt_empty, *rt_as_strided, *rt_dtypes, *rt_uint8, *rt_ref_type;
+/* oneDNN's weight packing and packed linear (torch.ops.mkldnn), or NULL */
+static PyObject *rt_reorder_linear, *rt_linear_pointwise, *rt_empty_list, *rt_none_str, *rt_empty_str;
+
+int kn_runtime_packed_linear(void);
+int
+kn_runtime_packed_linear(void)
+{
+    return rt_reorder_linear != NULL && rt_linear_pointwise != NULL;
+}
 static PyObject *str_data_ptr, *str_storage_offset, *str_dtype_kw;
 static PyObject *dtype_kwargs[KN_NDTYPES]; /* {"dtype": torch dtype}, built once */
 
@@ -25,9 +34,22 @@ PyObject *
 kn_py_set_runtime(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *es, *e, *as, *dts, *u8, *rt;
-    if (!PyArg_ParseTuple(args, "OOOO!OO", &es, &e, &as, &PyTuple_Type, &dts, &u8, &rt))
+    PyObject *es, *e, *as, *dts, *u8, *rt, *reorder = Py_None, *linear = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOO!OO|OO", &es, &e, &as, &PyTuple_Type, &dts, &u8, &rt, &reorder, &linear))
         return NULL;
+    Py_CLEAR(rt_reorder_linear);
+    Py_CLEAR(rt_linear_pointwise);
+    if (reorder != Py_None && linear != Py_None) {
+        rt_reorder_linear = Py_NewRef(reorder);
+        rt_linear_pointwise = Py_NewRef(linear);
+        if (!rt_empty_list) {
+            rt_empty_list = PyList_New(0);
+            rt_none_str = PyUnicode_InternFromString("none");
+            rt_empty_str = PyUnicode_InternFromString("");
+            if (!rt_empty_list || !rt_none_str || !rt_empty_str)
+                return NULL;
+        }
+    }
     if (PyTuple_GET_SIZE(dts) != KN_NDTYPES) {
         PyErr_SetString(PyExc_ValueError, "kiln: dtype table has the wrong length");
         return NULL;
@@ -137,6 +159,11 @@ typedef struct {
     int *free_after;           /* buffers released after this step */
     int nover;                 /* argument node -> buffer redirections */
     int over_node[2], over_buf[2];
+    /* LINEAR: the packed weight, valid while the weight's bytes are unchanged */
+    int64_t rows;
+    void *pack_ptr;
+    uint64_t pack_hash;
+    PyObject *packed;
 } rstep;
 
 typedef struct {
@@ -188,6 +215,7 @@ program_dealloc(ProgramObject *self)
         Py_XDECREF(self->steps[s].op);
         Py_XDECREF(self->steps[s].cargs);
         Py_XDECREF(self->steps[s].ckwargs);
+        Py_XDECREF(self->steps[s].packed);
         free(self->steps[s].in);
         free(self->steps[s].alloc);
         free(self->steps[s].free_after);
@@ -291,6 +319,14 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
         rstep *r = &p->steps[s];
         r->kind = st->kind;
         r->kernel = st->kernel;
+        if (st->kind == KN_ST_LINEAR) {
+            r->rows = st->rows;
+            r->nres = 1;
+            r->res[0] = st->res[0];
+            for (int j = 0; j < st->nin; j++)
+                if (append_int(&r->in, &r->nin, st->in[j]) < 0)
+                    goto error;
+        }
         if (st->kind == KN_ST_EXTERN) {
             PyObject *nt = PyList_GET_ITEM(nodes, st->node);
             if (PyTuple_GET_SIZE(nt) < 8) {
@@ -570,6 +606,73 @@ run_extern(ProgramObject *p, frame *f, rstep *st)
     return 0;
 }
 
+/* Hash of n bytes: four lanes of (h + w) * odd constant, each step a
+   bijection of h for a fixed word, so any single changed word changes it. */
+static uint64_t
+bytes_hash(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t h[4] = {1, 2, 3, 4};
+    size_t words = n / 8, i = 0;
+    for (; i + 4 <= words; i += 4) {
+        for (int j = 0; j < 4; j++) {
+            uint64_t w;
+            memcpy(&w, s + (i + (size_t)j) * 8, 8);
+            h[j] = (h[j] + w) * 0x9E3779B97F4A7C15ULL;
+        }
+    }
+    for (; i < words; i++) {
+        uint64_t w;
+        memcpy(&w, s + i * 8, 8);
+        h[0] = (h[0] + w) * 0x9E3779B97F4A7C15ULL;
+    }
+    for (size_t k = words * 8; k < n; k++)
+        h[1] = (h[1] + s[k]) * 0x9E3779B97F4A7C15ULL;
+    return h[0] ^ (h[1] * 3) ^ (h[2] * 5) ^ (h[3] * 7);
+}
+
+/* x @ W.t() (+ b) with oneDNN on a packed copy of W.  The copy is made on
+   the first call and again whenever W's address or bytes change, so a weight
+   updated in place (even through .data) is never read stale. */
+static int
+run_linear(ProgramObject *p, frame *f, rstep *st)
+{
+    int xi = st->in[0], wi = st->in[1], bi = st->nin > 2 ? st->in[2] : -1;
+    rbuf *w = &p->bufs[wi];
+    int64_t n0 = PyLong_AsLongLong(PyTuple_GET_ITEM(w->size, 0)), n1 = PyLong_AsLongLong(PyTuple_GET_ITEM(w->size, 1));
+    size_t bytes = (size_t)(n0 * n1) * sizeof(float);
+    uint64_t h;
+    void *wp = f->ptr[wi];
+    Py_BEGIN_ALLOW_THREADS
+    h = bytes_hash(wp, bytes);
+    Py_END_ALLOW_THREADS
+    if (st->packed == NULL || st->pack_ptr != wp || st->pack_hash != h) {
+        PyObject *packed = PyObject_CallFunction(rt_reorder_linear, "OL", f->obj[wi], (long long)st->rows);
+        if (packed == NULL)
+            return -1;
+        Py_XSETREF(st->packed, packed);
+        st->pack_ptr = wp;
+        st->pack_hash = h;
+    }
+    PyObject *x = buffer_object(p, f, xi);
+    if (x == NULL)
+        return -1;
+    PyObject *b = bi >= 0 ? buffer_object(p, f, bi) : Py_NewRef(Py_None);
+    if (b == NULL) {
+        Py_DECREF(x);
+        return -1;
+    }
+    PyObject *r = PyObject_CallFunctionObjArgs(rt_linear_pointwise, x, st->packed, b, rt_none_str, rt_empty_list,
+                                               rt_empty_str, NULL);
+    Py_DECREF(x);
+    Py_DECREF(b);
+    if (r == NULL)
+        return -1;
+    if ((r = expected_layout(&p->bufs[st->res[0]], r)) == NULL)
+        return -1;
+    return set_obj(p, f, st->res[0], r);
+}
+
 static PyObject *
 program_call(ProgramObject *self, PyObject *args, PyObject *kw)
 {
@@ -641,6 +744,9 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
             Py_BEGIN_ALLOW_THREADS
             fn(ptrs);
             Py_END_ALLOW_THREADS
+        } else if (st->kind == KN_ST_LINEAR) {
+            if (run_linear(self, &f, st) < 0)
+                goto done;
         } else if (run_extern(self, &f, st) < 0) {
             goto done;
         }
