@@ -211,3 +211,23 @@ def test_packed_linear_can_be_turned_off(monkeypatch):
     with torch.no_grad():
         torch.testing.assert_close(compiled(m)(x), m(x))
     assert not any("packed" in op for op in backends.compiled_graphs[-1]["extern_ops"])
+
+
+def test_packed_linear_with_weight_stored_in_by_out():
+    """GPT-2's Conv1D computes x @ W + b with W stored [in, out]."""
+    torch.manual_seed(0)
+    w, b = torch.randn(24, 40), torch.randn(40)
+
+    def f(x, w, b):
+        return torch.addmm(b, x, w).relu(), x @ w
+
+    x = torch.randn(10, 24)
+    backends.reset()
+    fast = compiled(f)
+    for a, e in zip(fast(x, w, b), f(x, w, b)):
+        torch.testing.assert_close(a, e)
+    if kiln.backends._packed_linear_ops()[0]:
+        assert sum("packed" in op for op in backends.compiled_graphs[-1]["extern_ops"]) == 2
+    w.data[0, 0] += 3.0
+    for a, e in zip(fast(x, w, b), f(x, w, b)):
+        torch.testing.assert_close(a, e)

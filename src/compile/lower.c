@@ -2079,8 +2079,20 @@ transposed_input(kn_ctx *c, kn_buf *v)
     return want == v->body->a[0] ? w : NULL;
 }
 
-/* addmm(b, x, W.t()) / mm(x, W.t()) in float32 with W a graph input (a
-   Linear's weight): a LINEAR step on oneDNN's packed weight.  1 done, 0 no. */
+/* A 2-D contiguous float32 graph input used directly as mat2 ([K, N]; the
+   weights of GPT-2's Conv1D layers). */
+static kn_buf *
+direct_input(kn_buf *v)
+{
+    if (v == NULL || v->kind != KN_B_INPUT || v->ndim != 2 || v->dt != KN_F32 || v->size[0] < 2 || v->size[1] < 2 ||
+        v->stride[1] != 1 || v->stride[0] != v->size[1])
+        return NULL;
+    return v;
+}
+
+/* addmm(b, x, W.t()) / mm(x, W.t()) (or with W stored [K, N]) in float32 with
+   W a graph input (a layer's weight): a LINEAR step on oneDNN's packed
+   weight.  1 done, 0 no. */
 static int
 lower_packed_linear(kn_ctx *c, int ni)
 {
@@ -2096,9 +2108,13 @@ lower_packed_linear(kn_ctx *c, int ni)
     kn_buf *bias = addmm ? ref_buf(c, arg(c, ni, 0)) : NULL;
     kn_buf *x = ref_buf(c, arg(c, ni, addmm ? 1 : 0)), *wt = ref_buf(c, arg(c, ni, addmm ? 2 : 1));
     kn_buf *w = transposed_input(c, wt);
+    int w_kn = 0;
+    if (w == NULL && (w = direct_input(wt)) != NULL)
+        w_kn = 1;
     if (x == NULL || w == NULL || x->dt != KN_F32 || x->ndim != 2 || x->size[0] < 1)
         return 0;
-    if (addmm && (bias == NULL || bias->dt != KN_F32 || bias->ndim != 1 || bias->size[0] != w->size[0]))
+    int64_t nout = w_kn ? w->size[1] : w->size[0];
+    if (addmm && (bias == NULL || bias->dt != KN_F32 || bias->ndim != 1 || bias->size[0] != nout))
         return 0;
     if (materialize(c, x) < 0 || (bias && materialize(c, bias) < 0))
         return -1;
@@ -2112,6 +2128,7 @@ lower_packed_linear(kn_ctx *c, int ni)
     st.kind = KN_ST_LINEAR;
     st.node = ni;
     st.rows = x->size[0];
+    st.w_kn = w_kn;
     st.in[st.nin++] = x->id;
     st.in[st.nin++] = w->id;
     if (bias)

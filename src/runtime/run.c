@@ -161,6 +161,7 @@ typedef struct {
     int over_node[2], over_buf[2];
     /* LINEAR: the packed weight, valid while the weight's bytes are unchanged */
     int64_t rows;
+    int w_kn;                  /* weight stored [K, N]: pack its transpose */
     void *pack_ptr;
     uint64_t pack_hash;
     PyObject *packed;
@@ -321,6 +322,7 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
         r->kernel = st->kernel;
         if (st->kind == KN_ST_LINEAR) {
             r->rows = st->rows;
+            r->w_kn = st->w_kn;
             r->nres = 1;
             r->res[0] = st->res[0];
             for (int j = 0; j < st->nin; j++)
@@ -647,7 +649,18 @@ run_linear(ProgramObject *p, frame *f, rstep *st)
     h = bytes_hash(wp, bytes);
     Py_END_ALLOW_THREADS
     if (st->packed == NULL || st->pack_ptr != wp || st->pack_hash != h) {
-        PyObject *packed = PyObject_CallFunction(rt_reorder_linear, "OL", f->obj[wi], (long long)st->rows);
+        PyObject *wt = Py_NewRef(f->obj[wi]);
+        if (st->w_kn) {
+            /* [K, N] -> a contiguous [N, K] copy, made only when packing */
+            PyObject *t = PyObject_CallMethod(wt, "t", NULL);
+            Py_DECREF(wt);
+            wt = t ? PyObject_CallMethod(t, "contiguous", NULL) : NULL;
+            Py_XDECREF(t);
+            if (wt == NULL)
+                return -1;
+        }
+        PyObject *packed = PyObject_CallFunction(rt_reorder_linear, "OL", wt, (long long)st->rows);
+        Py_DECREF(wt);
         if (packed == NULL)
             return -1;
         Py_XSETREF(st->packed, packed);
