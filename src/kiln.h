@@ -265,6 +265,7 @@ typedef struct {
     int in[KN_MAXARGS * 4]; /* buffer ids passed as tensors (in argument order) */
     int64_t rows;         /* LINEAR: M, the packing hint */
     int w_kn;             /* LINEAR: the weight input is stored [K, N] (x @ W), not [N, K] */
+    int has_bias;         /* LINEAR: in[2] is the bias */
     int nover;            /* arguments redirected to other buffers (layout copies) */
     int over_node[2], over_buf[2];
 } kn_step;

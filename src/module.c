@@ -7,6 +7,7 @@
  *   prelude() -> str                                text heading every generated unit
  *   lowered_ops() -> list[str]                      ATen ops lowered in C (graph/ops.def)
  *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref[, reorder, linear])
+ *   set_linear_mode(-1 | 0 | 1)                     how linear layers choose oneDNN or ATen
  *   Library(path), Program, CompilerError
  */
 #include "kiln.h"
@@ -15,6 +16,7 @@
 PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops);
 PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
 int kn_runtime_packed_linear(void);
+PyObject *kn_py_set_linear_mode(PyObject *self, PyObject *arg);
 PyObject *kn_compiler_error_type(void);
 extern PyTypeObject kn_LibraryType, kn_ProgramType;
 
@@ -91,6 +93,8 @@ static PyMethodDef methods[] = {
     {"prelude", py_prelude, METH_NOARGS, "The C text that heads every generated unit."},
     {"lowered_ops", py_lowered_ops, METH_NOARGS, "Names of the ATen ops kiln lowers itself."},
     {"set_runtime", kn_py_set_runtime, METH_VARARGS, "Hand the C runtime torch's allocation functions."},
+    {"set_linear_mode", kn_py_set_linear_mode, METH_O,
+     "Linear layers: -1 time oneDNN-packed against ATen per shape (default), 0 always ATen, 1 always packed."},
     {NULL, NULL, 0, NULL},
 };
 

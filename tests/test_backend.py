@@ -191,6 +191,24 @@ def test_packed_linear_follows_weight_updates():
     m = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.GELU(), torch.nn.Linear(32, 8, bias=False)).eval()
     x = torch.randn(16, 64)
     backends.reset()
+    _C.set_linear_mode(1)  # the packed path, whatever this CPU's timings say
+    try:
+        check_weight_updates(m, x)
+    finally:
+        _C.set_linear_mode(-1)
+
+
+def test_linear_choice_by_timing_matches_eager():
+    m = torch.nn.Linear(48, 24).eval()
+    x = torch.randn(32, 48)
+    backends.reset()
+    with torch.no_grad():
+        fast = compiled(m)
+        for _ in range(2):
+            torch.testing.assert_close(fast(x), m(x))
+
+
+def check_weight_updates(m, x):
     with torch.no_grad():
         fast = compiled(m)
         torch.testing.assert_close(fast(x), m(x))
@@ -215,6 +233,14 @@ def test_packed_linear_can_be_turned_off(monkeypatch):
 
 def test_packed_linear_with_weight_stored_in_by_out():
     """GPT-2's Conv1D computes x @ W + b with W stored [in, out]."""
+    _C.set_linear_mode(1)
+    try:
+        _in_by_out()
+    finally:
+        _C.set_linear_mode(-1)
+
+
+def _in_by_out():
     torch.manual_seed(0)
     w, b = torch.randn(24, 40), torch.randn(40)
 

@@ -2116,7 +2116,9 @@ lower_packed_linear(kn_ctx *c, int ni)
     int64_t nout = w_kn ? w->size[1] : w->size[0];
     if (addmm && (bias == NULL || bias->dt != KN_F32 || bias->ndim != 1 || bias->size[0] != nout))
         return 0;
-    if (materialize(c, x) < 0 || (bias && materialize(c, bias) < 0))
+    /* mat2 is materialized too: the ATen path (chosen where it is faster)
+       calls the op with its original arguments */
+    if (materialize(c, x) < 0 || (bias && materialize(c, bias) < 0) || materialize(c, wt) < 0)
         return -1;
     /* oneDNN reads x row-major: anything else takes the ATen path */
     if (x->kind == KN_B_ALIAS ? (x->stride[1] != 1 || x->stride[0] != x->size[1] || x->offset != 0)
@@ -2129,10 +2131,12 @@ lower_packed_linear(kn_ctx *c, int ni)
     st.node = ni;
     st.rows = x->size[0];
     st.w_kn = w_kn;
+    st.has_bias = bias != NULL;
     st.in[st.nin++] = x->id;
     st.in[st.nin++] = w->id;
     if (bias)
         st.in[st.nin++] = bias->id;
+    st.in[st.nin++] = wt->id;
     kn_buf *r = kn_buf_new(c, KN_B_EXTERN, KN_F32, 2, m->size);
     if (r == NULL)
         return -1;
@@ -2148,7 +2152,8 @@ lower_packed_linear(kn_ctx *c, int ni)
     c->node_bufs[ni] = ids;
     c->node_nres[ni] = 1;
     c->n_externs++;
-    PyObject *s = PyUnicode_FromString("mkldnn._linear_pointwise (packed weight)");
+    PyObject *s = PyUnicode_FromString(addmm ? "aten.addmm.default (or oneDNN packed linear)"
+                                             : "aten.mm.default (or oneDNN packed linear)");
     if (s == NULL || PyList_Append(c->extern_names, s) < 0) {
         Py_XDECREF(s);
         return -1;

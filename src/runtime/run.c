@@ -10,6 +10,7 @@
  */
 #include "../kiln.h"
 #include <dlfcn.h>
+#include <time.h>
 #include <structmember.h>
 #include <string.h>
 
@@ -162,6 +163,7 @@ typedef struct {
     /* LINEAR: the packed weight, valid while the weight's bytes are unchanged */
     int64_t rows;
     int w_kn;                  /* weight stored [K, N]: pack its transpose */
+    int has_bias;
     void *pack_ptr;
     uint64_t pack_hash;
     PyObject *packed;
@@ -323,13 +325,9 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
         if (st->kind == KN_ST_LINEAR) {
             r->rows = st->rows;
             r->w_kn = st->w_kn;
-            r->nres = 1;
-            r->res[0] = st->res[0];
-            for (int j = 0; j < st->nin; j++)
-                if (append_int(&r->in, &r->nin, st->in[j]) < 0)
-                    goto error;
+            r->has_bias = st->has_bias;
         }
-        if (st->kind == KN_ST_EXTERN) {
+        if (st->kind != KN_ST_KERNEL) {
             PyObject *nt = PyList_GET_ITEM(nodes, st->node);
             if (PyTuple_GET_SIZE(nt) < 8) {
                 PyErr_SetString(PyExc_ValueError, "kiln: node description lacks call arguments");
@@ -633,13 +631,46 @@ bytes_hash(const void *p, size_t n)
     return h[0] ^ (h[1] * 3) ^ (h[2] * 5) ^ (h[3] * 7);
 }
 
-/* x @ W.t() (+ b) with oneDNN on a packed copy of W.  The copy is made on
-   the first call and again whenever W's address or bytes change, so a weight
-   updated in place (even through .data) is never read stale. */
-static int
-run_linear(ProgramObject *p, frame *f, rstep *st)
+/* oneDNN with the packed weight against ATen's addmm/mm, per shape, decided
+   once per process by timing both on the first call (MKL's sgemm is fast on
+   some CPUs and slow on others): (M, K, N, bias, w_kn) -> False/True. */
+static PyObject *linear_choice;
+static int linear_force = -1; /* -1: measure; 0: always ATen; 1: always packed */
+
+PyObject *kn_py_set_linear_mode(PyObject *self, PyObject *arg);
+PyObject *
+kn_py_set_linear_mode(PyObject *self, PyObject *arg)
 {
-    int xi = st->in[0], wi = st->in[1], bi = st->nin > 2 ? st->in[2] : -1;
+    (void)self;
+    long m = PyLong_AsLong(arg);
+    if (m == -1 && PyErr_Occurred())
+        return NULL;
+    if (m < -1 || m > 1) {
+        PyErr_SetString(PyExc_ValueError, "kiln: linear mode is -1 (measure), 0 (ATen) or 1 (packed)");
+        return NULL;
+    }
+    linear_force = (int)m;
+    Py_CLEAR(linear_choice);
+    Py_RETURN_NONE;
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int run_extern(ProgramObject *p, frame *f, rstep *st);
+
+/* x @ W.t() (+ b) on a packed copy of W.  The copy is made on the first call
+   and again whenever W's address or bytes change, so a weight updated in
+   place (even through .data) is never read stale. */
+static int
+run_packed(ProgramObject *p, frame *f, rstep *st)
+{
+    int xi = st->in[0], wi = st->in[1], bi = st->has_bias ? st->in[2] : -1;
     rbuf *w = &p->bufs[wi];
     int64_t n0 = PyLong_AsLongLong(PyTuple_GET_ITEM(w->size, 0)), n1 = PyLong_AsLongLong(PyTuple_GET_ITEM(w->size, 1));
     size_t bytes = (size_t)(n0 * n1) * sizeof(float);
@@ -684,6 +715,53 @@ run_linear(ProgramObject *p, frame *f, rstep *st)
     if ((r = expected_layout(&p->bufs[st->res[0]], r)) == NULL)
         return -1;
     return set_obj(p, f, st->res[0], r);
+}
+
+static int
+run_linear(ProgramObject *p, frame *f, rstep *st)
+{
+    if (linear_force >= 0)
+        return linear_force ? run_packed(p, f, st) : run_extern(p, f, st);
+    rbuf *w = &p->bufs[st->in[1]], *x = &p->bufs[st->in[0]];
+    PyObject *key = Py_BuildValue("(LOOii)", (long long)st->rows, PyTuple_GET_ITEM(x->size, 1),
+                                  PyTuple_GET_ITEM(w->size, st->w_kn ? 1 : 0), st->has_bias, st->w_kn);
+    if (key == NULL)
+        return -1;
+    if (linear_choice == NULL && (linear_choice = PyDict_New()) == NULL) {
+        Py_DECREF(key);
+        return -1;
+    }
+    PyObject *choice = PyDict_GetItemWithError(linear_choice, key);
+    if (choice == NULL && PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    if (choice == NULL) {
+        /* time both (the first packed call packs: not timed), keep the best */
+        double best[2] = {1e30, 1e30};
+        if (run_packed(p, f, st) < 0) {
+            Py_DECREF(key);
+            return -1;
+        }
+        for (int rep = 0; rep < 3; rep++)
+            for (int v = 0; v < 2; v++) {
+                double t0 = now_s();
+                if ((v ? run_packed(p, f, st) : run_extern(p, f, st)) < 0) {
+                    Py_DECREF(key);
+                    return -1;
+                }
+                double t = now_s() - t0;
+                if (t < best[v])
+                    best[v] = t;
+            }
+        choice = best[1] < best[0] ? Py_True : Py_False;
+        if (PyDict_SetItem(linear_choice, key, choice) < 0) {
+            Py_DECREF(key);
+            return -1;
+        }
+    }
+    Py_DECREF(key);
+    return choice == Py_True ? run_packed(p, f, st) : run_extern(p, f, st);
 }
 
 static PyObject *
