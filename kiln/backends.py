@@ -12,8 +12,6 @@ Any failure inside kiln warns once and runs that graph eagerly (the ATen graph
 itself), so a user never gets an error or a wrong answer from kiln.
 """
 import copy
-import itertools
-import os
 import threading
 import time
 import warnings
@@ -174,6 +172,8 @@ def _prepare(gm, prefix):
     program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear)
     if "loops" in config.dump:
         print(f"[kiln] loops:\n{program.loops}")
+    if "code" in config.dump:
+        print(f"[kiln] generated C (kernels; the prelude is kiln._C.prelude()):\n{program.source}")
     return program, constants, single
 
 

@@ -97,9 +97,9 @@ def describe(gm):
             inputs.append(len(nodes))
             nodes.append(("input", (), (_meta_of(val),) if val is not None else None, False, uses, None, (), {}))
         elif n.op == "get_attr":
-            t = getattr(gm, n.target) if hasattr(gm, n.target) else None
-            for part in str(n.target).split(".")[:0]:
-                pass
+            t = gm
+            for part in str(n.target).split("."):
+                t = getattr(t, part, None)
             if not isinstance(t, torch.Tensor):
                 raise Unsupported(f"get_attr {n.target} is not a tensor")
             constants.append(t)
@@ -113,9 +113,7 @@ def describe(gm):
                 continue
             if not isinstance(tgt, torch._ops.OpOverload):
                 raise Unsupported(f"call of {tgt}")
-            name = str(tgt)
-            if not name.startswith("aten."):
-                name = name  # other namespaces: extern
+            name = str(tgt)  # ops outside kiln's table (any namespace) become externs
             full = _schema_args(tgt, n.args, n.kwargs)
             conv = [_convert(a, index) for a in full]
             if name == "aten._to_copy.default":

@@ -328,6 +328,12 @@ PyObject *kn_lowered_ops(void);
 
 /* compile/fuse.c: group realized buffers into kernels; rewrites the steps. */
 int kn_fuse(kn_ctx *c);
+/* Map buffer b's placeholders onto kernel k's loop variables. 0 or -1. */
+int kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s);
+/* Index (in kernel k's loop variables) at which b is stored, or NULL. */
+kn_expr *kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b);
+/* Elements spanned by b's storage (offset + extent of its strides). */
+int64_t kn_buf_span(const kn_buf *b);
 /* compile/plan.c: lifetimes and the arena. */
 int kn_plan(kn_ctx *c);
 /* compile/print.c: textual dumps (KILN_DUMP=loops). */

@@ -125,6 +125,7 @@ def test_dump_loops_and_code(capsys, monkeypatch):
     compiled(lambda x: x.softmax(-1))(torch.randn(4, 7))
     out = capsys.readouterr().out
     assert "kernel 0: outer [4] inner [7]" in out
+    assert "void kn_k0(void *const *B)" in out and "#pragma omp simd" in out
     assert "generated C:" in out
 
 

@@ -28,9 +28,6 @@ kn_codegen_prelude(void)
     return kn_prelude_text;
 }
 
-void kn_member_subst(const kn_kernel *k, const kn_buf *b, kn_subst *s);
-int kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s);
-kn_expr *kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b);
 
 static const char *ctype_of[KN_NDTYPES] = {"b_t", "uint8_t", "int8_t", "int16_t", "int32_t", "int64_t",
                                             "float", "float", "float", "double"};

@@ -60,9 +60,8 @@ member_role(const kn_kernel *k, const kn_buf *b)
 }
 
 /* Fill s so that b's placeholders become kernel k's loop variables. */
-void kn_member_subst(const kn_kernel *k, const kn_buf *b, kn_subst *s);
-void
-kn_member_subst(const kn_kernel *k, const kn_buf *b, kn_subst *s)
+static void
+member_positions(const kn_kernel *k, const kn_buf *b, kn_subst *s)
 {
     memset(s, 0, sizeof *s);
     role r = member_role(k, b);
@@ -100,11 +99,10 @@ kvar(kn_ctx *c, const kn_kernel *k, int p)
 }
 
 /* Substitution map from b's placeholders to kernel vars.  0 or -1. */
-int kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s);
 int
 kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s)
 {
-    kn_member_subst(k, b, s);
+    member_positions(k, b, s);
     for (int v = 0; v < KN_NVARS; v++) {
         if (s->to[v] == NULL)
             continue;
@@ -117,7 +115,6 @@ kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s)
 }
 
 /* Store index of b (in kernel vars). */
-kn_expr *kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b);
 kn_expr *
 kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b)
 {

@@ -10,11 +10,9 @@
 #include "../kiln.h"
 #include <string.h>
 
-kn_expr *kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b);
 
 static uint32_t plan_gen = 1u << 30;
 
-int kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s);
 
 /* Loads of buffer x in e: count them, and whether every one reads at index ix. */
 static void
@@ -111,7 +109,6 @@ note_loads(kn_ctx *c, kn_expr *e, int step, int kernel, uint32_t gen)
         note_loads(c, e->a[j], step, kernel, gen);
 }
 
-int64_t kn_buf_span(const kn_buf *b);
 int64_t
 kn_buf_span(const kn_buf *b)
 {

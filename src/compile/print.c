@@ -8,7 +8,6 @@
  */
 #include "../kiln.h"
 
-int kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s);
 
 static const char *rop_name[KN_R__COUNT] = {"sum", "prod", "max", "min", "argmax", "argmin", "any", "all",
                                             "cumsum", "cumprod"};

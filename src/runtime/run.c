@@ -14,7 +14,6 @@
 #include <structmember.h>
 #include <string.h>
 
-int64_t kn_buf_span(const kn_buf *b);
 
 /* torch entry points, set once by kiln/backends.py */
 static PyObject *rt_empty_strided, *rt_empty, *rt_as_strided, *rt_dtypes, *rt_uint8, *rt_ref_type;
