@@ -113,7 +113,11 @@ def reset():
 
 
 class CompiledGraph:
-    """Callable result of compiling one ATen graph."""
+    """Result of compiling one ATen graph.  AOT autograd calls it boxed (one
+    list of arguments, which it may empty so inputs die early); `run(*args)`
+    is the plain form."""
+
+    _boxed_call = True
 
     def __init__(self, program, constants, single, stats, so_path=None):
         self.program = program
@@ -122,11 +126,16 @@ class CompiledGraph:
         self.kiln_stats = stats
         self.so_path = so_path
 
-    def __call__(self, *args):
+    def run(self, *args):
         if self.constants:
             args = args + self.constants
         out = self.program(*args)
         return out[0] if self.single else out
+
+    def __call__(self, args):
+        a = tuple(args)
+        args.clear()
+        return self.run(*a)
 
 
 class EagerGraph:
@@ -292,7 +301,8 @@ class _Deferred:
         self.kiln_stats = None
 
     def __call__(self, *args):
-        return self.target(*args)
+        t = self.target
+        return t.run(*args) if isinstance(t, CompiledGraph) else t(*args)
 
 
 def compile_many(items):

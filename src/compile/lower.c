@@ -1480,6 +1480,76 @@ lower_repeat(kn_ctx *c, int ni, int param)
     return view_of(c, ni, x, si, b);
 }
 
+/* slice_scatter(input, src, dim, start, end, step): input with the slice
+   replaced by src, as one lazy select per element. */
+static int
+lower_slice_scatter(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0)), *src = ref_buf(c, arg(c, ni, 1));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x && src && src->ndim == x->ndim && x->ndim > 0 ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_arg *ad = arg(c, ni, 2), *as = arg(c, ni, 3), *ast = arg(c, ni, 5);
+    int d = wrap_dim(ad->kind == KN_A_INT ? ad->i : 0, x->ndim);
+    if (d < 0 || d >= x->ndim || (as->kind != KN_A_INT && as->kind != KN_A_NONE))
+        return 0;
+    int64_t n = x->size[d], start = as->kind == KN_A_INT ? as->i : 0, step = ast->kind == KN_A_INT ? ast->i : 1;
+    if (start < 0)
+        start += n;
+    if (start < 0)
+        start = 0;
+    if (step < 1 || src->size[d] == 0)
+        return src->size[d] == 0 ? cast_of_arg(c, ni, 0) : 0;
+    kn_dtype cd = kn_dtype_compute(b->dt);
+    kn_expr *rel = kn_iadd(c, idx[d], kn_iconst(c, -start));
+    kn_expr *in = kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, rel, kn_iconst(c, 0)),
+                         kn_op2(c, KN_S_LT, KN_BOOL, rel, kn_iconst(c, src->size[d] * step)));
+    kn_expr *si[KN_MAXDIM];
+    for (int k = 0; k < x->ndim; k++)
+        si[k] = idx[k];
+    if (step > 1) {
+        kn_expr *q = kn_op2(c, KN_S_FLOORDIV, KN_I64, rel, kn_iconst(c, step));
+        in = kn_op2(c, KN_S_LAND, KN_BOOL, in,
+                    kn_op2(c, KN_S_EQ, KN_BOOL, kn_op2(c, KN_S_REM, KN_I64, rel, kn_iconst(c, step)), kn_iconst(c, 0)));
+        si[d] = clamp_index(c, q, src->size[d]);
+    } else {
+        si[d] = clamp_index(c, rel, src->size[d]);
+    }
+    kn_expr *xv = kn_cast(c, kn_buf_load(c, x, idx), cd), *sv = kn_cast(c, kn_buf_load(c, src, si), cd);
+    b->body = kn_cast(c, kn_op3(c, KN_S_WHERE, cd, in, sv, xv), b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
+/* select_scatter(input, src, dim, index): input with one index along dim
+   replaced by src. */
+static int
+lower_select_scatter(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0)), *src = ref_buf(c, arg(c, ni, 1));
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = x && src && src->ndim + 1 == x->ndim ? lazy_like(c, ni, 0, idx) : NULL;
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int d = wrap_dim(arg(c, ni, 2)->i, x->ndim);
+    int64_t i = arg(c, ni, 3)->i;
+    if (d < 0 || d >= x->ndim)
+        return 0;
+    if (i < 0)
+        i += x->size[d];
+    kn_dtype cd = kn_dtype_compute(b->dt);
+    kn_expr *si[KN_MAXDIM];
+    for (int k = 0, o = 0; k < x->ndim; k++)
+        if (k != d)
+            si[o++] = idx[k];
+    kn_expr *hit = kn_op2(c, KN_S_EQ, KN_BOOL, idx[d], kn_iconst(c, i));
+    kn_expr *xv = kn_cast(c, kn_buf_load(c, x, idx), cd), *sv = kn_cast(c, kn_buf_load(c, src, si), cd);
+    b->body = kn_cast(c, kn_op3(c, KN_S_WHERE, cd, hit, sv, xv), b->dt);
+    return b->body ? set_result(c, ni, b) : -1;
+}
+
 /* index.Tensor(x, [None | index tensor, ...]) with integer index tensors. */
 static int
 lower_index(kn_ctx *c, int ni, int param)
