@@ -157,12 +157,12 @@ def _count_ops(gm):
 
 def _units(prelude, source):
     """Split a graph's kernels into translation units compiled in parallel:
-    as many units as compiler jobs (at least 8 kernels each, at most
+    as many units as compiler jobs (at least 4 kernels each, at most
     config.chunk_kernels)."""
     parts = source.split("\nvoid ")
     head, kernels = parts[0], ["void " + p for p in parts[1:]]
     n = len(kernels)
-    units = max(1, min(config.compile_jobs, n // 8))
+    units = max(1, min(config.compile_jobs, n // 4))
     size = max(1, min(config.chunk_kernels, -(-n // units)))
     if size >= n:
         return [prelude + source]
