@@ -726,6 +726,17 @@ kn_op2(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b)
         if ((op == KN_S_ADD || op == KN_S_SUB) && b->f == 0.0 && !signbit(b->f) && a->dt == dt)
             return a;
     }
+    if (op == KN_S_LAND || op == KN_S_LOR) {
+        /* x && true == x, x || false == x, and the absorbing constants */
+        kn_expr *k = a->op == KN_S_CONST ? a : b->op == KN_S_CONST ? b : NULL;
+        if (k && dt == KN_BOOL && a->dt == KN_BOOL && b->dt == KN_BOOL) {
+            kn_expr *other = k == a ? b : a;
+            int truth = kn_const_val(k) != 0;
+            if (op == KN_S_LAND)
+                return truth ? other : k;
+            return truth ? k : other;
+        }
+    }
     if (commutative(op) && a->id > b->id) {
         kn_expr *t = a;
         a = b;

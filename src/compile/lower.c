@@ -1108,6 +1108,17 @@ lower_as_strided(kn_ctx *c, int ni, int param)
 }
 
 /* ---------------------------------------------------------------- data movement */
+/* 0 <= i < n as a truth value: constant true when i's range proves it. */
+static kn_expr *
+in_bounds(kn_ctx *c, kn_expr *i, int64_t n)
+{
+    int64_t lo, hi;
+    if (kn_expr_range(i, &lo, &hi) && lo >= 0 && hi < n)
+        return kn_const_i(c, KN_BOOL, 1);
+    return kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, i, kn_iconst(c, 0)),
+                  kn_op2(c, KN_S_LT, KN_BOOL, i, kn_iconst(c, n)));
+}
+
 static kn_expr *
 clamp_index(kn_ctx *c, kn_expr *i, int64_t n)
 {
@@ -1184,12 +1195,7 @@ lower_pad(kn_ctx *c, int ni, int param)
         int d = x->ndim - 1 - k;
         int64_t lo = pad->items[2 * k].i;
         kn_expr *raw = kn_iadd(c, idx[d], kn_iconst(c, -lo));
-        int64_t rl, rh;
-        if (!(kn_expr_range(raw, &rl, &rh) && rl >= 0 && rh < x->size[d])) {
-            kn_expr *ok = kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, raw, kn_iconst(c, 0)),
-                                 kn_op2(c, KN_S_LT, KN_BOOL, raw, kn_iconst(c, x->size[d])));
-            valid = kn_op2(c, KN_S_LAND, KN_BOOL, valid, ok);
-        }
+        valid = kn_op2(c, KN_S_LAND, KN_BOOL, valid, in_bounds(c, raw, x->size[d]));
         si[d] = clamp_index(c, raw, x->size[d]);
     }
     operand fill;
@@ -1296,6 +1302,22 @@ lower_flip(kn_ctx *c, int ni, int param)
     return view_of(c, ni, x, si, b);
 }
 
+/* One tap of a pooling window: x (3-D or 4-D) at spatial position (ih, iw)
+   with the leading dims of idx, read through clamped indices; *valid says
+   whether (ih, iw) lies inside x. */
+static kn_expr *
+window_tap(kn_ctx *c, kn_buf *x, kn_expr *const *idx, kn_expr *ih, kn_expr *iw, kn_dtype cd, kn_expr **valid)
+{
+    int hd = x->ndim - 2, wd = x->ndim - 1;
+    *valid = kn_op2(c, KN_S_LAND, KN_BOOL, in_bounds(c, ih, x->size[hd]), in_bounds(c, iw, x->size[wd]));
+    kn_expr *si[KN_MAXDIM];
+    for (int d = 0; d < hd; d++)
+        si[d] = idx[d];
+    si[hd] = clamp_index(c, ih, x->size[hd]);
+    si[wd] = clamp_index(c, iw, x->size[wd]);
+    return kn_cast(c, kn_buf_load(c, x, si), cd);
+}
+
 /* One or two ints from an int-list argument (a single value means both). */
 static int
 pair_arg(const kn_arg *a, int64_t dflt0, int64_t dflt1, int64_t out[2])
@@ -1336,7 +1358,7 @@ lower_max_pool2d(kn_ctx *c, int ni, int param)
     if (k[0] * k[1] > 64 || k[0] < 1 || k[1] < 1)
         return 0;
     int hd = x->ndim - 2, wd = x->ndim - 1;
-    int64_t H = x->size[hd], W = x->size[wd];
+    int64_t W = x->size[wd];
     kn_expr *idx[KN_MAXDIM], *idx2[KN_MAXDIM];
     kn_buf *vb = lazy_like(c, ni, 0, idx);
     if (vb == NULL)
@@ -1353,21 +1375,7 @@ lower_max_pool2d(kn_ctx *c, int ni, int param)
         for (int64_t kw = 0; kw < k[1]; kw++) {
             kn_expr *ih = kn_iadd(c, kn_imul(c, idx[hd], st[0]), kn_iconst(c, kh * dl[0] - pd[0]));
             kn_expr *iw = kn_iadd(c, kn_imul(c, idx[wd], st[1]), kn_iconst(c, kw * dl[1] - pd[1]));
-            kn_expr *valid = kn_const_i(c, KN_BOOL, 1);
-            int64_t lo, hi;
-            if (!(kn_expr_range(ih, &lo, &hi) && lo >= 0 && hi < H))
-                valid = kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, ih, kn_iconst(c, 0)),
-                               kn_op2(c, KN_S_LT, KN_BOOL, ih, kn_iconst(c, H)));
-            if (!(kn_expr_range(iw, &lo, &hi) && lo >= 0 && hi < W))
-                valid = kn_op2(c, KN_S_LAND, KN_BOOL, valid,
-                               kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, iw, kn_iconst(c, 0)),
-                                      kn_op2(c, KN_S_LT, KN_BOOL, iw, kn_iconst(c, W))));
-            kn_expr *si[KN_MAXDIM];
-            for (int d = 0; d < hd; d++)
-                si[d] = idx[d];
-            si[hd] = clamp_index(c, ih, H);
-            si[wd] = clamp_index(c, iw, W);
-            kn_expr *v = kn_cast(c, kn_buf_load(c, x, si), cd);
+            kn_expr *valid, *v = window_tap(c, x, idx, ih, iw, cd, &valid);
             if (v == NULL)
                 return -1;
             kn_expr *vv = kn_op3(c, KN_S_WHERE, cd, valid, v, kn_const_f(c, cd, -INFINITY));
@@ -1417,7 +1425,6 @@ lower_avg_pool2d(kn_ctx *c, int ni, int param)
     if (dov->kind != KN_A_NONE && dov->kind != KN_A_INT)
         return 0;
     int hd = x->ndim - 2, wd = x->ndim - 1;
-    int64_t H = x->size[hd], W = x->size[wd];
     kn_expr *idx[KN_MAXDIM];
     kn_buf *b = lazy_like(c, ni, 0, idx);
     if (b == NULL)
@@ -1430,17 +1437,7 @@ lower_avg_pool2d(kn_ctx *c, int ni, int param)
         for (int64_t kw = 0; kw < k[1]; kw++) {
             kn_expr *ih = kn_iadd(c, kn_imul(c, idx[hd], st[0]), kn_iconst(c, kh - pd[0]));
             kn_expr *iw = kn_iadd(c, kn_imul(c, idx[wd], st[1]), kn_iconst(c, kw - pd[1]));
-            kn_expr *valid = kn_op2(c, KN_S_LAND, KN_BOOL,
-                                    kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, ih, kn_iconst(c, 0)),
-                                           kn_op2(c, KN_S_LT, KN_BOOL, ih, kn_iconst(c, H))),
-                                    kn_op2(c, KN_S_LAND, KN_BOOL, kn_op2(c, KN_S_GE, KN_BOOL, iw, kn_iconst(c, 0)),
-                                           kn_op2(c, KN_S_LT, KN_BOOL, iw, kn_iconst(c, W))));
-            kn_expr *si[KN_MAXDIM];
-            for (int d = 0; d < hd; d++)
-                si[d] = idx[d];
-            si[hd] = clamp_index(c, ih, H);
-            si[wd] = clamp_index(c, iw, W);
-            kn_expr *v = kn_cast(c, kn_buf_load(c, x, si), cd);
+            kn_expr *valid, *v = window_tap(c, x, idx, ih, iw, cd, &valid);
             if (v == NULL)
                 return -1;
             sum = kn_op2(c, KN_S_ADD, cd, sum, kn_op3(c, KN_S_WHERE, cd, valid, v, kn_const_f(c, cd, 0)));
