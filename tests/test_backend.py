@@ -285,3 +285,16 @@ def test_slice_and_select_scatter_are_lowered():
     backends.reset()
     torch.testing.assert_close(compiled(f)(x, y, z), f(x, y, z))
     assert backends.compiled_graphs[-1]["externs"] == 0
+
+
+def test_linear_operand_that_changes_every_call_stays_correct():
+    """mm(x, w.t()) where w is a different tensor each call (an activation,
+    not a weight): results follow every call's data."""
+    def f(x, w):
+        return torch.mm(x, w.t()) + 1
+
+    backends.reset()
+    fast = compiled(f)
+    for i in range(5):
+        x, w = torch.randn(16, 32), torch.randn(24, 32)
+        torch.testing.assert_close(fast(x, w), f(x, w))

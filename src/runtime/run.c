@@ -166,6 +166,7 @@ typedef struct {
     void *pack_ptr;
     uint64_t pack_hash;
     PyObject *packed;
+    int repacks;               /* packs after the first: a weight that keeps changing */
 } rstep;
 
 typedef struct {
@@ -693,6 +694,8 @@ run_packed(ProgramObject *p, frame *f, rstep *st)
         Py_DECREF(wt);
         if (packed == NULL)
             return -1;
+        if (st->packed)
+            st->repacks++;
         Py_XSETREF(st->packed, packed);
         st->pack_ptr = wp;
         st->pack_hash = h;
@@ -721,6 +724,12 @@ run_linear(ProgramObject *p, frame *f, rstep *st)
 {
     if (linear_force >= 0)
         return linear_force ? run_packed(p, f, st) : run_extern(p, f, st);
+    /* an operand that changes from call to call (an activation, a gradient)
+       is not a weight: packing it each call never pays */
+    if (st->repacks >= 2) {
+        Py_CLEAR(st->packed);
+        return run_extern(p, f, st);
+    }
     rbuf *w = &p->bufs[st->in[1]], *x = &p->bufs[st->in[0]];
     PyObject *key = Py_BuildValue("(LOOii)", (long long)st->rows, PyTuple_GET_ITEM(x->size, 1),
                                   PyTuple_GET_ITEM(w->size, st->w_kn ? 1 : 0), st->has_bias, st->w_kn);
