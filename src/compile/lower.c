@@ -287,6 +287,20 @@ set_result(kn_ctx *c, int ni, kn_buf *b)
     return 1;
 }
 
+/* Node ni's two results (values and indices, var and mean) are a and b. */
+static int
+set_results2(kn_ctx *c, int ni, kn_buf *a, kn_buf *b)
+{
+    int *ids = kn_alloc(&c->arena, sizeof(int) * 2);
+    if (ids == NULL)
+        return -1;
+    ids[0] = a->id;
+    ids[1] = b->id;
+    c->node_bufs[ni] = ids;
+    c->node_nres[ni] = 2;
+    return 1;
+}
+
 /* A new lazy buffer shaped like output k of node ni, with placeholders. */
 static kn_buf *
 lazy_like(kn_ctx *c, int ni, int k, kn_expr **idx)
@@ -1395,14 +1409,7 @@ lower_max_pool2d(kn_ctx *c, int ni, int param)
     ib->body = kn_cast(c, bidx, ib->dt);
     if (vb->body == NULL || ib->body == NULL)
         return -1;
-    int *ids = kn_alloc(&c->arena, sizeof(int) * 2);
-    if (ids == NULL)
-        return -1;
-    ids[0] = vb->id;
-    ids[1] = ib->id;
-    c->node_bufs[ni] = ids;
-    c->node_nres[ni] = 2;
-    return 1;
+    return set_results2(c, ni, vb, ib);
 }
 
 /* avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad,
@@ -1755,14 +1762,7 @@ lower_reduce_pair(kn_ctx *c, int ni, int param)
     kn_buf *ix = reduction(c, x, arg(c, ni, 1), keepdim, arg_rop, m1->dt, kn_dtype_compute(x->dt), NULL);
     if (ix == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    int *ids = kn_alloc(&c->arena, sizeof(int) * 2);
-    if (ids == NULL)
-        return -1;
-    ids[0] = v->id;
-    ids[1] = ix->id;
-    c->node_bufs[ni] = ids;
-    c->node_nres[ni] = 2;
-    return 1;
+    return set_results2(c, ni, v, ix);
 }
 
 static kn_buf *
@@ -1851,14 +1851,7 @@ lower_var_mean(kn_ctx *c, int ni, int param)
     kn_buf *mean_out = lazy_scale(c, s, n > 0 ? 1.0 / n : NAN, m1->dt);
     if (mean_out == NULL)
         return -1;
-    int *ids = kn_alloc(&c->arena, sizeof(int) * 2);
-    if (ids == NULL)
-        return -1;
-    ids[0] = var->id;
-    ids[1] = mean_out->id;
-    c->node_bufs[ni] = ids;
-    c->node_nres[ni] = 2;
-    return 1;
+    return set_results2(c, ni, var, mean_out);
 }
 
 /* cumsum / cumprod along one dim: a sequential scan per row. */
