@@ -42,6 +42,10 @@ SOURCES = [
     "src/codegen/c.c",
     "src/runtime/load.c",
     "src/runtime/run.c",
+    "src/capture/hook.c",
+    "src/capture/guard.c",
+    "src/capture/record.c",
+    "src/capture/record_call.c",
 ]
 
 cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers", "-O2"]

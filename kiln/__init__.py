@@ -3,14 +3,20 @@
     import kiln
     fast = kiln.compile(model)            # or torch.compile(model, backend="kiln")
 
-Importing kiln registers the "kiln" backend with torch.compile.
+kiln.compile records the function's bytecode in C (a PEP 523 frame hook, a
+symbolic interpreter, guards and graph breaks: src/capture/) and compiles each
+graph with kiln's C compiler (src/compile, src/codegen).  Importing kiln
+registers the "kiln" backend with torch.compile.
 """
 import functools
+import types
 
 import torch
 
 from . import config
 from . import backends
+from . import _capture
+from . import _C
 from .backends import lowered_ops, __version__
 
 try:
@@ -20,51 +26,173 @@ try:
 except Exception:  # already registered (re-import) or an older torch
     pass
 
-__all__ = ["compile", "reset", "explain", "config", "lowered_ops", "backends"]
+_capture.setup()
 
-_BACKENDS = {"kiln": backends.kiln, "eager": "eager", "inductor": "inductor"}
+__all__ = ["compile", "reset", "explain", "config", "lowered_ops", "backends", "CompiledModule"]
+
+_BACKEND_NAMES = ("kiln", "eager", "inductor")
+
+
+def _check_backend(backend):
+    if isinstance(backend, str):
+        if backend not in _BACKEND_NAMES:
+            raise ValueError(f"kiln.compile: unknown backend {backend!r}; use one of {list(_BACKEND_NAMES)} "
+                             "or a callable(gm, example_inputs) with torch.compile's backend signature")
+    elif not callable(backend):
+        raise TypeError("kiln.compile: backend must be a name or a callable(gm, example_inputs), "
+                        f"got {type(backend).__name__}")
+
+
+def _root_code(fn):
+    if isinstance(fn, torch.nn.Module):
+        fwd = type(fn).forward
+        return getattr(fwd, "__code__", None)
+    if isinstance(fn, types.MethodType):
+        fn = fn.__func__
+    if isinstance(fn, types.FunctionType):
+        return fn.__code__
+    call = getattr(type(fn), "__call__", None)
+    return getattr(call, "__code__", None)
+
+
+class CompiledModule(torch.nn.Module):
+    """What kiln.compile returns for an nn.Module: calls run through kiln's
+    capture; state_dict, parameters, attributes and train()/eval() are the
+    original module's."""
+
+    def __init__(self, mod, captured):
+        super().__init__()
+        self.__dict__["_orig_mod"] = mod
+        self.__dict__["_kiln_call"] = captured
+
+    def __call__(self, *args, **kwargs):
+        return self._kiln_call(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self._kiln_call(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["_orig_mod"], name)
+
+    def __setattr__(self, name, value):
+        if name in ("_orig_mod", "_kiln_call"):
+            raise AttributeError(f"{name} is kiln's own")
+        if "_orig_mod" in self.__dict__:
+            setattr(self._orig_mod, name, value)
+        else:   # nn.Module.__init__ of the wrapper itself
+            super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        delattr(self._orig_mod, name)
+
+    def __dir__(self):
+        return dir(self._orig_mod)
+
+    def __repr__(self):
+        return f"CompiledModule({self._orig_mod!r})"
+
+    @property
+    def training(self):
+        return self.__dict__["_orig_mod"].training if "_orig_mod" in self.__dict__ else True
+
+    @training.setter
+    def training(self, value):
+        if "_orig_mod" in self.__dict__:
+            self._orig_mod.training = value
+
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def named_parameters(self, *args, **kwargs):
+        return self._orig_mod.named_parameters(*args, **kwargs)
+
+    def named_buffers(self, *args, **kwargs):
+        return self._orig_mod.named_buffers(*args, **kwargs)
+
+    def named_children(self):
+        return self._orig_mod.named_children()
+
+    def named_modules(self, *args, **kwargs):
+        return self._orig_mod.named_modules(*args, **kwargs)
+
+    def train(self, mode=True):
+        self._orig_mod.train(mode)
+        return self
+
+    def _apply(self, fn, *args, **kwargs):
+        self._orig_mod._apply(fn, *args, **kwargs)
+        return self
 
 
 def compile(fn=None, *, backend="kiln", fullgraph=False, dynamic=None, mode=None):
     """Compile a function or nn.Module; usable as a decorator.
 
-    Capture currently goes through TorchDynamo (kiln's own C capture is the
-    next milestone); the graphs are compiled by kiln's C compiler."""
+    backend: "kiln" (default), "eager" (run the captured graphs as they are),
+    "inductor" (torch's compiler), or any callable(gm, example_inputs).
+    fullgraph=True makes a graph break an error.  dynamic and mode are
+    accepted for torch.compile compatibility; kiln specializes on shapes."""
     if fn is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode)
     if not callable(fn):
         raise TypeError(f"kiln.compile expects a function or torch.nn.Module, got {type(fn).__name__}")
+    _check_backend(backend)
     if config.disable:
         return fn
-    if isinstance(backend, str):
-        if backend not in _BACKENDS:
-            raise ValueError(f"kiln.compile: unknown backend {backend!r}; use one of {sorted(_BACKENDS)} "
-                             "or a callable with torch.compile's backend signature")
-        backend = _BACKENDS[backend]
-    elif not callable(backend):
-        raise TypeError("kiln.compile: backend must be a name or a callable(gm, example_inputs)")
-    kw = {}
-    if mode is not None:
-        kw["mode"] = mode
-    return torch.compile(fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic, **kw)
+    if config.capture == "dynamo":
+        b = {"kiln": backends.kiln}.get(backend, backend) if isinstance(backend, str) else backend
+        kw = {"mode": mode} if mode is not None else {}
+        return torch.compile(fn, backend=b, fullgraph=fullgraph, dynamic=dynamic, **kw)
+    captured = _C.Captured(fn, backend, _root_code(fn), bool(fullgraph), int(config.cache_size_limit))
+    if isinstance(fn, torch.nn.Module):
+        return CompiledModule(fn, captured)
+    if isinstance(fn, (types.FunctionType, types.MethodType)):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return captured(*args, **kwargs)
+
+        wrapper._kiln_captured = captured
+        # the fast path: callers that want no Python frame use captured directly
+        wrapper.__dict__["__wrapped__"] = fn
+        return captured if getattr(config, "bare_callable", False) else wrapper
+    return captured
 
 
 def reset():
-    """Drop every in-memory cache (compiled frames and graphs)."""
-    torch._dynamo.reset()
+    """Drop every in-memory cache: recorded frames, guards, compiled graphs."""
+    _C.capture_reset()
+    try:
+        torch._dynamo.reset()
+    except Exception:
+        pass
     backends.reset()
 
 
-class Explanation:
-    """What kiln did with a function: graphs, breaks and, per graph, ATen ops,
-    kernels, extern calls and fallbacks."""
+class GraphBreak:
+    """One graph break: why, and where in the user's source."""
 
-    def __init__(self, graphs, breaks):
+    def __init__(self, reason, filename, lineno, source):
+        self.reason, self.filename, self.lineno, self.source = reason, filename, lineno, source
+
+    def __repr__(self):
+        return f"{self.filename}:{self.lineno}: {self.reason}  ({self.source})"
+
+
+class Explanation:
+    """What kiln did with a function: graphs, graph breaks, guards and, per
+    graph, its ops and (with the kiln backend) kernels, extern calls and
+    fallbacks."""
+
+    def __init__(self, graphs, breaks, guards):
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.breaks = breaks
         self.graph_break_count = len(breaks)
-        self.ops_per_graph = [g.get("aten_ops", 0) for g in graphs]
+        self.guards = guards
+        self.ops_per_graph = [g.get("ops", 0) for g in graphs]
+        self.aten_ops_per_graph = [g.get("aten_ops", 0) for g in graphs]
         self.kernels_per_graph = [g.get("kernels", 0) for g in graphs]
         self.externs_per_graph = [g.get("externs", 0) for g in graphs]
         self.fallbacks_per_graph = [g.get("fallbacks", 0) for g in graphs]
@@ -72,34 +200,34 @@ class Explanation:
     def __str__(self):
         lines = [f"kiln: {self.graph_count} graph(s), {self.graph_break_count} graph break(s)"]
         for i, g in enumerate(self.graphs):
-            ext = ", ".join(sorted(set(g.get("extern_ops", []))))
-            lines.append(f"  graph {i}: {g.get('aten_ops', 0)} ATen ops -> {g.get('kernels', 0)} kernels, "
-                         f"{g.get('externs', 0)} extern calls{' (' + ext + ')' if ext else ''}, "
-                         f"{g.get('fallbacks', 0)} fallbacks")
+            lines.append(f"  graph {i} ({g.get('name')} at {g.get('filename')}:{g.get('line')}): "
+                         f"{g.get('ops', 0)} ops -> {g.get('aten_ops', 0)} ATen ops, {g.get('kernels', 0)} kernels, "
+                         f"{g.get('externs', 0)} extern calls, {g.get('fallbacks', 0)} fallbacks")
         for b in self.breaks:
             lines.append(f"  break: {b}")
+        if self.guards:
+            lines.append(f"  guards ({len(self.guards)}):")
+            lines.extend(f"    {g}" for g in self.guards)
         return "\n".join(lines)
 
     __repr__ = __str__
 
 
-def explain(fn):
-    """kiln.explain(fn)(*args, **kwargs) -> Explanation (runs fn once)."""
+def explain(fn, backend="kiln"):
+    """kiln.explain(fn)(*args, **kwargs) -> Explanation (runs fn once under kiln)."""
 
     def run(*args, **kwargs):
-        torch._dynamo.reset()
-        start = len(backends.compiled_graphs)
-        compiled = torch.compile(fn, backend=backends.kiln)
+        reset()
+        g0, b0 = len(_capture.graphs), len(_capture.breaks)
+        compiled = compile(fn, backend=backend)
         compiled(*args, **kwargs)
-        graphs = list(backends.compiled_graphs[start:])
-        breaks = []
-        try:
-            torch._dynamo.reset()
-            ex = torch._dynamo.explain(fn)(*args, **kwargs)
-            breaks = [str(getattr(b, "reason", b)) for b in ex.break_reasons]
-        except Exception:
-            pass
-        torch._dynamo.reset()
-        return Explanation(graphs, breaks)
+        graphs = list(_capture.graphs[g0:])
+        breaks = [GraphBreak(b["reason"], b["filename"], b["lineno"], b["source"]) for b in _capture.breaks[b0:]]
+        guards = []
+        code = _root_code(fn)
+        if code is not None:
+            for seg in _C.capture_guards(code):
+                guards.extend(seg)
+        return Explanation(graphs, breaks, guards)
 
     return run

@@ -4,6 +4,7 @@ KILN_CACHE_DIR   where generated C and shared objects are cached (default ~/.cac
 KILN_DUMP        comma list of stages to print: graph, loops, code
 KILN_DEBUG       1: raise internal errors instead of warning and running eagerly
 KILN_DISABLE     1: kiln.compile returns the function unchanged
+KILN_CAPTURE     kiln (default: kiln's own C capture) or dynamo (TorchDynamo captures)
 CC               the C compiler (default: cc)
 """
 import os
@@ -33,6 +34,9 @@ dump = {s.strip() for s in os.environ.get("KILN_DUMP", "").split(",") if s.strip
 debug = os.environ.get("KILN_DEBUG", "") not in ("", "0")
 disable = os.environ.get("KILN_DISABLE", "") not in ("", "0")
 cache_size_limit = 8
+# who records Python into graphs for kiln.compile: "kiln" (the C recorder in
+# src/capture) or "dynamo" (torch.compile's TorchDynamo, kept for comparison)
+capture = os.environ.get("KILN_CAPTURE", "kiln")
 # Linear layers (x @ W.t() + b with W a float32 input of the graph) run on
 # oneDNN with a packed copy of W, re-packed whenever W's bytes change
 # (KILN_PACKED_LINEAR=0 turns this off: then they are plain ATen addmm/mm).

@@ -11,6 +11,8 @@
  *   Library(path), Program, CompilerError
  */
 #include "kiln.h"
+
+int kn_capture_init(PyObject *module);   /* capture/hook.c */
 #include <string.h>
 
 PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops);
@@ -114,7 +116,7 @@ PyInit__C(void)
     PyObject *ce = kn_compiler_error_type();
     if (ce == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
         PyModule_AddObjectRef(m, "Library", (PyObject *)&kn_LibraryType) < 0 ||
-        PyModule_AddObjectRef(m, "Program", (PyObject *)&kn_ProgramType) < 0) {
+        PyModule_AddObjectRef(m, "Program", (PyObject *)&kn_ProgramType) < 0 || kn_capture_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,0 +1,256 @@
+"""Python side of kiln's capture (the C core is src/capture/).
+
+Why Python here: torch.fx graphs, FakeTensorMode and backends are Python
+objects, so making a graph, finishing it into a GraphModule and calling the
+backend go through these few functions.  The hook, guards, recording and the
+replay of a captured frame are C.
+"""
+import functools
+import linecache
+import math
+import operator
+import os
+import sys
+import sysconfig
+import types
+import warnings
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from . import _C
+
+# ---------------------------------------------------------------- names the C core uses
+Tensor = torch.Tensor
+Parameter = torch.nn.Parameter
+Module = torch.nn.Module
+ModuleList = torch.nn.ModuleList
+ModuleDict = torch.nn.ModuleDict
+Sequential = torch.nn.Sequential
+getitem = operator.getitem
+set_grad_enabled = torch._C._set_grad_enabled
+is_grad_enabled = torch.is_grad_enabled
+no_grad = torch.no_grad
+enable_grad = torch.enable_grad
+set_grad_enabled_cls = torch.set_grad_enabled
+Size = torch.Size
+dtype = torch.dtype
+device = torch.device
+
+
+def _data_dependent_errors():
+    from torch._subclasses import fake_tensor as ft
+
+    names = ["DataDependentOutputException", "DynamicOutputShapeException"]
+    errs = tuple(getattr(ft, n) for n in names if hasattr(ft, n))
+    try:
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+        errs += (GuardOnDataDependentSymNode,)
+    except Exception:
+        pass
+    return errs
+
+
+DataDependent = _data_dependent_errors()
+
+
+def _global_hook_dicts():
+    m = torch.nn.modules.module
+    names = ["_global_forward_pre_hooks", "_global_forward_hooks", "_global_backward_hooks",
+             "_global_backward_pre_hooks", "_global_forward_hooks_always_called",
+             "_global_forward_hooks_with_kwargs"]
+    return tuple(getattr(m, n) for n in names if isinstance(getattr(m, n, None), dict))
+
+
+global_hook_dicts = _global_hook_dicts()
+
+# ---------------------------------------------------------------- state for explain
+graphs = []      # one dict per compiled graph
+breaks = []      # one dict per graph break
+
+
+def new_graph():
+    return torch.fx.Graph(), FakeTensorMode()
+
+
+def _eager_backend(gm, example_inputs):
+    return gm.forward
+
+
+def _inductor_backend(gm, example_inputs):
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, example_inputs)
+
+
+def resolve_backend(backend):
+    if backend == "eager":
+        return _eager_backend
+    if backend == "inductor":
+        return _inductor_backend
+    if backend == "kiln":
+        from . import backends
+
+        return backends.kiln
+    return backend
+
+
+def finish(graph, fake_mode, examples, backend, info):
+    """A recorded graph -> the backend's compiled callable (returns a tuple)."""
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    from . import backends
+
+    before = len(backends.compiled_graphs)
+    compiled = resolve_backend(backend)(gm, list(examples))
+    entry = dict(info)
+    entry["graph"] = gm
+    entry["ops"] = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
+    new = backends.compiled_graphs[before:]
+    entry["kernels"] = sum(g.get("kernels", 0) for g in new)
+    entry["aten_ops"] = sum(g.get("aten_ops", 0) for g in new)
+    entry["externs"] = sum(g.get("externs", 0) for g in new)
+    entry["fallbacks"] = sum(g.get("fallbacks", 0) for g in new)
+    graphs.append(entry)
+    if os.environ.get("KILN_DUMP") and "capture" in os.environ["KILN_DUMP"].split(","):
+        print(f"kiln: captured graph from {info.get('name')} ({info.get('filename')}:{info.get('line')})")
+        print(gm.code)
+    return compiled
+
+
+def source_line(filename, lineno):
+    return linecache.getline(filename, lineno).strip()
+
+
+def note_break(reason, filename, lineno):
+    breaks.append({"reason": reason, "filename": filename, "lineno": lineno,
+                   "source": source_line(filename, lineno)})
+
+
+def warn(message):
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------- how a call is recorded
+# 0: unknown (graph break)  1: a torch op, a graph node  2: Python code, inlined
+# 3: pure function of constants, run at record time  4: functools.partial
+# 5: a query whose answer under kiln is a constant (compiling: True)
+
+_PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
+_GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
+                     "torch.special", "torch.linalg", "torch.fft", "torch.random")
+_TORCH_C_MODULES = ("torch._C._nn", "torch._C._linalg", "torch._C._special", "torch._C._fft",
+                    "torch._C._VariableFunctions", "torch")
+_cache = {}
+
+
+def _is_compiling():
+    return True
+
+
+_COMPILING_QUERIES = set()
+for _path in ("torch.compiler.is_compiling", "torch._dynamo.is_compiling",
+              "torch._dynamo.external_utils.is_compiling", "torch.compiler.is_dynamo_compiling"):
+    try:
+        _obj = torch
+        for _p in _path.split(".")[1:]:
+            _obj = getattr(_obj, _p)
+        _COMPILING_QUERIES.add(_obj)
+    except AttributeError:
+        pass
+
+_PURE_TORCH = set()
+for _f in ("is_autocast_enabled", "get_default_dtype", "is_floating_point", "is_complex",
+           "promote_types", "result_type", "can_cast", "finfo", "iinfo"):
+    if hasattr(torch, _f):
+        _PURE_TORCH.add(getattr(torch, _f))
+for _f in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_state):
+    _PURE_TORCH.add(_f)
+
+_NOT_GRAPH = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled,
+              torch.compile, torch.save, torch.load}
+
+
+def _classify(f):
+    if f in _COMPILING_QUERIES:
+        return 5
+    if isinstance(f, functools.partial):
+        return 4
+    if f in _NOT_GRAPH:
+        return 0
+    if f in _PURE_TORCH:
+        return 3
+    mod = getattr(f, "__module__", None) or ""
+    if isinstance(f, types.FunctionType):
+        if mod in _PURE_MODULES:
+            return 3
+        if mod.startswith(_GRAPH_PY_MODULES):
+            return 1
+        return 2
+    if isinstance(f, types.MethodType):
+        return 2
+    if isinstance(f, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return 1
+    if isinstance(f, (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                      types.BuiltinMethodType)):
+        owner = getattr(f, "__self__", None)
+        if mod in _PURE_MODULES or isinstance(owner, types.ModuleType) and owner.__name__ in _PURE_MODULES:
+            return 3
+        if mod.startswith("torch") or owner is torch._C._VariableFunctions:
+            return 1
+        objclass = getattr(f, "__objclass__", None)
+        if objclass is not None and issubclass(objclass, torch._C.TensorBase):
+            return 1
+        qn = getattr(f, "__qualname__", "")
+        if qn.startswith(("TensorBase.", "Tensor.")):
+            return 1
+        return 0
+    if isinstance(f, type):
+        if f in (torch.Size, torch.device, torch.dtype, slice, frozenset, set, complex):
+            return 3
+        return 0
+    if f in (math.sqrt,):
+        return 3
+    return 0
+
+
+def classify(f):
+    try:
+        hit = _cache.get(f)
+    except TypeError:
+        return _classify(f)
+    if hit is None:
+        hit = _classify(f)
+        try:
+            _cache[f] = hit
+        except TypeError:
+            pass
+    return hit
+
+
+# ---------------------------------------------------------------- paths never recorded
+def _skip_prefixes():
+    import kiln
+
+    paths = {os.path.dirname(torch.__file__), os.path.dirname(kiln.__file__)}
+    for key in ("stdlib", "platstdlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            paths.add(p)
+    paths.add(os.path.dirname(functools.__file__))
+    for name in ("numpy", "typing_extensions", "_pytest", "pytest", "pluggy", "tqdm", "sympy", "triton"):
+        m = sys.modules.get(name)
+        if m is not None and getattr(m, "__file__", None):
+            paths.add(os.path.dirname(m.__file__))
+    out = []
+    for p in paths:
+        p = os.path.realpath(p)
+        out.append(p + os.sep)
+        if p != os.path.abspath(p):
+            out.append(os.path.abspath(p) + os.sep)
+    return tuple(sorted(set(out)))
+
+
+def setup():
+    _C.capture_setup(sys.modules[__name__], _skip_prefixes())

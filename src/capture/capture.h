@@ -1,0 +1,198 @@
+/* capture.h — declarations shared by the capture stage (src/capture/).
+ *
+ *   hook.c     PEP 523 frame hook, per-code cache (co_extra), the segment loop
+ *   guard.c    sources (how to fetch a value from a frame) and guards (facts
+ *              checked before a cached segment is reused), evaluated in C
+ *   replay.c   the small program a segment runs after its graph: rebuild
+ *              values, replay side effects, write locals and stack back
+ *   record.c   the symbolic interpreter over bytecode (one case per opcode)
+ *   record_call.c  calls, attributes and builtins while recording
+ *
+ * A function's execution under kiln is a chain of segments over its real
+ * frame.  A segment starts at an instruction offset with the frame's locals
+ * (and stack, for resume points) as its inputs, runs one compiled graph,
+ * writes its results back into the frame, and ends with a terminal action:
+ * return, perform one call or branch for real (a graph break), or hand the
+ * frame to CPython at an offset.  After a break, the next segment is looked
+ * up (or recorded) at the following offset: that is kiln's resume function.
+ */
+#ifndef KILN_CAPTURE_H
+#define KILN_CAPTURE_H
+
+#include "kiln.h"
+
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030D0000
+#error "kiln's capture supports CPython 3.11 and 3.12"
+#endif
+#define KN_PY312 (PY_VERSION_HEX >= 0x030C0000)
+
+/* ---------------------------------------------------------------- opcodes */
+typedef enum {
+#define OPC(name, how) KN_OP_##name,
+#include "capture/opcodes.def"
+#undef OPC
+    KN_NOPCODES
+} kn_opcode;
+
+extern int16_t kn_opmap[512];          /* CPython opcode number -> kn_opcode, -1 unbound */
+extern uint8_t kn_opcaches[512];       /* inline cache entries after the opcode */
+int kn_opcodes_bind(void);             /* fill the tables from dis/opcode; -1 on error */
+
+/* ---------------------------------------------------------------- sources */
+typedef enum {
+    KN_SRC_LOCAL,     /* frame local slot idx */
+    KN_SRC_STACK,     /* frame stack entry idx (resume points) */
+    KN_SRC_GLOBAL,    /* frame globals[key], then builtins[key] */
+    KN_SRC_ATTR,      /* getattr(parent, key) */
+    KN_SRC_DICT,      /* parent (a dict) [key]; missing -> guard fails */
+    KN_SRC_INSTDICT,  /* parent.__dict__ */
+    KN_SRC_ITEM,      /* parent[idx] for a list or tuple */
+    KN_SRC_CELL,      /* contents of the cell parent */
+    KN_SRC_CLOSURE,   /* parent.__closure__[idx] (a cell) */
+    KN_SRC_DEFAULTS,  /* parent.__defaults__ */
+    KN_SRC_CONST,     /* the object in key itself (another module's globals) */
+} kn_srckind;
+
+typedef struct {
+    int kind, parent;
+    Py_ssize_t idx;
+    PyObject *key;       /* strong: name or dict key */
+} kn_src;
+
+typedef enum {
+    KN_G_TYPE,      /* type(v) is obj */
+    KN_G_ID,        /* v is obj */
+    KN_G_EQ,        /* type(v) is type(obj) and v == obj */
+    KN_G_TENSOR,    /* exact tensor type, dtype, device, sizes, strides, requires_grad */
+    KN_G_LEN,       /* len(v) == n */
+    KN_G_KEYS,      /* list(v.keys()) == obj (a tuple) */
+    KN_G_NULL,      /* slot is unbound */
+    KN_G_SAME,      /* v is value of source n */
+    KN_G_GRAD,      /* torch.is_grad_enabled() == n */
+    KN_G_FALSE_ATTR,/* not hasattr... placeholder: obj's instance dict lacks key */
+} kn_guardkind;
+
+typedef struct {
+    int kind, src;
+    Py_ssize_t n;
+    PyObject *obj, *obj2, *obj3, *obj4;   /* strong */
+} kn_guard;
+
+/* ---------------------------------------------------------------- replay program */
+typedef enum {
+    KN_P_SRC,        /* push value of source a */
+    KN_P_CONST,      /* push consts[a] */
+    KN_P_OUT,        /* push graph output a */
+    KN_P_NULL,       /* push NULL (CPython's stack marker) */
+    KN_P_TUPLE,      /* pop a values, push tuple */
+    KN_P_LIST,
+    KN_P_DICT,       /* pop a (key, value) pairs */
+    KN_P_SET,
+    KN_P_SLICE,      /* pop 3 */
+    KN_P_ITER,       /* replace top with iter(top) */
+    KN_P_CALL,       /* pop a args then fn; push fn(*args) */
+    KN_P_TMP_SET,    /* tmp[a] = top (top stays) */
+    KN_P_TMP_GET,    /* push tmp[a] */
+    KN_P_SETATTR,    /* pop value, obj: setattr(obj, consts[a], value) */
+    KN_P_DELATTR,    /* pop obj */
+    KN_P_SETITEM,    /* pop value, key, obj */
+    KN_P_DELITEM,    /* pop key, obj */
+    KN_P_REPLACE,    /* pop new, old: old[:] = new (list) / clear+update (dict) */
+    KN_P_GLOBAL,     /* pop value: globals[consts[a]] = value */
+    KN_P_CELLSET,    /* pop value, cell */
+    KN_P_LOCAL,      /* pop value into frame local a */
+    KN_P_PUSH,       /* pop value onto the frame's stack */
+    KN_P_RET,        /* pop: the frame's return value */
+    KN_P_GRAD,       /* torch._C._set_grad_enabled(a) */
+    KN_P_CLEARSTACK, /* drop the frame's a stack entries (a resume point's inputs) */
+} kn_popkind;
+
+typedef struct {
+    int kind, a;
+} kn_pop;
+
+typedef enum {
+    KN_T_RETURN,     /* the replay program produced the return value */
+    KN_T_CALL,       /* run the CALL/CALL_FUNCTION_EX at off for real, continue at next */
+    KN_T_JUMP,       /* pop, branch for real (arg: which test), to target or next */
+    KN_T_FALLBACK,   /* CPython runs the frame from off */
+} kn_term;
+
+/* One cached segment: guards, a graph, a replay program and a terminal. */
+typedef struct kn_seg {
+    struct kn_seg *next;
+    int offset;                  /* start, in code units */
+    int nsrc, nguard, ninput, nops, ntmp;
+    kn_src *srcs;
+    kn_guard *guards;
+    int *inputs;                 /* graph argument i comes from source inputs[i] */
+    kn_pop *ops;
+    PyObject *consts;            /* list */
+    PyObject *graph;             /* compiled callable or NULL */
+    int term, term_off, term_next, term_target, term_arg;
+    PyObject *kwnames;           /* KN_T_CALL */
+    int hits;
+} kn_seg;
+
+typedef struct {
+    int state;                   /* 0 unknown, 1 skip, 2 capture */
+    int nseg_entry;              /* entries recorded at the function's start */
+    int warned;
+    kn_seg *segs;
+    int *noinline;               /* root call offsets not to inline */
+    int nnoinline, capnoinline;
+    int eager;                   /* too many entries or a hard failure: run as Python */
+} kn_codeinfo;
+
+/* ---------------------------------------------------------------- runtime API */
+/* Evaluate the guards of seg against a frame's locals and stack; fills vals
+ * (borrowed references) for every source.  1 pass, 0 miss, -1 error. */
+int kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, int nstack,
+                   PyObject *globals, PyObject *builtins, PyObject **vals);
+PyObject *kn_guard_describe(kn_seg *seg, PyCodeObject *code);    /* list of str */
+PyObject *kn_src_describe(kn_src *srcs, int i, PyCodeObject *code);
+void kn_seg_free(kn_seg *seg);
+
+/* Capture's Python-side helpers (kiln/_capture.py), set by capture_setup. */
+typedef struct {
+    PyObject *mod;               /* kiln._capture */
+    PyObject *new_graph;         /* () -> (fx.Graph, fake_mode) */
+    PyObject *finish;            /* (graph, fake_mode, examples, backend, info) -> callable */
+    PyObject *note_break;        /* (reason, filename, lineno) */
+    PyObject *warn;              /* (message) */
+    PyObject *classify;          /* (callable) -> int: how a call to it is recorded */
+    PyObject *torch_tensor, *torch_param, *nn_module, *getitem, *set_grad, *is_grad;
+    PyObject *no_grad, *enable_grad, *set_grad_enabled_cls, *fake_exc;
+    PyObject *torch_size, *torch_dtype, *torch_device;
+    PyObject *s_shape, *s_stride, *s_dtype, *s_device, *s_requires_grad;
+    PyObject *s_parameters, *s_buffers, *s_modules, *s_dict, *s_training, *s_forward;
+    PyObject *s_call_function, *s_call_method, *s_placeholder, *s_output, *s_from_tensor;
+    PyObject *s_fwd_hooks, *s_fwd_pre_hooks, *s_global_hooks;
+} kn_capture_env;
+
+extern kn_capture_env kn_cenv;
+
+/* Record a segment of code starting at offset with the frame's current state.
+ * Returns a new segment (also linked into info), or NULL with an exception set
+ * (a user error under fullgraph, or an internal error). */
+typedef struct kn_capctx kn_capctx;
+struct kn_capctx {
+    PyObject_HEAD
+    PyObject *fn;                /* the user's callable */
+    PyObject *backend;           /* callable(gm, example_inputs) */
+    PyObject *root_code;         /* code recorded even inside torch files, or NULL */
+    int fullgraph;
+    long cache_limit;
+};
+
+kn_seg *kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
+                  PyObject *globals, PyObject *builtins, PyObject **locals, PyObject **stack, int nstack,
+                  int offset, int *abort_kind);
+
+int kn_capture_init(PyObject *module);
+
+/* Exception-table question: is instruction offset covered by a `try` handler
+ * (1), a with-block cleanup (2), or nothing / compiler cleanup (0)? */
+int kn_exc_region(PyCodeObject *code, int offset);
+
+#endif

@@ -1,0 +1,456 @@
+/* guard.c — sources and guards, evaluated in C before a cached segment runs.
+ *
+ * Consumes: a segment's source list (how to reach each value the recording
+ * read: a local, a global, an attribute of a source, ...) and its guard list
+ * (facts about those values).  Produces: pass/miss, and the values of every
+ * source, which the segment then uses as its graph inputs.
+ *
+ * Sources are evaluated parent-first into a value array; a source whose parent
+ * is missing is missing.  A missing attribute or key is a miss, not an error.
+ * Also here: binding opcode numbers to the table, and the exception table.
+ */
+#include "capture/capture.h"
+
+int16_t kn_opmap[512];
+uint8_t kn_opcaches[512];
+
+/* New reference, or NULL (no exception) when the value is absent. */
+static PyObject *
+src_eval(kn_src *s, PyObject **vals, PyObject **locals, int nlocals, PyObject **stack, int nstack,
+         PyObject *globals, PyObject *builtins)
+{
+    PyObject *p = s->parent >= 0 ? vals[s->parent] : NULL, *v = NULL;
+    switch (s->kind) {
+    case KN_SRC_LOCAL:
+        return s->idx < nlocals ? Py_XNewRef(locals[s->idx]) : NULL;
+    case KN_SRC_STACK:
+        return s->idx < nstack ? Py_XNewRef(stack[s->idx]) : NULL;
+    case KN_SRC_CONST:
+        return Py_NewRef(s->key);
+    case KN_SRC_GLOBAL:
+        v = PyDict_GetItemWithError(globals, s->key);
+        if (v == NULL && !PyErr_Occurred() && PyDict_Check(builtins))
+            v = PyDict_GetItemWithError(builtins, s->key);
+        if (v == NULL)
+            PyErr_Clear();
+        return Py_XNewRef(v);
+    default:
+        break;
+    }
+    if (p == NULL)
+        return NULL;
+    switch (s->kind) {
+    case KN_SRC_ATTR:
+        v = PyObject_GetAttr(p, s->key);
+        break;
+    case KN_SRC_DICT:
+        if (!PyDict_Check(p))
+            return NULL;
+        v = Py_XNewRef(PyDict_GetItemWithError(p, s->key));
+        break;
+    case KN_SRC_INSTDICT:
+        v = PyObject_GenericGetDict(p, NULL);
+        break;
+    case KN_SRC_ITEM:
+        if (PyList_CheckExact(p) && s->idx < PyList_GET_SIZE(p))
+            v = Py_NewRef(PyList_GET_ITEM(p, s->idx));
+        else if (PyTuple_Check(p) && s->idx < PyTuple_GET_SIZE(p))
+            v = Py_NewRef(PyTuple_GET_ITEM(p, s->idx));
+        break;
+    case KN_SRC_CELL:
+        if (PyCell_Check(p))
+            v = Py_XNewRef(PyCell_GET(p));
+        break;
+    case KN_SRC_CLOSURE:
+        if (PyFunction_Check(p)) {
+            PyObject *cl = PyFunction_GET_CLOSURE(p);
+            if (cl && s->idx < PyTuple_GET_SIZE(cl))
+                v = Py_NewRef(PyTuple_GET_ITEM(cl, s->idx));
+        }
+        break;
+    case KN_SRC_DEFAULTS:
+        if (PyFunction_Check(p))
+            v = Py_XNewRef(PyFunction_GET_DEFAULTS(p));
+        break;
+    }
+    if (v == NULL)
+        PyErr_Clear();
+    return v;
+}
+
+static int
+seq_equal(PyObject *a, PyObject *b)
+{
+    /* a: a tuple-like from torch (Size or tuple), b: the recorded tuple */
+    Py_ssize_t n = PyTuple_GET_SIZE(b);
+    if (!PyTuple_Check(a) || PyTuple_GET_SIZE(a) != n)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(a, i), *y = PyTuple_GET_ITEM(b, i);
+        if (x == y)
+            continue;
+        int ov1, ov2;
+        long lx = PyLong_AsLongAndOverflow(x, &ov1), ly = PyLong_AsLongAndOverflow(y, &ov2);
+        if (lx == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (ov1 || ov2 || lx != ly)
+            return 0;
+    }
+    return 1;
+}
+
+/* 1 pass, 0 fail, -1 error */
+static int
+check_tensor(kn_guard *g, PyObject *v)
+{
+    if ((PyObject *)Py_TYPE(v) != g->obj)
+        return 0;
+    PyObject *t = PyObject_GetAttr(v, kn_cenv.s_dtype);
+    if (t == NULL)
+        return -1;
+    int ok = t == g->obj2;
+    Py_DECREF(t);
+    if (!ok)
+        return 0;
+    t = PyObject_GetAttr(v, kn_cenv.s_shape);
+    if (t == NULL)
+        return -1;
+    ok = seq_equal(t, PyTuple_GET_ITEM(g->obj3, 0));
+    Py_DECREF(t);
+    if (!ok)
+        return 0;
+    t = PyObject_CallMethodNoArgs(v, kn_cenv.s_stride);
+    if (t == NULL)
+        return -1;
+    ok = seq_equal(t, PyTuple_GET_ITEM(g->obj3, 1));
+    Py_DECREF(t);
+    if (!ok)
+        return 0;
+    t = PyObject_GetAttr(v, kn_cenv.s_requires_grad);
+    if (t == NULL)
+        return -1;
+    ok = (t == Py_True) == (g->n != 0);
+    Py_DECREF(t);
+    if (!ok)
+        return 0;
+    t = PyObject_GetAttr(v, kn_cenv.s_device);
+    if (t == NULL)
+        return -1;
+    ok = PyObject_RichCompareBool(t, g->obj4, Py_EQ);
+    Py_DECREF(t);
+    return ok;
+}
+
+int
+kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, int nstack, PyObject *globals,
+               PyObject *builtins, PyObject **vals)
+{
+    for (int i = 0; i < seg->nsrc; i++) {
+        vals[i] = src_eval(&seg->srcs[i], vals, locals, nlocals, stack, nstack, globals, builtins);
+        if (PyErr_Occurred())
+            PyErr_Clear();
+    }
+    for (int i = 0; i < seg->nguard; i++) {
+        kn_guard *g = &seg->guards[i];
+        PyObject *v = g->src >= 0 ? vals[g->src] : NULL;
+        int ok = 0;
+        if (g->kind == KN_G_GRAD) {
+            PyObject *r = PyObject_CallNoArgs(kn_cenv.is_grad);
+            if (r == NULL)
+                return -1;
+            ok = (r == Py_True) == (g->n != 0);
+            Py_DECREF(r);
+            if (!ok)
+                return 0;
+            continue;
+        }
+        if (g->kind == KN_G_NULL) {
+            if (v != NULL)
+                return 0;
+            continue;
+        }
+        if (v == NULL)
+            return 0;
+        switch (g->kind) {
+        case KN_G_TYPE:
+            ok = (PyObject *)Py_TYPE(v) == g->obj;
+            break;
+        case KN_G_ID:
+            ok = v == g->obj;
+            break;
+        case KN_G_EQ:
+            if (v == g->obj) {
+                ok = 1;
+                break;
+            }
+            if (Py_TYPE(v) != Py_TYPE(g->obj))
+                break;
+            ok = PyObject_RichCompareBool(v, g->obj, Py_EQ);
+            if (ok < 0) {
+                PyErr_Clear();
+                ok = 0;
+            }
+            break;
+        case KN_G_TENSOR:
+            ok = check_tensor(g, v);
+            if (ok < 0) {
+                PyErr_Clear();
+                ok = 0;
+            }
+            break;
+        case KN_G_LEN: {
+            Py_ssize_t n = PyObject_Length(v);
+            if (n < 0)
+                PyErr_Clear();
+            ok = n == g->n;
+            break;
+        }
+        case KN_G_KEYS: {
+            if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(g->obj))
+                break;
+            Py_ssize_t pos = 0, j = 0;
+            PyObject *k, *val;
+            ok = 1;
+            while (PyDict_Next(v, &pos, &k, &val)) {
+                PyObject *want = PyTuple_GET_ITEM(g->obj, j++);
+                if (k != want) {
+                    int e = PyObject_RichCompareBool(k, want, Py_EQ);
+                    if (e <= 0) {
+                        PyErr_Clear();
+                        ok = 0;
+                        break;
+                    }
+                }
+            }
+            break;
+        }
+        case KN_G_SAME:
+            ok = v == vals[g->n];
+            break;
+        default:
+            ok = 0;
+        }
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+PyObject *
+kn_src_describe(kn_src *srcs, int i, PyCodeObject *code)
+{
+    kn_src *s = &srcs[i];
+    PyObject *p = NULL, *r = NULL;
+    if (s->parent >= 0 && (p = kn_src_describe(srcs, s->parent, code)) == NULL)
+        return NULL;
+    switch (s->kind) {
+    case KN_SRC_LOCAL: {
+        PyObject *names = PyObject_GetAttrString((PyObject *)code, "co_varnames");
+        PyObject *cell = PyObject_GetAttrString((PyObject *)code, "co_cellvars");
+        PyObject *fr = PyObject_GetAttrString((PyObject *)code, "co_freevars");
+        PyObject *all = NULL;
+        if (names && cell && fr) {
+            PyObject *t = PySequence_Concat(names, cell);
+            if (t) {
+                all = PySequence_Concat(t, fr);
+                Py_DECREF(t);
+            }
+        }
+        /* localsplus order differs from co_varnames+cellvars+freevars only for
+         * argument cells, which appear once among the varnames */
+        if (all && s->idx < PyTuple_GET_SIZE(all))
+            r = Py_NewRef(PyTuple_GET_ITEM(all, s->idx));
+        else
+            r = PyUnicode_FromFormat("local[%zd]", s->idx);
+        PyErr_Clear();
+        Py_XDECREF(names);
+        Py_XDECREF(cell);
+        Py_XDECREF(fr);
+        Py_XDECREF(all);
+        break;
+    }
+    case KN_SRC_STACK: r = PyUnicode_FromFormat("stack[%zd]", s->idx); break;
+    case KN_SRC_GLOBAL: r = PyUnicode_FromFormat("G[%R]", s->key); break;
+    case KN_SRC_ATTR: r = PyUnicode_FromFormat("%U.%U", p, s->key); break;
+    case KN_SRC_DICT: r = PyUnicode_FromFormat("%U[%R]", p, s->key); break;
+    case KN_SRC_INSTDICT: r = PyUnicode_FromFormat("%U.__dict__", p); break;
+    case KN_SRC_ITEM: r = PyUnicode_FromFormat("%U[%zd]", p, s->idx); break;
+    case KN_SRC_CELL: r = PyUnicode_FromFormat("%U.cell_contents", p); break;
+    case KN_SRC_CLOSURE: r = PyUnicode_FromFormat("%U.__closure__[%zd]", p, s->idx); break;
+    case KN_SRC_DEFAULTS: r = PyUnicode_FromFormat("%U.__defaults__", p); break;
+    case KN_SRC_CONST:
+        r = PyDict_Check(s->key) && PyDict_GetItemString(s->key, "__name__")
+                ? PyUnicode_FromFormat("%S.__dict__", PyDict_GetItemString(s->key, "__name__"))
+                : PyUnicode_FromFormat("<%s>", Py_TYPE(s->key)->tp_name);
+        break;
+    }
+    Py_XDECREF(p);
+    return r;
+}
+
+PyObject *
+kn_guard_describe(kn_seg *seg, PyCodeObject *code)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (int i = 0; i < seg->nguard; i++) {
+        kn_guard *g = &seg->guards[i];
+        PyObject *s = NULL, *d = NULL;
+        if (g->src >= 0 && (s = kn_src_describe(seg->srcs, g->src, code)) == NULL)
+            goto error;
+        switch (g->kind) {
+        case KN_G_TYPE: d = PyUnicode_FromFormat("type(%U) is %s", s, ((PyTypeObject *)g->obj)->tp_name); break;
+        case KN_G_ID: d = PyUnicode_FromFormat("%U is <%s object at %p>", s, Py_TYPE(g->obj)->tp_name, g->obj); break;
+        case KN_G_EQ: d = PyUnicode_FromFormat("%U == %R", s, g->obj); break;
+        case KN_G_TENSOR:
+            d = PyUnicode_FromFormat("%U: %s %S %S size=%S stride=%S requires_grad=%s", s,
+                                     ((PyTypeObject *)g->obj)->tp_name, g->obj2, g->obj4,
+                                     PyTuple_GET_ITEM(g->obj3, 0), PyTuple_GET_ITEM(g->obj3, 1),
+                                     g->n ? "True" : "False");
+            break;
+        case KN_G_LEN: d = PyUnicode_FromFormat("len(%U) == %zd", s, g->n); break;
+        case KN_G_KEYS: d = PyUnicode_FromFormat("list(%U.keys()) == %R", s, g->obj); break;
+        case KN_G_NULL: d = PyUnicode_FromFormat("%U is unbound", s); break;
+        case KN_G_SAME: {
+            PyObject *o = kn_src_describe(seg->srcs, (int)g->n, code);
+            d = o ? PyUnicode_FromFormat("%U is %U", s, o) : NULL;
+            Py_XDECREF(o);
+            break;
+        }
+        case KN_G_GRAD: d = PyUnicode_FromFormat("torch.is_grad_enabled() == %s", g->n ? "True" : "False"); break;
+        default: d = PyUnicode_FromString("?"); break;
+        }
+        Py_XDECREF(s);
+        if (d == NULL || PyList_Append(out, d) < 0) {
+            Py_XDECREF(d);
+            goto error;
+        }
+        Py_DECREF(d);
+    }
+    return out;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
+void
+kn_seg_free(kn_seg *seg)
+{
+    for (int i = 0; i < seg->nsrc; i++)
+        Py_XDECREF(seg->srcs[i].key);
+    for (int i = 0; i < seg->nguard; i++) {
+        Py_XDECREF(seg->guards[i].obj);
+        Py_XDECREF(seg->guards[i].obj2);
+        Py_XDECREF(seg->guards[i].obj3);
+        Py_XDECREF(seg->guards[i].obj4);
+    }
+    Py_XDECREF(seg->consts);
+    Py_XDECREF(seg->graph);
+    Py_XDECREF(seg->kwnames);
+    PyMem_Free(seg->srcs);
+    PyMem_Free(seg->guards);
+    PyMem_Free(seg->inputs);
+    PyMem_Free(seg->ops);
+    PyMem_Free(seg);
+}
+
+/* ------------------------------------------------------------------ opcode numbers */
+
+int
+kn_opcodes_bind(void)
+{
+    static const char *const names[] = {
+#define OPC(name, how) #name,
+#include "capture/opcodes.def"
+#undef OPC
+    };
+    for (int i = 0; i < 512; i++) {
+        kn_opmap[i] = -1;
+        kn_opcaches[i] = 0;
+    }
+    PyObject *dis = PyImport_ImportModule("opcode");
+    if (dis == NULL)
+        return -1;
+    PyObject *opmap = PyObject_GetAttrString(dis, "opmap");
+    PyObject *caches = PyObject_GetAttrString(dis, "_inline_cache_entries");
+    Py_DECREF(dis);
+    if (opmap == NULL || caches == NULL) {
+        Py_XDECREF(opmap);
+        Py_XDECREF(caches);
+        return -1;
+    }
+    for (int k = 0; k < KN_NOPCODES; k++) {
+        PyObject *num = PyDict_GetItemString(opmap, names[k]);
+        if (num == NULL)
+            continue;
+        long n = PyLong_AsLong(num);
+        if (n >= 0 && n < 512)
+            kn_opmap[n] = (int16_t)k;
+    }
+    if (PyList_Check(caches)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(caches) && i < 512; i++)
+            kn_opcaches[i] = (uint8_t)PyLong_AsLong(PyList_GET_ITEM(caches, i));
+    } else if (PyDict_Check(caches)) {      /* keyed by name in later versions */
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(caches, &pos, &k, &v)) {
+            PyObject *num = PyDict_GetItem(opmap, k);
+            if (num)
+                kn_opcaches[PyLong_AsLong(num) & 511] = (uint8_t)PyLong_AsLong(v);
+        }
+    }
+    Py_DECREF(opmap);
+    Py_DECREF(caches);
+    PyErr_Clear();
+    return 0;
+}
+
+/* ------------------------------------------------------------------ exception table */
+
+static int
+read_varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i)
+{
+    int v = p[*i] & 63;
+    while (p[(*i)++] & 64 && *i < n)
+        v = (v << 6) | (p[*i] & 63);
+    return v;
+}
+
+int
+kn_exc_region(PyCodeObject *code, int offset)
+{
+    PyObject *tab = code->co_exceptiontable;
+    if (tab == NULL || !PyBytes_Check(tab) || PyBytes_GET_SIZE(tab) == 0)
+        return 0;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(tab);
+    Py_ssize_t n = PyBytes_GET_SIZE(tab), i = 0;
+    int found = 0;
+    while (i < n) {
+        int start = read_varint(p, n, &i);
+        int len = read_varint(p, n, &i);
+        int target = read_varint(p, n, &i);
+        read_varint(p, n, &i);   /* depth and lasti */
+        if (offset < start || offset >= start + len)
+            continue;
+        /* What kind of handler is it?  Read its first instructions. */
+        PyObject *bytes = PyCode_GetCode(code);
+        if (bytes == NULL) {
+            PyErr_Clear();
+            return 1;
+        }
+        const unsigned char *c = (const unsigned char *)PyBytes_AS_STRING(bytes);
+        Py_ssize_t nc = PyBytes_GET_SIZE(bytes) / 2;
+        int op0 = target < nc ? kn_opmap[c[2 * target]] : -1;
+        int op1 = target + 1 < nc ? kn_opmap[c[2 * target + 2]] : -1;
+        Py_DECREF(bytes);
+        if (op0 == KN_OP_PUSH_EXC_INFO && op1 == KN_OP_WITH_EXCEPT_START)
+            found = found ? found : 2;
+        else if (op0 == KN_OP_PUSH_EXC_INFO)
+            return 1;
+        /* otherwise compiler cleanup (3.12 inlined comprehensions): harmless */
+    }
+    return found;
+}

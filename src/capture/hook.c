@@ -1,0 +1,919 @@
+/* hook.c — the PEP 523 frame hook, the per-code cache and the segment loop.
+ *
+ * Consumes: frames CPython is about to run while a kiln-compiled callable is
+ * active on this thread.  Produces: the frame's return value, computed by
+ * running cached segments (guards, graph, replay) and, between them, the
+ * calls and branches that could not be recorded, done for real.
+ *
+ * The hook is installed interpreter-wide only while at least one compiled
+ * callable runs; other threads see it but find no context and run their frames
+ * as usual.  Frames are left to CPython when they belong to generators or
+ * coroutines, are re-entered with an exception, are traced, or come from
+ * torch, the standard library or kiln (the compiled function's own code is
+ * always recorded, wherever it lives).
+ */
+#include "capture/capture.h"
+
+#define Py_BUILD_CORE 1
+#include "internal/pycore_frame.h"
+#undef Py_BUILD_CORE
+
+#ifndef CO_FAST_CELL
+#define CO_FAST_CELL 0x40
+#define CO_FAST_FREE 0x80
+#endif
+
+#if KN_PY312
+#define FRAME_FUNC(f) ((PyFunctionObject *)(f)->f_funcobj)
+#else
+#define FRAME_FUNC(f) ((f)->f_func)
+#endif
+
+kn_capture_env kn_cenv;
+
+static _Thread_local kn_capctx *tls_ctx;   /* the compiled callable running on this thread */
+static _Thread_local int tls_off;          /* > 0: hook off (recording, running a graph) */
+static long installed;                     /* compiled calls in flight, all threads (GIL) */
+static Py_ssize_t extra_index = -1;
+static PyObject *skip_prefixes;            /* tuple of path prefixes never recorded */
+static PyObject *capture_stats;            /* dict: counters for tests and explain */
+
+/* Every live code info, so kiln.reset() can drop them all. */
+typedef struct infonode {
+    struct infonode *prev, *next;
+    PyObject *code;                        /* borrowed: the info dies with the code */
+    kn_codeinfo info;
+} infonode;
+static infonode all_infos = {&all_infos, &all_infos, NULL, {0}};
+
+static void
+stat_add(const char *name, long n)
+{
+    if (capture_stats == NULL)
+        return;
+    PyObject *v = PyDict_GetItemString(capture_stats, name);
+    long cur = v ? PyLong_AsLong(v) : 0;
+    PyObject *nv = PyLong_FromLong(cur + n);
+    if (nv) {
+        PyDict_SetItemString(capture_stats, name, nv);
+        Py_DECREF(nv);
+    }
+}
+
+static void
+info_clear(kn_codeinfo *info)
+{
+    kn_seg *s = info->segs;
+    while (s) {
+        kn_seg *n = s->next;
+        kn_seg_free(s);
+        s = n;
+    }
+    PyMem_Free(info->noinline);
+    memset(info, 0, sizeof *info);
+}
+
+static void
+free_extra(void *p)
+{
+    infonode *n = p;
+    if (n == NULL)
+        return;
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    info_clear(&n->info);
+    PyMem_Free(n);
+}
+
+static int
+path_skipped(PyCodeObject *code)
+{
+    if (skip_prefixes == NULL || !PyUnicode_Check(code->co_filename))
+        return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(skip_prefixes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t r = PyUnicode_Tailmatch(code->co_filename, PyTuple_GET_ITEM(skip_prefixes, i), 0,
+                                           PY_SSIZE_T_MAX, -1);
+        if (r == 1)
+            return 1;
+    }
+    /* torch.fx's generated forward methods */
+    const char *fn = PyUnicode_AsUTF8(code->co_filename);
+    return fn && strncmp(fn, "<eval_with_key", 14) == 0;
+}
+
+static kn_codeinfo *
+code_info(PyCodeObject *code)
+{
+    void *p = NULL;
+    if (_PyCode_GetExtra((PyObject *)code, extra_index, &p) < 0)
+        return NULL;
+    if (p)
+        return &((infonode *)p)->info;
+    infonode *n = PyMem_Calloc(1, sizeof *n);
+    if (n == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    n->code = (PyObject *)code;
+    n->info.state = path_skipped(code) ? 1 : 2;
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    if (_PyCode_SetExtra((PyObject *)code, extra_index, n) < 0) {
+        PyMem_Free(n);
+        return NULL;
+    }
+    n->next = all_infos.next;
+    n->prev = &all_infos;
+    all_infos.next->prev = n;
+    all_infos.next = n;
+    return &n->info;
+}
+
+/* Run MAKE_CELL / COPY_FREE_VARS for real, so the frame's locals hold the
+ * cells every later segment and CPython itself expect. */
+static void
+prologue(_PyInterpreterFrame *f)
+{
+    PyCodeObject *co = f->f_code;
+    const unsigned char *kinds = (const unsigned char *)PyBytes_AS_STRING(co->co_localspluskinds);
+    int nlp = co->co_nlocalsplus, nfree = co->co_nfreevars;
+    PyObject *closure = FRAME_FUNC(f)->func_closure;
+    for (int i = 0; i < nlp; i++) {
+        if (kinds[i] & CO_FAST_FREE) {
+            int j = i - (nlp - nfree);
+            if (closure && j >= 0 && j < PyTuple_GET_SIZE(closure))
+                Py_XSETREF(f->localsplus[i], Py_NewRef(PyTuple_GET_ITEM(closure, j)));
+        } else if (kinds[i] & CO_FAST_CELL) {
+            PyObject *cell = PyCell_New(f->localsplus[i]);   /* NULL content is allowed */
+            if (cell == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            Py_XSETREF(f->localsplus[i], cell);
+        }
+    }
+    f->prev_instr = _PyCode_CODE(co) + co->_co_firsttraceable - 1;
+}
+
+static PyObject *
+fallback(PyThreadState *ts, _PyInterpreterFrame *f, int off)
+{
+    f->prev_instr = _PyCode_CODE(f->f_code) + off - 1;
+    return _PyEval_EvalFrameDefault(ts, f, 0);
+}
+
+static void
+warn_once(kn_codeinfo *info, PyCodeObject *code, const char *what)
+{
+    if (info->warned)
+        return;
+    info->warned = 1;
+    PyObject *et, *exc, *tb;
+    PyErr_Fetch(&et, &exc, &tb);
+    PyErr_NormalizeException(&et, &exc, &tb);
+    Py_XDECREF(et);
+    Py_XDECREF(tb);
+    PyObject *msg = PyUnicode_FromFormat("kiln: %s in %U (%U:%d); running it as Python%s%S", what, code->co_qualname,
+                                         code->co_filename, code->co_firstlineno, exc ? ": " : "",
+                                         exc ? exc : Py_None);
+    Py_XDECREF(exc);
+    if (msg && kn_cenv.warn) {
+        PyObject *r = PyObject_CallOneArg(kn_cenv.warn, msg);
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(msg);
+    PyErr_Clear();
+}
+
+/* ------------------------------------------------------------------ replay */
+
+static int
+frame_push(_PyInterpreterFrame *f, PyObject *v)
+{
+    int cap = f->f_code->co_nlocalsplus + f->f_code->co_stacksize;
+    if (f->stacktop >= cap) {
+        Py_XDECREF(v);
+        PyErr_SetString(PyExc_SystemError, "kiln: frame stack overflow while resuming");
+        return -1;
+    }
+    f->localsplus[f->stacktop++] = v;
+    return 0;
+}
+
+/* Runs seg's graph and replay program against frame f, whose sources are
+ * already in vals.  On KN_T_RETURN sets *ret. 0 ok, -1 error. */
+static int
+run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret)
+{
+    PyObject *out = NULL;
+    PyObject *small[64];
+    PyObject **st = small, **tmp = NULL;
+    int sp = 0, rc = -1, cap = 64;
+    if (seg->graph) {
+        PyObject *args_small[32];
+        PyObject **args = seg->ninput <= 32 ? args_small : PyMem_Malloc(sizeof(PyObject *) * seg->ninput);
+        if (args == NULL)
+            return -1;
+        for (int i = 0; i < seg->ninput; i++)
+            args[i] = vals[seg->inputs[i]];
+        tls_off++;
+        out = PyObject_Vectorcall(seg->graph, args, seg->ninput, NULL);
+        tls_off--;
+        if (args != args_small)
+            PyMem_Free(args);
+        if (out == NULL)
+            return -1;
+        if (!PyTuple_Check(out) && !PyList_Check(out)) {
+            PyErr_SetString(PyExc_SystemError, "kiln: a compiled graph must return a tuple or list");
+            goto done;
+        }
+    }
+    if (seg->ntmp) {
+        tmp = PyMem_Calloc(seg->ntmp, sizeof(PyObject *));
+        if (tmp == NULL)
+            goto done;
+    }
+    for (int pc = 0; pc < seg->nops; pc++) {
+        kn_pop op = seg->ops[pc];
+        if (sp + 2 >= cap) {
+            int ncap = cap * 2;
+            PyObject **ns = PyMem_Malloc(sizeof(PyObject *) * ncap);
+            if (ns == NULL)
+                goto done;
+            memcpy(ns, st, sizeof(PyObject *) * sp);
+            if (st != small)
+                PyMem_Free(st);
+            st = ns;
+            cap = ncap;
+        }
+        PyObject *v, *w, *x;
+        switch (op.kind) {
+        case KN_P_SRC:
+            st[sp++] = Py_XNewRef(vals[op.a]);
+            break;
+        case KN_P_CONST:
+            st[sp++] = Py_NewRef(PyList_GET_ITEM(seg->consts, op.a));
+            break;
+        case KN_P_OUT:
+            st[sp++] = Py_NewRef(PySequence_Fast_ITEMS(out)[op.a]);
+            break;
+        case KN_P_NULL:
+            st[sp++] = NULL;
+            break;
+        case KN_P_TUPLE:
+        case KN_P_LIST:
+        case KN_P_SET: {
+            v = op.kind == KN_P_TUPLE ? PyTuple_New(op.a) : PyList_New(op.a);
+            if (v == NULL)
+                goto done;
+            for (int i = 0; i < op.a; i++) {
+                PyObject *it = st[sp - op.a + i];
+                if (op.kind == KN_P_TUPLE)
+                    PyTuple_SET_ITEM(v, i, it);
+                else
+                    PyList_SET_ITEM(v, i, it);
+            }
+            sp -= op.a;
+            if (op.kind == KN_P_SET) {
+                w = PySet_New(v);
+                Py_DECREF(v);
+                if (w == NULL)
+                    goto done;
+                v = w;
+            }
+            st[sp++] = v;
+            break;
+        }
+        case KN_P_DICT:
+            v = PyDict_New();
+            if (v == NULL)
+                goto done;
+            for (int i = 0; i < op.a; i++) {
+                if (PyDict_SetItem(v, st[sp - 2 * op.a + 2 * i], st[sp - 2 * op.a + 2 * i + 1]) < 0) {
+                    Py_DECREF(v);
+                    goto done;
+                }
+            }
+            for (int i = 0; i < 2 * op.a; i++)
+                Py_DECREF(st[sp - 1 - i]);
+            sp -= 2 * op.a;
+            st[sp++] = v;
+            break;
+        case KN_P_SLICE:
+            v = PySlice_New(st[sp - 3], st[sp - 2], st[sp - 1]);
+            Py_DECREF(st[sp - 3]);
+            Py_DECREF(st[sp - 2]);
+            Py_DECREF(st[sp - 1]);
+            sp -= 3;
+            if (v == NULL)
+                goto done;
+            st[sp++] = v;
+            break;
+        case KN_P_ITER:
+            v = PyObject_GetIter(st[sp - 1]);
+            if (v == NULL)
+                goto done;
+            Py_SETREF(st[sp - 1], v);
+            break;
+        case KN_P_CALL:
+            v = PyObject_Vectorcall(st[sp - op.a - 1], st + sp - op.a, op.a, NULL);
+            for (int i = 0; i <= op.a; i++)
+                Py_DECREF(st[sp - 1 - i]);
+            sp -= op.a + 1;
+            if (v == NULL)
+                goto done;
+            st[sp++] = v;
+            break;
+        case KN_P_TMP_SET:
+            Py_XSETREF(tmp[op.a], Py_XNewRef(st[sp - 1]));
+            break;
+        case KN_P_TMP_GET:
+            st[sp++] = Py_XNewRef(tmp[op.a]);
+            break;
+        case KN_P_SETATTR:
+            v = st[--sp];
+            w = st[--sp];
+            rc = PyObject_SetAttr(w, PyList_GET_ITEM(seg->consts, op.a), v);
+            Py_DECREF(v);
+            Py_DECREF(w);
+            if (rc < 0)
+                goto done;
+            rc = -1;
+            break;
+        case KN_P_DELATTR:
+            w = st[--sp];
+            rc = PyObject_DelAttr(w, PyList_GET_ITEM(seg->consts, op.a));
+            Py_DECREF(w);
+            if (rc < 0)
+                goto done;
+            rc = -1;
+            break;
+        case KN_P_SETITEM:
+            v = st[--sp];
+            w = st[--sp];
+            x = st[--sp];
+            rc = PyObject_SetItem(x, w, v);
+            Py_DECREF(v);
+            Py_DECREF(w);
+            Py_DECREF(x);
+            if (rc < 0)
+                goto done;
+            rc = -1;
+            break;
+        case KN_P_DELITEM:
+            w = st[--sp];
+            x = st[--sp];
+            rc = PyObject_DelItem(x, w);
+            Py_DECREF(w);
+            Py_DECREF(x);
+            if (rc < 0)
+                goto done;
+            rc = -1;
+            break;
+        case KN_P_REPLACE:
+            v = st[--sp];
+            w = st[--sp];
+            if (PyList_Check(w))
+                rc = PyList_SetSlice(w, 0, PyList_GET_SIZE(w), v);
+            else if (PyDict_Check(w)) {
+                PyDict_Clear(w);
+                rc = PyDict_Update(w, v);
+            } else {
+                PyErr_SetString(PyExc_SystemError, "kiln: replace on a non-container");
+                rc = -1;
+            }
+            Py_DECREF(v);
+            Py_DECREF(w);
+            if (rc < 0)
+                goto done;
+            rc = -1;
+            break;
+        case KN_P_GLOBAL:
+            v = st[--sp];
+            rc = PyDict_SetItem(f->f_globals, PyList_GET_ITEM(seg->consts, op.a), v);
+            Py_DECREF(v);
+            if (rc < 0)
+                goto done;
+            rc = -1;
+            break;
+        case KN_P_CELLSET:
+            v = st[--sp];
+            w = st[--sp];
+            rc = PyCell_Set(w, v);
+            Py_XDECREF(v);
+            Py_DECREF(w);
+            if (rc < 0)
+                goto done;
+            rc = -1;
+            break;
+        case KN_P_LOCAL:
+            v = st[--sp];
+            Py_XSETREF(f->localsplus[op.a], v);
+            break;
+        case KN_P_PUSH:
+            v = st[--sp];
+            if (frame_push(f, v) < 0)
+                goto done;
+            break;
+        case KN_P_RET:
+            *ret = st[--sp];
+            break;
+        case KN_P_CLEARSTACK:
+            for (int i = 0; i < op.a && f->stacktop > f->f_code->co_nlocalsplus; i++) {
+                f->stacktop--;
+                Py_CLEAR(f->localsplus[f->stacktop]);
+            }
+            break;
+        case KN_P_GRAD:
+            v = PyObject_CallOneArg(kn_cenv.set_grad, op.a ? Py_True : Py_False);
+            if (v == NULL)
+                goto done;
+            Py_DECREF(v);
+            break;
+        }
+    }
+    rc = 0;
+done:
+    while (sp > 0)
+        Py_XDECREF(st[--sp]);
+    if (st != small)
+        PyMem_Free(st);
+    if (tmp) {
+        for (int i = 0; i < seg->ntmp; i++)
+            Py_XDECREF(tmp[i]);
+        PyMem_Free(tmp);
+    }
+    Py_XDECREF(out);
+    return rc;
+}
+
+/* The call a segment stopped at, done for real on the frame's stack. */
+static int
+do_call(kn_seg *seg, _PyInterpreterFrame *f)
+{
+    PyObject **sp = f->localsplus + f->stacktop;
+    PyObject *res;
+    int pop;
+    if (seg->term_arg < 0) {                      /* CALL_FUNCTION_EX: NULL, fn, args[, kwargs] */
+        int haskw = seg->term_arg == -2;
+        PyObject *kw = haskw ? sp[-1] : NULL;
+        PyObject *args = sp[-1 - haskw], *fn = sp[-2 - haskw];
+        PyObject *targs = PyTuple_Check(args) ? Py_NewRef(args) : PySequence_Tuple(args);
+        if (targs == NULL)
+            return -1;
+        res = PyObject_Call(fn, targs, kw);
+        Py_DECREF(targs);
+        pop = 3 + haskw;
+    } else {
+        int n = seg->term_arg;
+        PyObject *a = sp[-n - 2], *b = sp[-n - 1];
+        PyObject **args = sp - n;
+        PyObject *callable = b;
+        if (a != NULL) {
+            callable = a;
+            args--;
+            n++;
+        }
+        Py_ssize_t nkw = seg->kwnames ? PyTuple_GET_SIZE(seg->kwnames) : 0;
+        res = PyObject_Vectorcall(callable, args, n - nkw, seg->kwnames);
+        pop = seg->term_arg + 2;
+    }
+    for (int i = 0; i < pop; i++) {
+        f->stacktop--;
+        Py_XDECREF(f->localsplus[f->stacktop]);
+        f->localsplus[f->stacktop] = NULL;
+    }
+    if (res == NULL)
+        return -1;
+    return frame_push(f, res);
+}
+
+static int
+do_jump(kn_seg *seg, _PyInterpreterFrame *f)
+{
+    PyObject *v = f->localsplus[--f->stacktop];
+    f->localsplus[f->stacktop] = NULL;
+    int t;
+    switch (seg->term_arg) {
+    case 0: t = PyObject_IsTrue(v); if (t >= 0) t = !t; break;   /* jump if false */
+    case 1: t = PyObject_IsTrue(v); break;                       /* jump if true */
+    case 2: t = v == Py_None; break;
+    default: t = v != Py_None; break;
+    }
+    Py_DECREF(v);
+    if (t < 0)
+        return -1;
+    return t ? seg->term_target : seg->term_next;
+}
+
+static kn_seg *
+lookup(kn_capctx *ctx, kn_codeinfo *info, _PyInterpreterFrame *f, int off, PyObject **vals, int *count)
+{
+    int nlp = f->f_code->co_nlocalsplus;
+    *count = 0;
+    for (kn_seg *s = info->segs; s; s = s->next) {
+        if (s->offset != off)
+            continue;
+        (*count)++;
+        int r = kn_guard_check(s, f->localsplus, nlp, f->localsplus + nlp, f->stacktop - nlp, f->f_globals,
+                               f->f_builtins, vals);
+        if (r < 0)
+            return NULL;
+        (void)ctx;
+        if (r == 1)
+            return s;
+    }
+    return NULL;
+}
+
+static void
+release_vals(kn_seg *s, PyObject **vals)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < s->nsrc; i++)
+        Py_CLEAR(vals[i]);
+}
+
+static PyObject *
+run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info)
+{
+    PyCodeObject *code = f->f_code;
+    prologue(f);
+    int off = code->_co_firsttraceable;
+    PyObject *vals_small[128];
+    for (;;) {
+        int count;
+        memset(vals_small, 0, sizeof vals_small);
+        kn_seg *seg = lookup(ctx, info, f, off, vals_small, &count);
+        if (seg == NULL && PyErr_Occurred())
+            return NULL;
+        if (seg == NULL) {
+            if (count >= ctx->cache_limit) {
+                warn_once(info, code, "cache_size_limit reached (guards keep failing)");
+                stat_add("cache_limit_fallbacks", 1);
+                return fallback(ts, f, off);
+            }
+            int abort_kind = 0;
+            tls_off++;
+            seg = kn_record(ctx, info, code, (PyObject *)FRAME_FUNC(f), f->f_globals, f->f_builtins, f->localsplus,
+                            f->localsplus + code->co_nlocalsplus, f->stacktop - code->co_nlocalsplus, off,
+                            &abort_kind);
+            tls_off--;
+            if (seg == NULL) {
+                if (abort_kind == 1)          /* fullgraph: the user's error */
+                    return NULL;
+                warn_once(info, code, "capture failed");
+                stat_add("capture_failures", 1);
+                return fallback(ts, f, off);
+            }
+            stat_add("segments_recorded", 1);
+            memset(vals_small, 0, sizeof vals_small);
+            int r = seg->nsrc > 128 ? -2
+                                    : kn_guard_check(seg, f->localsplus, code->co_nlocalsplus,
+                                                     f->localsplus + code->co_nlocalsplus,
+                                                     f->stacktop - code->co_nlocalsplus, f->f_globals, f->f_builtins,
+                                                     vals_small);
+            if (r != 1) {
+                release_vals(seg, vals_small);
+                if (r == -1)
+                    return NULL;
+                warn_once(info, code, "a fresh recording fails its own guards (kiln bug)");
+                seg->term = KN_T_FALLBACK;   /* never use it */
+                return fallback(ts, f, off);
+            }
+        }
+        if (seg->term == KN_T_FALLBACK && seg->nops == 0 && seg->graph == NULL) {
+            release_vals(seg, vals_small);
+            return fallback(ts, f, seg->term_off);
+        }
+        seg->hits++;
+        PyObject *ret = NULL;
+        int rc = run_segment(seg, f, vals_small, &ret);
+        release_vals(seg, vals_small);
+        if (rc < 0) {
+            Py_XDECREF(ret);
+            return NULL;
+        }
+        switch (seg->term) {
+        case KN_T_RETURN:
+            return ret;
+        case KN_T_FALLBACK:
+            return fallback(ts, f, seg->term_off);
+        case KN_T_CALL:
+            if (do_call(seg, f) < 0)
+                return NULL;
+            off = seg->term_next;
+            break;
+        case KN_T_JUMP: {
+            int to = do_jump(seg, f);
+            if (to < 0)
+                return NULL;
+            off = to;
+            break;
+        }
+        }
+    }
+}
+
+static PyObject *
+kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
+{
+    kn_capctx *ctx = tls_ctx;
+    if (ctx == NULL || tls_off || throwflag)
+        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+    PyCodeObject *code = f->f_code;
+    if ((code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) ||
+        f->owner != FRAME_OWNED_BY_THREAD || ts->c_tracefunc != NULL || ts->c_profilefunc != NULL ||
+        f->prev_instr != _PyCode_CODE(code) - 1)
+        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+    kn_codeinfo *info = code_info(code);
+    if (info == NULL) {
+        PyErr_Clear();
+        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+    }
+    if (info->eager || (info->state == 1 && (PyObject *)code != ctx->root_code))
+        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+    return run_frame(ctx, ts, f, info);
+}
+
+/* ------------------------------------------------------------------ Compiled: the callable kiln.compile returns */
+
+static void
+hook_enter(kn_capctx *ctx, kn_capctx **saved, int *saved_off)
+{
+    *saved = tls_ctx;
+    *saved_off = tls_off;
+    tls_ctx = ctx;
+    tls_off = 0;
+    if (installed++ == 0)
+        _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), kn_eval);
+}
+
+static void
+hook_exit(kn_capctx *saved, int saved_off)
+{
+    tls_ctx = saved;
+    tls_off = saved_off;
+    if (--installed == 0)
+        _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), _PyEval_EvalFrameDefault);
+}
+
+static PyObject *
+ctx_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    kn_capctx *ctx = (kn_capctx *)self, *saved;
+    int saved_off;
+    hook_enter(ctx, &saved, &saved_off);
+    PyObject *r = PyObject_Vectorcall(ctx->fn, args, nargsf, kwnames);
+    hook_exit(saved, saved_off);
+    return r;
+}
+
+static PyObject *
+ctx_call(PyObject *self, PyObject *args, PyObject *kw)
+{
+    kn_capctx *ctx = (kn_capctx *)self, *saved;
+    int saved_off;
+    hook_enter(ctx, &saved, &saved_off);
+    PyObject *r = PyObject_Call(ctx->fn, args, kw);
+    hook_exit(saved, saved_off);
+    return r;
+}
+
+typedef struct {
+    kn_capctx base;
+    vectorcallfunc vectorcall;
+} kn_capobj;
+
+static int
+ctx_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"fn", "backend", "root_code", "fullgraph", "cache_size_limit", NULL};
+    kn_capctx *c = (kn_capctx *)self;
+    PyObject *fn, *backend, *root = Py_None;
+    int fullgraph = 0;
+    long limit = 8;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Opl", kwlist, &fn, &backend, &root, &fullgraph, &limit))
+        return -1;
+    Py_XSETREF(c->fn, Py_NewRef(fn));
+    Py_XSETREF(c->backend, Py_NewRef(backend));
+    Py_XSETREF(c->root_code, root == Py_None ? NULL : Py_NewRef(root));
+    c->fullgraph = fullgraph;
+    c->cache_limit = limit;
+    ((kn_capobj *)self)->vectorcall = ctx_vectorcall;
+    return 0;
+}
+
+static void
+ctx_dealloc(PyObject *self)
+{
+    kn_capctx *c = (kn_capctx *)self;
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(c->fn);
+    Py_CLEAR(c->backend);
+    Py_CLEAR(c->root_code);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int
+ctx_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    kn_capctx *c = (kn_capctx *)self;
+    Py_VISIT(c->fn);
+    Py_VISIT(c->backend);
+    Py_VISIT(c->root_code);
+    return 0;
+}
+
+static PyObject *
+ctx_get_fn(PyObject *self, void *unused)
+{
+    (void)unused;
+    return Py_NewRef(((kn_capctx *)self)->fn);
+}
+
+static PyGetSetDef ctx_getset[] = {
+    {"fn", ctx_get_fn, NULL, "the wrapped callable", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CapType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._C.Captured",
+    .tp_basicsize = sizeof(kn_capobj),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A callable whose frames kiln records and runs as compiled segments.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = ctx_init,
+    .tp_dealloc = ctx_dealloc,
+    .tp_traverse = ctx_traverse,
+    .tp_call = ctx_call,
+    .tp_vectorcall_offset = offsetof(kn_capobj, vectorcall),
+    .tp_getset = ctx_getset,
+};
+
+/* ------------------------------------------------------------------ module functions */
+
+static PyObject *
+py_capture_setup(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *mod, *prefixes;
+    if (!PyArg_ParseTuple(args, "OO!", &mod, &PyTuple_Type, &prefixes))
+        return NULL;
+    Py_XSETREF(skip_prefixes, Py_NewRef(prefixes));
+    Py_XSETREF(kn_cenv.mod, Py_NewRef(mod));
+#define GET(field, name)                                          \
+    do {                                                          \
+        Py_XSETREF(kn_cenv.field, PyObject_GetAttrString(mod, name)); \
+        if (kn_cenv.field == NULL)                                \
+            return NULL;                                          \
+    } while (0)
+    GET(new_graph, "new_graph");
+    GET(finish, "finish");
+    GET(note_break, "note_break");
+    GET(warn, "warn");
+    GET(classify, "classify");
+    GET(torch_tensor, "Tensor");
+    GET(torch_param, "Parameter");
+    GET(nn_module, "Module");
+    GET(getitem, "getitem");
+    GET(set_grad, "set_grad_enabled");
+    GET(is_grad, "is_grad_enabled");
+    GET(no_grad, "no_grad");
+    GET(enable_grad, "enable_grad");
+    GET(set_grad_enabled_cls, "set_grad_enabled_cls");
+    GET(fake_exc, "DataDependent");
+    GET(torch_size, "Size");
+    GET(torch_dtype, "dtype");
+    GET(torch_device, "device");
+    GET(s_global_hooks, "global_hook_dicts");
+#undef GET
+#define STR(field, text)                                           \
+    do {                                                           \
+        if (kn_cenv.field == NULL)                                 \
+            kn_cenv.field = PyUnicode_InternFromString(text);      \
+        if (kn_cenv.field == NULL)                                 \
+            return NULL;                                           \
+    } while (0)
+    STR(s_shape, "shape");
+    STR(s_stride, "stride");
+    STR(s_dtype, "dtype");
+    STR(s_device, "device");
+    STR(s_requires_grad, "requires_grad");
+    STR(s_parameters, "_parameters");
+    STR(s_buffers, "_buffers");
+    STR(s_modules, "_modules");
+    STR(s_dict, "__dict__");
+    STR(s_training, "training");
+    STR(s_forward, "forward");
+    STR(s_call_function, "call_function");
+    STR(s_call_method, "call_method");
+    STR(s_placeholder, "placeholder");
+    STR(s_output, "output");
+    STR(s_from_tensor, "from_tensor");
+    STR(s_fwd_hooks, "_forward_hooks");
+    STR(s_fwd_pre_hooks, "_forward_pre_hooks");
+#undef STR
+    if (capture_stats == NULL && (capture_stats = PyDict_New()) == NULL)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+py_capture_reset(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    for (infonode *n = all_infos.next; n != &all_infos; n = n->next) {
+        int state = n->info.state;
+        info_clear(&n->info);
+        n->info.state = state;
+    }
+    if (capture_stats)
+        PyDict_Clear(capture_stats);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+py_capture_stats(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyDict_Copy(capture_stats ? capture_stats : Py_None);
+}
+
+/* Guards of every cached segment of a code object, as readable strings. */
+static PyObject *
+py_capture_guards(PyObject *self, PyObject *code)
+{
+    (void)self;
+    if (!PyCode_Check(code)) {
+        PyErr_SetString(PyExc_TypeError, "capture_guards expects a code object");
+        return NULL;
+    }
+    void *p = NULL;
+    if (_PyCode_GetExtra(code, extra_index, &p) < 0)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL || p == NULL)
+        return out;
+    for (kn_seg *s = ((infonode *)p)->info.segs; s; s = s->next) {
+        PyObject *g = kn_guard_describe(s, (PyCodeObject *)code);
+        if (g == NULL || PyList_Append(out, g) < 0) {
+            Py_XDECREF(g);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(g);
+    }
+    return out;
+}
+
+static PyObject *
+py_opcode_table(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+#define OPC(name, how)                                                            \
+    {                                                                             \
+        PyObject *v = PyUnicode_FromString(#how);                                 \
+        if (v == NULL || PyDict_SetItemString(d, #name, v) < 0) {                 \
+            Py_XDECREF(v);                                                        \
+            Py_DECREF(d);                                                         \
+            return NULL;                                                          \
+        }                                                                         \
+        Py_DECREF(v);                                                             \
+    }
+#include "capture/opcodes.def"
+#undef OPC
+    return d;
+}
+
+static PyMethodDef capture_methods[] = {
+    {"capture_setup", py_capture_setup, METH_VARARGS, "Hand capture its Python helpers and skip prefixes."},
+    {"capture_reset", py_capture_reset, METH_NOARGS, "Drop every cached segment of every code object."},
+    {"capture_stats", py_capture_stats, METH_NOARGS, "Counters of the capture stage."},
+    {"capture_guards", py_capture_guards, METH_O, "Readable guards of each cached segment of a code object."},
+    {"opcode_table", py_opcode_table, METH_NOARGS, "The recorder's opcode table: name -> HANDLED or BREAK."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+kn_capture_init(PyObject *m)
+{
+    if (PyType_Ready(&CapType) < 0 || PyModule_AddObjectRef(m, "Captured", (PyObject *)&CapType) < 0)
+        return -1;
+    if (PyModule_AddFunctions(m, capture_methods) < 0)
+        return -1;
+    extra_index = _PyEval_RequestCodeExtraIndex(free_extra);
+    if (extra_index < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "kiln: no code-object extra slot left");
+        return -1;
+    }
+    return kn_opcodes_bind();
+}

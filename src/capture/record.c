@@ -1,0 +1,2228 @@
+/* record.c — the symbolic interpreter over CPython bytecode.
+ *
+ * Consumes: a code object, an offset and the real frame's locals and stack.
+ * Produces: a kn_seg — guards on everything the recording read, a torch.fx
+ * graph of the tensor operations (compiled by the chosen backend), a replay
+ * program that rebuilds the frame's values and side effects, and a terminal
+ * action (return, a call or branch done for real, or CPython from an offset).
+ *
+ * One case per opcode (opcodes.def is the list).  User functions are inlined;
+ * a graph break inside an inlined call makes the recording start again with
+ * that call site left to run for real, so the callee is recorded as its own
+ * frame.  Calls, attributes and builtins are in record_call.c.
+ */
+#include "capture/record.h"
+
+#include <stdarg.h>
+
+kn_val kn_lazy;
+
+/* ------------------------------------------------------------------ values */
+
+kn_val *
+kn_v_new(kn_rec *r, int kind)
+{
+    kn_val *v = kn_alloc(&r->arena, sizeof *v);
+    if (v == NULL)
+        return NULL;
+    v->kind = kind;
+    v->src = -1;
+    return v;
+}
+
+static PyObject *
+pin(kn_rec *r, PyObject *o)            /* borrows o; returns it, kept alive by the recording */
+{
+    if (o && PyList_Append(r->pins, o) < 0)
+        return NULL;
+    return o;
+}
+
+kn_val *
+kn_v_const(kn_rec *r, PyObject *obj)
+{
+    kn_val *v = kn_v_new(r, V_CONST);
+    if (v == NULL || pin(r, obj) == NULL)
+        return NULL;
+    v->obj = obj;
+    return v;
+}
+
+kn_val *
+kn_v_const_steal(kn_rec *r, PyObject *obj)
+{
+    if (obj == NULL)
+        return NULL;
+    kn_val *v = kn_v_const(r, obj);
+    Py_DECREF(obj);
+    return v;
+}
+
+int
+kn_v_add(kn_rec *r, kn_val *c, kn_val *item)
+{
+    if (c->n == c->cap) {
+        int ncap = c->cap ? c->cap * 2 : 4;
+        kn_val **ni = kn_alloc(&r->arena, sizeof(kn_val *) * ncap);
+        PyObject **nk = c->kind == V_DICT ? kn_alloc(&r->arena, sizeof(PyObject *) * ncap) : NULL;
+        if (ni == NULL || (c->kind == V_DICT && nk == NULL))
+            return -1;
+        if (c->n) {
+            memcpy(ni, c->items, sizeof(kn_val *) * c->n);
+            if (nk)
+                memcpy(nk, c->keys, sizeof(PyObject *) * c->n);
+        }
+        c->items = ni;
+        if (nk)
+            c->keys = nk;
+        c->cap = ncap;
+    }
+    c->items[c->n++] = item;
+    return 0;
+}
+
+int
+kn_brk(kn_rec *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
+    va_end(ap);
+    return KN_BREAK;
+}
+
+int
+kn_v_is_const(kn_val *v)
+{
+    if (v->kind == V_CONST)
+        return 1;
+    if (v->kind == V_TUPLE) {
+        for (int i = 0; i < v->n; i++)
+            if (!kn_v_is_const(v->items[i]))
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+PyObject *
+kn_const_of(kn_rec *r, kn_val *v)
+{
+    (void)r;
+    if (v->kind == V_CONST)
+        return Py_NewRef(v->obj);
+    if (v->kind == V_TUPLE && kn_v_is_const(v)) {
+        PyObject *t = PyTuple_New(v->n);
+        if (t == NULL)
+            return NULL;
+        for (int i = 0; i < v->n; i++)
+            PyTuple_SET_ITEM(t, i, kn_const_of(r, v->items[i]));
+        return t;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ sources and guards */
+
+int
+kn_src_add(kn_rec *r, int kind, int parent, PyObject *key, Py_ssize_t idx)
+{
+    PyObject *kk = kind == KN_SRC_CONST ? PyLong_FromVoidPtr(key) : Py_XNewRef(key ? key : Py_None);
+    PyObject *mk = kk ? Py_BuildValue("(iinN)", kind, parent, idx, kk) : NULL;
+    if (mk == NULL)
+        return -1;
+    PyObject *hit = PyDict_GetItemWithError(r->srcmemo, mk);
+    if (hit) {
+        Py_DECREF(mk);
+        return (int)PyLong_AsLong(hit);
+    }
+    if (PyErr_Occurred()) {   /* unhashable key: no memo */
+        PyErr_Clear();
+    }
+    if (r->nsrc == r->capsrc) {
+        int ncap = r->capsrc ? r->capsrc * 2 : 16;
+        kn_src *ns = PyMem_Realloc(r->srcs, sizeof(kn_src) * ncap);
+        kn_val **nb = PyMem_Realloc(r->bysrc, sizeof(kn_val *) * ncap);
+        if (ns)
+            r->srcs = ns;
+        if (nb)
+            r->bysrc = nb;
+        if (ns == NULL || nb == NULL) {
+            Py_DECREF(mk);
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->capsrc = ncap;
+    }
+    int i = r->nsrc++;
+    r->srcs[i] = (kn_src){kind, parent, idx, Py_XNewRef(key)};
+    r->bysrc[i] = NULL;
+    PyObject *iv = PyLong_FromLong(i);
+    if (iv == NULL || PyDict_SetItem(r->srcmemo, mk, iv) < 0)
+        PyErr_Clear();
+    Py_XDECREF(iv);
+    Py_DECREF(mk);
+    return i;
+}
+
+int
+kn_guard_add(kn_rec *r, int kind, int src, PyObject *obj, PyObject *obj2, PyObject *obj3, PyObject *obj4,
+             Py_ssize_t n)
+{
+    /* the same fact twice is checked once */
+    for (int i = r->nguard - 1; i >= 0 && i >= r->nguard - 64; i--) {
+        kn_guard *g = &r->guards[i];
+        if (g->kind == kind && g->src == src && g->obj == obj && g->n == n && kind != KN_G_TENSOR)
+            return 0;
+    }
+    if (src >= 0 && kind != KN_G_SAME) {
+        PyObject *gk = Py_BuildValue("(iiNn)", kind, src, PyLong_FromVoidPtr(obj), n);
+        if (gk == NULL)
+            return -1;
+        int seen = PyDict_Contains(r->srcmemo, gk);
+        if (seen == 0)
+            seen = PyDict_SetItem(r->srcmemo, gk, Py_None) < 0 ? -1 : 0;
+        Py_DECREF(gk);
+        if (seen)
+            return seen < 0 ? -1 : 0;
+    }
+    if (r->nguard == r->capguard) {
+        int ncap = r->capguard ? r->capguard * 2 : 16;
+        kn_guard *ng = PyMem_Realloc(r->guards, sizeof(kn_guard) * ncap);
+        if (ng == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->guards = ng;
+        r->capguard = ncap;
+    }
+    r->guards[r->nguard++] =
+        (kn_guard){kind, src, n, Py_XNewRef(obj), Py_XNewRef(obj2), Py_XNewRef(obj3), Py_XNewRef(obj4)};
+    return 0;
+}
+
+int
+kn_effect_add(kn_rec *r, int kind, kn_val *a, kn_val *b, PyObject *name)
+{
+    if (r->neff == r->capeff) {
+        int ncap = r->capeff ? r->capeff * 2 : 8;
+        kn_effect *ne = PyMem_Realloc(r->effects, sizeof(kn_effect) * ncap);
+        if (ne == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->effects = ne;
+        r->capeff = ncap;
+    }
+    r->effects[r->neff++] = (kn_effect){kind, a, b, name};
+    return 0;
+}
+
+static int
+memo_obj(kn_rec *r, PyObject *obj, kn_val *v)
+{
+    if (r->nvtab == r->capvtab) {
+        int ncap = r->capvtab ? r->capvtab * 2 : 32;
+        kn_val **nv = PyMem_Realloc(r->vtab, sizeof(kn_val *) * ncap);
+        if (nv == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->vtab = nv;
+        r->capvtab = ncap;
+    }
+    PyObject *k = PyLong_FromVoidPtr(obj), *iv = PyLong_FromLong(r->nvtab);
+    int rc = (k && iv) ? PyDict_SetItem(r->objmemo, k, iv) : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(iv);
+    if (rc < 0)
+        return -1;
+    r->vtab[r->nvtab++] = v;
+    return 0;
+}
+
+static kn_val *
+memo_get(kn_rec *r, PyObject *obj)
+{
+    PyObject *k = PyLong_FromVoidPtr(obj);
+    if (k == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *iv = PyDict_GetItem(r->objmemo, k);
+    Py_DECREF(k);
+    return iv ? r->vtab[PyLong_AsLong(iv)] : NULL;
+}
+
+static int
+is_simple_const(PyObject *o)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    return o == Py_None || o == Py_Ellipsis || o == Py_NotImplemented || t == &PyBool_Type || t == &PyLong_Type ||
+           t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyComplex_Type ||
+           (PyObject *)t == kn_cenv.torch_dtype || (PyObject *)t == kn_cenv.torch_device ||
+           (PyObject *)t == kn_cenv.torch_size || t == &PySlice_Type || t == &PyRange_Type;
+}
+
+static int
+is_identity_const(PyObject *o)
+{
+    return PyFunction_Check(o) || PyCFunction_Check(o) || PyType_Check(o) || PyModule_Check(o) ||
+           PyCode_Check(o) || Py_TYPE(o) == &PyMethodDescr_Type || Py_TYPE(o) == &PyWrapperDescr_Type ||
+           Py_TYPE(o) == &PyClassMethodDescr_Type || Py_TYPE(o) == &_PyMethodWrapper_Type;
+}
+
+/* A placeholder for a real tensor read from source src. */
+static kn_val *
+wrap_tensor(kn_rec *r, PyObject *t, int src)
+{
+    kn_val *prev = memo_get(r, t);
+    if (prev && prev->kind == V_TENSOR) {
+        if (src >= 0 && prev->src >= 0 && prev->src != src &&
+            kn_guard_add(r, KN_G_SAME, src, NULL, NULL, NULL, NULL, prev->src) < 0)
+            return NULL;
+        return prev;
+    }
+    PyObject *dtype = PyObject_GetAttr(t, kn_cenv.s_dtype);
+    PyObject *shape = PyObject_GetAttr(t, kn_cenv.s_shape);
+    PyObject *stride = PyObject_CallMethodNoArgs(t, kn_cenv.s_stride);
+    PyObject *dev = PyObject_GetAttr(t, kn_cenv.s_device);
+    PyObject *rg = PyObject_GetAttr(t, kn_cenv.s_requires_grad);
+    PyObject *shp = shape ? PySequence_Tuple(shape) : NULL;
+    PyObject *meta = shp && stride ? PyTuple_Pack(2, shp, stride) : NULL;
+    kn_val *v = NULL;
+    if (dtype && meta && dev && rg &&
+        kn_guard_add(r, KN_G_TENSOR, src, (PyObject *)Py_TYPE(t), dtype, meta, dev, rg == Py_True) == 0) {
+        char name[32];
+        snprintf(name, sizeof name, "arg%d", r->ninputs);
+        PyObject *node = PyObject_CallMethod(r->graph, "placeholder", "s", name);
+        PyObject *fake = node ? PyObject_CallMethodOneArg(r->fake_mode, kn_cenv.s_from_tensor, t) : NULL;
+        if (fake && PyList_Append(r->examples, t) == 0 && pin(r, node) && pin(r, fake)) {
+            PyObject *m = PyObject_GetAttrString(node, "meta");
+            if (m == NULL || PyDict_SetItemString(m, "example_value", fake) < 0)
+                PyErr_Clear();
+            Py_XDECREF(m);
+            if (r->ninputs == r->capinputs) {
+                int ncap = r->capinputs ? r->capinputs * 2 : 8;
+                int *ni = PyMem_Realloc(r->inputs, sizeof(int) * ncap);
+                if (ni) {
+                    r->inputs = ni;
+                    r->capinputs = ncap;
+                }
+            }
+            if (r->ninputs < r->capinputs) {
+                r->inputs[r->ninputs++] = src;
+                v = kn_v_new(r, V_TENSOR);
+                if (v) {
+                    v->node = node;
+                    v->obj = fake;
+                    v->src = src;
+                    if (memo_obj(r, t, v) < 0)
+                        v = NULL;
+                }
+            } else {
+                PyErr_NoMemory();
+            }
+        }
+        Py_XDECREF(node);
+        Py_XDECREF(fake);
+    }
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    Py_XDECREF(dev);
+    Py_XDECREF(rg);
+    Py_XDECREF(shp);
+    Py_XDECREF(meta);
+    return v;
+}
+
+/* Turn a real object read from source src (or -1: no source, unguarded)
+ * into a symbolic value, adding the guards that make the recording valid. */
+kn_val *
+kn_wrap(kn_rec *r, PyObject *obj, int src)
+{
+    if (src >= 0 && r->bysrc[src])
+        return r->bysrc[src];
+    kn_val *v = NULL;
+    PyTypeObject *t = Py_TYPE(obj);
+    if ((PyObject *)t == kn_cenv.torch_tensor || (PyObject *)t == kn_cenv.torch_param) {
+        if (src < 0) {
+            /* a tensor with no way to fetch it again: not capturable */
+            kn_brk(r, "a tensor kiln cannot reach again from the frame");
+            return NULL;
+        }
+        v = wrap_tensor(r, obj, src);
+    } else if (is_simple_const(obj)) {
+        if (src >= 0 && kn_guard_add(r, KN_G_EQ, src, obj, NULL, NULL, NULL, 0) < 0)
+            return NULL;
+        v = kn_v_const(r, obj);
+    } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type)) {
+        if (src >= 0 && kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0)
+            return NULL;
+        v = kn_v_const(r, obj);
+    } else if (t == &PyTuple_Type || t == &PyList_Type) {
+        kn_val *prev = t == &PyList_Type ? memo_get(r, obj) : NULL;
+        if (prev)
+            return prev;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        if (src >= 0 && (kn_guard_add(r, KN_G_TYPE, src, (PyObject *)t, NULL, NULL, NULL, 0) < 0 ||
+                         kn_guard_add(r, KN_G_LEN, src, NULL, NULL, NULL, NULL, n) < 0))
+            return NULL;
+        v = kn_v_new(r, t == &PyTuple_Type ? V_TUPLE : V_LIST);
+        if (v == NULL || pin(r, obj) == NULL)
+            return NULL;
+        v->obj = obj;
+        v->src = src;
+        if (t == &PyList_Type && memo_obj(r, obj, v) < 0)
+            return NULL;
+        if (src >= 0)
+            r->bysrc[src] = v;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int s = src >= 0 ? kn_src_add(r, KN_SRC_ITEM, src, NULL, i) : -1;
+            if (src >= 0 && s < 0)
+                return NULL;
+            kn_val *it = kn_wrap(r, PySequence_Fast_ITEMS(obj)[i], s);
+            if (it == NULL || kn_v_add(r, v, it) < 0)
+                return NULL;
+        }
+        return v;
+    } else if (t == &PyDict_Type) {
+        kn_val *prev = memo_get(r, obj);
+        if (prev)
+            return prev;
+        PyObject *keys = PyDict_Keys(obj), *kt = keys ? PyList_AsTuple(keys) : NULL;
+        Py_XDECREF(keys);
+        if (kt == NULL)
+            return NULL;
+        int bad = 0;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kt); i++)
+            if (!is_simple_const(PyTuple_GET_ITEM(kt, i)))
+                bad = 1;
+        if (bad) {
+            Py_DECREF(kt);
+            goto as_obj;
+        }
+        if (src >= 0 && (kn_guard_add(r, KN_G_TYPE, src, (PyObject *)t, NULL, NULL, NULL, 0) < 0 ||
+                         kn_guard_add(r, KN_G_KEYS, src, kt, NULL, NULL, NULL, 0) < 0)) {
+            Py_DECREF(kt);
+            return NULL;
+        }
+        v = kn_v_new(r, V_DICT);
+        if (v == NULL || pin(r, obj) == NULL || pin(r, kt) == NULL) {
+            Py_DECREF(kt);
+            return NULL;
+        }
+        Py_DECREF(kt);
+        v->obj = obj;
+        v->src = src;
+        if (memo_obj(r, obj, v) < 0)
+            return NULL;
+        if (src >= 0)
+            r->bysrc[src] = v;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kt); i++) {
+            PyObject *k = PyTuple_GET_ITEM(kt, i);
+            int s = src >= 0 ? kn_src_add(r, KN_SRC_DICT, src, k, 0) : -1;
+            PyObject *val = PyDict_GetItem(obj, k);
+            kn_val *it = val ? kn_wrap(r, val, s) : NULL;
+            if (it == NULL || kn_v_add(r, v, it) < 0)
+                return NULL;
+            v->keys[v->n - 1] = k;
+        }
+        return v;
+    } else if (PyMethod_Check(obj)) {
+        int s1 = src >= 0 ? kn_src_add(r, KN_SRC_ATTR, src, PyUnicode_FromString("__func__"), 0) : -1;
+        int s2 = src >= 0 ? kn_src_add(r, KN_SRC_ATTR, src, PyUnicode_FromString("__self__"), 0) : -1;
+        /* kn_src_add took its own reference to the key */
+        if (src >= 0) {
+            Py_DECREF(r->srcs[s1].key);
+            Py_DECREF(r->srcs[s2].key);
+        }
+        kn_val *fn = kn_wrap(r, PyMethod_GET_FUNCTION(obj), s1);
+        kn_val *self = fn ? kn_wrap(r, PyMethod_GET_SELF(obj), s2) : NULL;
+        if (self == NULL)
+            return NULL;
+        v = kn_v_new(r, V_METHOD);
+        if (v == NULL)
+            return NULL;
+        v->fn = fn;
+        v->self = self;
+    } else if (t == &PyCell_Type) {
+        v = kn_v_new(r, V_CELL);
+        if (v == NULL || pin(r, obj) == NULL)
+            return NULL;
+        v->obj = obj;
+        v->content = LAZY;
+    } else {
+    as_obj:;
+        kn_val *prev = memo_get(r, obj);
+        if (prev) {
+            if (src >= 0 && prev->src >= 0 && prev->src != src &&
+                kn_guard_add(r, KN_G_SAME, src, NULL, NULL, NULL, NULL, prev->src) < 0)
+                return NULL;
+            return prev;
+        }
+        int is_module = PyObject_IsInstance(obj, kn_cenv.nn_module);
+        if (is_module < 0)
+            return NULL;
+        if (src >= 0 && kn_guard_add(r, is_module ? KN_G_ID : KN_G_TYPE, src,
+                                     is_module ? obj : (PyObject *)t, NULL, NULL, NULL, 0) < 0)
+            return NULL;
+        v = kn_v_new(r, V_OBJ);
+        if (v == NULL || pin(r, obj) == NULL)
+            return NULL;
+        v->obj = obj;
+        v->src = src;
+        if (memo_obj(r, obj, v) < 0)
+            return NULL;
+    }
+    if (v == NULL)
+        return NULL;
+    if (v->src < 0)
+        v->src = src;
+    if (src >= 0)
+        r->bysrc[src] = v;
+    return v;
+}
+
+/* ------------------------------------------------------------------ to Python */
+
+PyObject *
+kn_to_py(kn_rec *r, kn_val *v, int fake)
+{
+    switch (v->kind) {
+    case V_CONST:
+        return Py_NewRef(v->obj);
+    case V_TENSOR:
+        return Py_NewRef(fake ? v->obj : v->node);
+    case V_TUPLE:
+    case V_LIST: {
+        PyObject *o = v->kind == V_TUPLE ? PyTuple_New(v->n) : PyList_New(v->n);
+        if (o == NULL)
+            return NULL;
+        for (int i = 0; i < v->n; i++) {
+            PyObject *it = kn_to_py(r, v->items[i], fake);
+            if (it == NULL) {
+                Py_DECREF(o);
+                return NULL;
+            }
+            if (v->kind == V_TUPLE)
+                PyTuple_SET_ITEM(o, i, it);
+            else
+                PyList_SET_ITEM(o, i, it);
+        }
+        return o;
+    }
+    case V_DICT: {
+        PyObject *o = PyDict_New();
+        if (o == NULL)
+            return NULL;
+        for (int i = 0; i < v->n; i++) {
+            PyObject *it = kn_to_py(r, v->items[i], fake);
+            if (it == NULL || PyDict_SetItem(o, v->keys[i], it) < 0) {
+                Py_XDECREF(it);
+                Py_DECREF(o);
+                return NULL;
+            }
+            Py_DECREF(it);
+        }
+        return o;
+    }
+    case V_SLICE: {
+        PyObject *a = kn_to_py(r, v->items[0], fake), *b = a ? kn_to_py(r, v->items[1], fake) : NULL;
+        PyObject *c = b ? kn_to_py(r, v->items[2], fake) : NULL;
+        PyObject *s = c ? PySlice_New(a, b, c) : NULL;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+        return s;
+    }
+    default:
+        kn_brk(r, "a %s value cannot be passed to a tensor operation",
+               v->kind == V_OBJ ? Py_TYPE(v->obj)->tp_name : "Python");
+        return NULL;
+    }
+}
+
+int
+kn_set_grad(kn_rec *r, int mode)
+{
+    if (mode == r->grad_cur)
+        return 0;
+    PyObject *args = Py_BuildValue("(O)", mode ? Py_True : Py_False);
+    PyObject *n = args ? PyObject_CallMethodObjArgs(r->graph, kn_cenv.s_call_function, kn_cenv.set_grad, args,
+                                                    NULL)
+                       : NULL;
+    Py_XDECREF(args);
+    if (n == NULL)
+        return -1;
+    Py_DECREF(n);
+    PyObject *x = PyObject_CallOneArg(kn_cenv.set_grad, mode ? Py_True : Py_False);
+    if (x == NULL)
+        return -1;
+    Py_DECREF(x);
+    r->grad_cur = mode;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the interpreter */
+
+#define PUSH(v)                                                  \
+    do {                                                         \
+        kn_val *_v = (v);                                        \
+        if (_v == NULL)                                          \
+            return PyErr_Occurred() ? KN_ERR : KN_BREAK;         \
+        if (fr->sp >= fr->stackcap)                              \
+            return kn_brk(r, "symbolic stack overflow");         \
+        fr->stack[fr->sp++] = _v;                                \
+    } while (0)
+#define POP() (fr->stack[--fr->sp])
+#define TOP() (fr->stack[fr->sp - 1])
+#define PEEK(i) (fr->stack[fr->sp - (i)])
+#define CHECK(call)                                              \
+    do {                                                         \
+        int _rc = (call);                                        \
+        if (_rc != 0)                                            \
+            return _rc;                                          \
+    } while (0)
+
+static const char *const binop_names[] = {
+    "add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow", "rshift", "sub", "truediv", "xor",
+    "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod", "ior", "ipow", "irshift", "isub", "itruediv",
+    "ixor",
+};
+static const char *const cmp_names[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+static PyObject *op_mod;
+
+static PyObject *
+opfn(const char *name)
+{
+    if (op_mod == NULL && (op_mod = PyImport_ImportModule("operator")) == NULL)
+        return NULL;
+    return PyObject_GetAttrString(op_mod, name);
+}
+
+static int
+opname_is(int kop, int a)
+{
+    return kop == a;
+}
+
+/* Root locals are read from the frame lazily, so unused ones add no guards. */
+static kn_val *
+local_get(rframe *fr, int i)
+{
+    kn_val *v = fr->locals[i];
+    if (v != LAZY)
+        return v;
+    return NULL;   /* resolved by the caller with the frame's real value */
+}
+
+static PyObject **root_real_locals;   /* set while recording (GIL held, not re-entrant) */
+
+static kn_val *
+load_local(kn_rec *r, rframe *fr, int i)
+{
+    kn_val *v = local_get(fr, i);
+    if (v)
+        return v;
+    PyObject *real = root_real_locals[i];
+    int s = kn_src_add(r, KN_SRC_LOCAL, -1, NULL, i);
+    if (s < 0)
+        return NULL;
+    if (real == NULL) {
+        if (kn_guard_add(r, KN_G_NULL, s, NULL, NULL, NULL, NULL, 0) < 0)
+            return NULL;
+        v = kn_v_new(r, V_NULL);
+    } else if (PyCell_Check(real)) {
+        v = kn_v_new(r, V_CELL);
+        if (v) {
+            v->obj = real;
+            pin(r, real);
+            v->src = s;
+            v->content = LAZY;
+        }
+    } else {
+        v = kn_wrap(r, real, s);
+    }
+    if (v) {
+        fr->locals[i] = v;
+        fr->initial[i] = v;
+    }
+    return v;
+}
+
+static int
+cell_load(kn_rec *r, kn_val *cell, kn_val **out)
+{
+    if (cell->kind != V_CELL)
+        return kn_brk(r, "closure variable is not a cell");
+    if (cell->content == LAZY) {
+        PyObject *c = PyCell_GET(cell->obj);
+        if (c == NULL)
+            return kn_brk(r, "free variable referenced before assignment");
+        int s = cell->src >= 0 ? kn_src_add(r, KN_SRC_CELL, cell->src, NULL, 0) : -1;
+        kn_val *v = kn_wrap(r, c, s);
+        if (v == NULL)
+            return KN_FAIL;
+        cell->content = v;
+    }
+    if (cell->content == NULL)
+        return kn_brk(r, "free variable referenced before assignment");
+    *out = cell->content;
+    return 0;
+}
+
+static int
+cell_store(kn_rec *r, kn_val *cell, kn_val *v)
+{
+    if (cell->kind != V_CELL)
+        return kn_brk(r, "closure variable is not a cell");
+    if (cell->obj) {   /* a real cell: the store is a side effect */
+        if (cell->src < 0)
+            return kn_brk(r, "store to a closure cell kiln cannot reach again");
+        if (kn_effect_add(r, E_CELL, cell, v, NULL) < 0)
+            return KN_FAIL;
+    }
+    cell->content = v;
+    return 0;
+}
+
+static int
+decode(rframe *fr, int pc, int *op, int *arg, int *next)
+{
+    int a = 0, start = pc;
+    (void)start;
+    for (;;) {
+        if (pc >= fr->nins)
+            return -1;
+        int raw = fr->ins[2 * pc], oa = fr->ins[2 * pc + 1];
+        int k = kn_opmap[raw];
+        a = (a << 8) | oa;
+        if (k == KN_OP_EXTENDED_ARG) {
+            pc += 1 + kn_opcaches[raw];
+            continue;
+        }
+        *op = k;
+        *arg = a;
+        *next = pc + 1 + kn_opcaches[raw];
+        return pc;
+    }
+}
+
+static int
+global_load(kn_rec *r, rframe *fr, PyObject *name, kn_val **out)
+{
+    PyObject *v = PyDict_GetItemWithError(fr->globals, name);
+    if (v == NULL && PyErr_Occurred())
+        return KN_FAIL;
+    int s;
+    if (fr->globals == r->root_globals) {
+        s = kn_src_add(r, KN_SRC_GLOBAL, -1, name, 0);
+    } else {
+        PyObject *d = v ? fr->globals : fr->builtins;
+        s = -1;
+        if (d && PyDict_Check(d)) {
+            int ds = kn_src_add(r, KN_SRC_CONST, -1, d, 0);
+            s = ds >= 0 ? kn_src_add(r, KN_SRC_DICT, ds, name, 0) : -1;
+        }
+    }
+    if (v == NULL && PyDict_Check(fr->builtins))
+        v = PyDict_GetItemWithError(fr->builtins, name);
+    if (v == NULL) {
+        if (PyErr_Occurred())
+            return KN_FAIL;
+        return kn_brk(r, "name %s is not defined", PyUnicode_AsUTF8(name));
+    }
+    *out = kn_wrap(r, v, s);
+    return *out ? 0 : KN_ERR;
+}
+
+static int
+unpack(kn_rec *r, rframe *fr, kn_val *seq, int n, int before, int after)
+{
+    kn_val *it;
+    CHECK(kn_iter_items(r, seq, &it));
+    int total = it->n;
+    if (before < 0) {             /* UNPACK_SEQUENCE */
+        if (total != n)
+            return kn_brk(r, "unpacking %d values into %d names", total, n);
+        for (int i = n - 1; i >= 0; i--)
+            PUSH(it->items[i]);
+        return 0;
+    }
+    if (total < before + after)
+        return kn_brk(r, "not enough values to unpack");
+    for (int i = total - 1; i >= total - after; i--)
+        PUSH(it->items[i]);
+    kn_val *mid = kn_v_new(r, V_LIST);
+    if (mid == NULL)
+        return KN_FAIL;
+    for (int i = before; i < total - after; i++)
+        if (kn_v_add(r, mid, it->items[i]) < 0)
+            return KN_FAIL;
+    PUSH(mid);
+    for (int i = before - 1; i >= 0; i--)
+        PUSH(it->items[i]);
+    return 0;
+}
+
+static int
+subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val **out)
+{
+    if (c->kind == V_TENSOR || (k->kind == V_TENSOR && c->kind != V_CONST)) {
+        PyObject *gi = opfn("getitem");
+        kn_val *args[2] = {c, k};
+        int rc = kn_torch_op(r, gi, 0, args, 2, NULL, out);
+        Py_XDECREF(gi);
+        return rc;
+    }
+    if ((c->kind == V_TUPLE || c->kind == V_LIST) && k->kind == V_CONST) {
+        if (PyLong_Check(k->obj)) {
+            long i = PyLong_AsLong(k->obj);
+            if (i < 0)
+                i += c->n;
+            if (i < 0 || i >= c->n)
+                return kn_brk(r, "index out of range");
+            *out = c->items[i];
+            return 0;
+        }
+        if (PySlice_Check(k->obj)) {
+            Py_ssize_t start, stop, step, len;
+            if (PySlice_GetIndicesEx(k->obj, c->n, &start, &stop, &step, &len) < 0)
+                return KN_FAIL;
+            kn_val *res = kn_v_new(r, c->kind);
+            if (res == NULL)
+                return KN_FAIL;
+            for (Py_ssize_t i = 0, j = start; i < len; i++, j += step)
+                if (kn_v_add(r, res, c->items[j]) < 0)
+                    return KN_FAIL;
+            *out = res;
+            return 0;
+        }
+    }
+    if (c->kind == V_DICT && k->kind == V_CONST) {
+        for (int i = 0; i < c->n; i++) {
+            int e = PyObject_RichCompareBool(c->keys[i], k->obj, Py_EQ);
+            if (e < 0)
+                return KN_FAIL;
+            if (e) {
+                *out = c->items[i];
+                return 0;
+            }
+        }
+        return kn_brk(r, "KeyError %s", "in a dict subscript");
+    }
+    if (c->kind == V_CONST && k->kind == V_CONST) {
+        PyObject *res = PyObject_GetItem(c->obj, k->obj);
+        if (res == NULL) {
+            PyErr_Clear();
+            return kn_brk(r, "subscript raises");
+        }
+        if ((PyObject *)Py_TYPE(res) == kn_cenv.torch_tensor) {
+            Py_DECREF(res);
+            return kn_brk(r, "tensor inside a constant container");
+        }
+        *out = kn_v_const_steal(r, res);
+        return *out ? 0 : KN_ERR;
+    }
+    if (c->kind == V_OBJ) {
+        kn_val *fn;
+        PyObject *name = PyUnicode_FromString("__getitem__");
+        int rc = name ? kn_getattr(r, NULL, c, name, &fn) : KN_ERR;
+        Py_XDECREF(name);
+        if (rc)
+            return rc;
+        return kn_call(r, NULL, fn, &k, 1, NULL, out);
+    }
+    return kn_brk(r, "subscript of this kind of value");
+}
+
+static int
+store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v)
+{
+    if (c->kind == V_TENSOR) {
+        PyObject *si = opfn("setitem");
+        kn_val *args[3] = {c, k, v}, *out;
+        int rc = kn_torch_op(r, si, 0, args, 3, NULL, &out);
+        Py_XDECREF(si);
+        return rc;
+    }
+    if (c->kind == V_LIST && k->kind == V_CONST && PyLong_Check(k->obj)) {
+        long i = PyLong_AsLong(k->obj);
+        if (i < 0)
+            i += c->n;
+        if (i < 0 || i >= c->n)
+            return kn_brk(r, "list assignment index out of range");
+        c->items[i] = v;
+        c->mutated = 1;
+        return 0;
+    }
+    if (c->kind == V_DICT && k->kind == V_CONST && (PyUnicode_Check(k->obj) || PyLong_Check(k->obj))) {
+        for (int i = 0; i < c->n; i++) {
+            int e = PyObject_RichCompareBool(c->keys[i], k->obj, Py_EQ);
+            if (e < 0)
+                return KN_FAIL;
+            if (e) {
+                c->items[i] = v;
+                c->mutated = 1;
+                return 0;
+            }
+        }
+        if (kn_v_add(r, c, v) < 0)
+            return KN_FAIL;
+        c->keys[c->n - 1] = k->obj;
+        c->mutated = 1;
+        return 0;
+    }
+    return kn_brk(r, "item assignment on this kind of value");
+}
+
+static int
+compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
+{
+    if (a->kind == V_TENSOR || b->kind == V_TENSOR) {
+        PyObject *f = opfn(cmp_names[which]);
+        kn_val *args[2] = {a, b};
+        int rc = f ? kn_torch_op(r, f, 0, args, 2, NULL, out) : KN_ERR;
+        Py_XDECREF(f);
+        return rc;
+    }
+    PyObject *x = kn_const_of(r, a), *y = x ? kn_const_of(r, b) : NULL;
+    if (x && y) {
+        static const int ops[] = {Py_LT, Py_LE, Py_EQ, Py_NE, Py_GT, Py_GE};
+        PyObject *res = PyObject_RichCompare(x, y, ops[which]);
+        Py_DECREF(x);
+        Py_DECREF(y);
+        if (res == NULL) {
+            PyErr_Clear();
+            return kn_brk(r, "comparison raises");
+        }
+        *out = kn_v_const_steal(r, res);
+        return *out ? 0 : KN_ERR;
+    }
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    if ((which == 2 || which == 3) && (a->kind == V_OBJ || b->kind == V_OBJ) && a->kind != V_TENSOR) {
+        /* objects without __eq__ compare by identity */
+        kn_val *o = a->kind == V_OBJ ? a : b;
+        if (Py_TYPE(o->obj)->tp_richcompare == PyBaseObject_Type.tp_richcompare) {
+            int same = a == b;
+            *out = kn_v_const(r, (same == (which == 2)) ? Py_True : Py_False);
+            return *out ? 0 : KN_ERR;
+        }
+    }
+    if ((a->kind == V_TUPLE || a->kind == V_LIST) && (b->kind == V_TUPLE || b->kind == V_LIST) && which >= 2 &&
+        which <= 3 && a->n != b->n) {
+        *out = kn_v_const(r, which == 3 ? Py_True : Py_False);
+        return *out ? 0 : KN_ERR;
+    }
+    return kn_brk(r, "comparison of non-constant Python values");
+}
+
+static int
+is_op(kn_rec *r, kn_val *a, kn_val *b, int *out)
+{
+    if (a == b) {
+        *out = 1;
+        return 0;
+    }
+    if (a->kind == V_CONST && b->kind == V_CONST) {
+        *out = a->obj == b->obj;
+        return 0;
+    }
+    kn_val *c = a->kind == V_CONST ? a : b->kind == V_CONST ? b : NULL;
+    kn_val *o = c == a ? b : a;
+    if (c && (c->obj == Py_None || PyBool_Check(c->obj))) {
+        if (o->kind == V_OBJ) {
+            *out = o->obj == c->obj;
+            return 0;
+        }
+        if (o->kind != V_NULL) {
+            *out = 0;
+            return 0;
+        }
+    }
+    if (a->kind == V_OBJ && b->kind == V_OBJ) {
+        *out = a->obj == b->obj;
+        return 0;
+    }
+    if (a->kind == V_TENSOR && b->kind == V_TENSOR) {
+        *out = a->node == b->node;
+        return 0;
+    }
+    if ((a->kind == V_OBJ && b->kind == V_TENSOR) || (a->kind == V_TENSOR && b->kind == V_OBJ)) {
+        *out = 0;
+        return 0;
+    }
+    if (c && PyType_Check(c->obj) && o->kind == V_CONST) {
+        *out = 0;
+        return 0;
+    }
+    return kn_brk(r, "identity test on values kiln cannot compare");
+}
+
+static int
+contains(kn_rec *r, kn_val *item, kn_val *c, int *out)
+{
+    if (c->kind == V_DICT && item->kind == V_CONST) {
+        *out = 0;
+        for (int i = 0; i < c->n; i++) {
+            int e = PyObject_RichCompareBool(c->keys[i], item->obj, Py_EQ);
+            if (e < 0)
+                return KN_FAIL;
+            if (e)
+                *out = 1;
+        }
+        return 0;
+    }
+    PyObject *x = kn_const_of(r, item), *y = x ? kn_const_of(r, c) : NULL;
+    if (x && y) {
+        int e = PySequence_Contains(y, x);
+        Py_DECREF(x);
+        Py_DECREF(y);
+        if (e < 0) {
+            PyErr_Clear();
+            return kn_brk(r, "`in` raises");
+        }
+        *out = e;
+        return 0;
+    }
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    if ((c->kind == V_LIST || c->kind == V_TUPLE) && item->kind == V_CONST) {
+        *out = 0;
+        for (int i = 0; i < c->n; i++) {
+            if (c->items[i]->kind != V_CONST)
+                return kn_brk(r, "`in` over non-constant items");
+            int e = PyObject_RichCompareBool(c->items[i]->obj, item->obj, Py_EQ);
+            if (e < 0)
+                return KN_FAIL;
+            if (e)
+                *out = 1;
+        }
+        return 0;
+    }
+    if (c->kind == V_OBJ && item->kind == V_CONST && PyObject_IsInstance(c->obj, kn_cenv.nn_module) == 1) {
+        /* `name in module_dict` (ModuleDict) */
+        PyObject *mods = PyObject_GetAttr(c->obj, kn_cenv.s_modules);
+        if (mods && PyDict_Check(mods)) {
+            int e = PyDict_Contains(mods, item->obj);
+            Py_DECREF(mods);
+            if (e < 0)
+                return KN_FAIL;
+            int ms = kn_src_add(r, KN_SRC_INSTDICT, c->src, NULL, 0);
+            ms = ms >= 0 ? kn_src_add(r, KN_SRC_DICT, ms, kn_cenv.s_modules, 0) : -1;
+            PyObject *keys = PyObject_CallMethod(c->obj, "keys", NULL);
+            PyObject *kt = keys ? PySequence_Tuple(keys) : NULL;
+            Py_XDECREF(keys);
+            if (kt == NULL || ms < 0 || kn_guard_add(r, KN_G_KEYS, ms, kt, NULL, NULL, NULL, 0) < 0) {
+                Py_XDECREF(kt);
+                return KN_FAIL;
+            }
+            Py_DECREF(kt);
+            *out = e;
+            return 0;
+        }
+        Py_XDECREF(mods);
+        PyErr_Clear();
+    }
+    return kn_brk(r, "`in` on non-constant values");
+}
+
+static int
+jump_target(int op, int arg, int next)
+{
+    switch (op) {
+    case KN_OP_JUMP_BACKWARD:
+    case KN_OP_JUMP_BACKWARD_NO_INTERRUPT:
+    case KN_OP_POP_JUMP_BACKWARD_IF_FALSE:
+    case KN_OP_POP_JUMP_BACKWARD_IF_TRUE:
+    case KN_OP_POP_JUMP_BACKWARD_IF_NONE:
+    case KN_OP_POP_JUMP_BACKWARD_IF_NOT_NONE:
+        return next - arg;
+    default:
+        return next + arg;
+    }
+}
+
+static int
+with_exit(kn_rec *r, kn_val *ctx)
+{
+    if (ctx->entered) {
+        ctx->entered = 0;
+        return kn_set_grad(r, ctx->prev) < 0 ? KN_ERR : 0;
+    }
+    return 0;
+}
+
+int
+kn_run_frame(kn_rec *r, rframe *fr)
+{
+    PyCodeObject *co = fr->code;
+    for (;;) {
+        if (++r->steps > 400000)
+            return kn_brk(r, "recording ran too long (an unbounded loop?)");
+        int op, arg, next;
+        int pc = decode(fr, fr->pc, &op, &arg, &next);
+        if (pc < 0)
+            return kn_brk(r, "ran off the end of the code");
+        fr->lastpc = pc;
+        fr->pc = pc;
+        if (op < 0)
+            return kn_brk(r, "unknown opcode %d", fr->ins[2 * pc]);
+        /* try blocks: an exception inside must reach the user's handler */
+        if (kn_exc_region(co, pc) == 1)
+            return kn_brk(r, "inside a try block");
+        kn_val *a, *b, *c, *res;
+        PyObject *name;
+        int t;
+        switch (op) {
+        case KN_OP_NOP:
+        case KN_OP_RESUME:
+        case KN_OP_CACHE:
+        case KN_OP_PRECALL:
+        case KN_OP_MAKE_CELL:
+        case KN_OP_COPY_FREE_VARS:
+            break;
+        case KN_OP_POP_TOP:
+            (void)POP();
+            break;
+        case KN_OP_PUSH_NULL:
+            PUSH(kn_v_new(r, V_NULL));
+            break;
+        case KN_OP_COPY:
+            PUSH(PEEK(arg));
+            break;
+        case KN_OP_SWAP:
+            a = TOP();
+            TOP() = PEEK(arg);
+            PEEK(arg) = a;
+            break;
+        case KN_OP_LOAD_FAST:
+        case KN_OP_LOAD_FAST_CHECK:
+        case KN_OP_LOAD_FAST_AND_CLEAR:
+            a = fr->locals[arg] == LAZY ? load_local(r, fr, arg) : fr->locals[arg];
+            if (a == NULL)
+                return KN_FAIL;
+            if (a->kind == V_NULL && op != KN_OP_LOAD_FAST_AND_CLEAR)
+                return kn_brk(r, "local variable referenced before assignment");
+            PUSH(a);
+            if (op == KN_OP_LOAD_FAST_AND_CLEAR)
+                fr->locals[arg] = kn_v_new(r, V_NULL);
+            break;
+        case KN_OP_STORE_FAST:
+            fr->locals[arg] = POP();
+            break;
+        case KN_OP_DELETE_FAST:
+            fr->locals[arg] = kn_v_new(r, V_NULL);
+            break;
+        case KN_OP_LOAD_CONST:
+            PUSH(kn_v_const(r, PyTuple_GET_ITEM(co->co_consts, arg)));
+            break;
+        case KN_OP_RETURN_CONST:
+            fr->ret = kn_v_const(r, PyTuple_GET_ITEM(co->co_consts, arg));
+            return fr->ret ? 0 : KN_ERR;
+        case KN_OP_RETURN_VALUE:
+            fr->ret = POP();
+            return 0;
+        case KN_OP_LOAD_GLOBAL:
+            name = PyTuple_GET_ITEM(co->co_names, arg >> 1);
+            CHECK(global_load(r, fr, name, &a));
+            if (arg & 1)
+                PUSH(kn_v_new(r, V_NULL));
+            PUSH(a);
+            break;
+        case KN_OP_STORE_GLOBAL:
+            if (fr->globals != r->root_globals)
+                return kn_brk(r, "global store from an inlined function of another module");
+            name = PyTuple_GET_ITEM(co->co_names, arg);
+            a = POP();
+            if (kn_effect_add(r, E_GLOBAL, a, NULL, name) < 0)
+                return KN_FAIL;
+            {
+                /* later loads of the name see the new value */
+                int s = kn_src_add(r, KN_SRC_GLOBAL, -1, name, 0);
+                if (s < 0)
+                    return KN_FAIL;
+                r->bysrc[s] = a;
+            }
+            break;
+        case KN_OP_LOAD_ATTR:
+        case KN_OP_LOAD_METHOD: {
+            int method = op == KN_OP_LOAD_METHOD || (KN_PY312 && (arg & 1));
+            name = PyTuple_GET_ITEM(co->co_names, KN_PY312 && op == KN_OP_LOAD_ATTR ? arg >> 1 : arg);
+            a = POP();
+            CHECK(kn_getattr(r, fr, a, name, &res));
+            if (method)
+                PUSH(kn_v_new(r, V_NULL));
+            PUSH(res);
+            break;
+        }
+        case KN_OP_LOAD_SUPER_ATTR: {
+            name = PyTuple_GET_ITEM(co->co_names, arg >> 2);
+            a = POP();   /* self */
+            b = POP();   /* class */
+            (void)POP(); /* super */
+            if (b->kind != V_CONST || !PyType_Check(b->obj))
+                return kn_brk(r, "super() with a non-constant class");
+            c = kn_v_new(r, V_SUPER);
+            if (c == NULL)
+                return KN_FAIL;
+            c->obj = b->obj;
+            c->self = a;
+            CHECK(kn_getattr(r, fr, c, name, &res));
+            if (arg & 1)
+                PUSH(kn_v_new(r, V_NULL));
+            PUSH(res);
+            break;
+        }
+        case KN_OP_STORE_ATTR:
+            name = PyTuple_GET_ITEM(co->co_names, arg);
+            a = POP();   /* object */
+            b = POP();   /* value */
+            if (a->kind != V_OBJ || a->src < 0)
+                return kn_brk(r, "attribute store on a %s",
+                              a->kind == V_TENSOR ? "tensor" : "value kiln does not track");
+            {
+                kn_attr *at = kn_alloc(&r->arena, sizeof *at);
+                if (at == NULL)
+                    return KN_FAIL;
+                at->name = name;
+                at->val = b;
+                at->next = a->attrs;
+                a->attrs = at;
+            }
+            if (kn_effect_add(r, E_SETATTR, a, b, name) < 0)
+                return KN_FAIL;
+            break;
+        case KN_OP_LOAD_DEREF:
+        case KN_OP_LOAD_CLOSURE:
+            c = fr->locals[arg] == LAZY ? load_local(r, fr, arg) : fr->locals[arg];
+            if (c == NULL)
+                return KN_FAIL;
+            if (op == KN_OP_LOAD_CLOSURE) {
+                PUSH(c);
+                break;
+            }
+            CHECK(cell_load(r, c, &a));
+            PUSH(a);
+            break;
+        case KN_OP_STORE_DEREF:
+            c = fr->locals[arg] == LAZY ? load_local(r, fr, arg) : fr->locals[arg];
+            if (c == NULL)
+                return KN_FAIL;
+            a = POP();
+            CHECK(cell_store(r, c, a));
+            break;
+        case KN_OP_BINARY_OP: {
+            if (arg < 0 || arg > 25)
+                return kn_brk(r, "unknown binary operator %d", arg);
+            PyObject *f = opfn(binop_names[arg]);
+            if (f == NULL)
+                return KN_FAIL;
+            b = POP();
+            a = POP();
+            int rc = kn_binop(r, f, a, b, &res);
+            Py_DECREF(f);
+            if (rc)
+                return rc;
+            PUSH(res);
+            break;
+        }
+        case KN_OP_UNARY_NEGATIVE:
+        case KN_OP_UNARY_INVERT:
+        case KN_OP_UNARY_POSITIVE: {
+            a = POP();
+            const char *n = op == KN_OP_UNARY_NEGATIVE ? "neg" : op == KN_OP_UNARY_INVERT ? "invert" : "pos";
+            PyObject *f = opfn(n);
+            if (f == NULL)
+                return KN_FAIL;
+            int rc;
+            if (a->kind == V_TENSOR) {
+                rc = kn_torch_op(r, f, 0, &a, 1, NULL, &res);
+            } else if (a->kind == V_CONST) {
+                PyObject *x = PyObject_CallOneArg(f, a->obj);
+                if (x == NULL) {
+                    PyErr_Clear();
+                    rc = kn_brk(r, "unary operator raises");
+                } else {
+                    res = kn_v_const_steal(r, x);
+                    rc = res ? 0 : KN_ERR;
+                }
+            } else {
+                rc = kn_brk(r, "unary operator on a Python value kiln does not model");
+            }
+            Py_DECREF(f);
+            if (rc)
+                return rc;
+            PUSH(res);
+            break;
+        }
+        case KN_OP_UNARY_NOT:
+            a = POP();
+            CHECK(kn_truth(r, a, &t));
+            PUSH(kn_v_const(r, t ? Py_False : Py_True));
+            break;
+        case KN_OP_BINARY_SUBSCR:
+            b = POP();
+            a = POP();
+            CHECK(subscr(r, a, b, &res));
+            PUSH(res);
+            break;
+        case KN_OP_STORE_SUBSCR:
+            b = POP();   /* key */
+            a = POP();   /* container */
+            c = POP();   /* value */
+            CHECK(store_subscr(r, a, b, c));
+            break;
+        case KN_OP_BINARY_SLICE:
+        case KN_OP_STORE_SLICE: {
+            kn_val *stop = POP(), *start = POP(), *cont = POP();
+            kn_val *sl = kn_v_new(r, V_SLICE);
+            if (sl == NULL)
+                return KN_FAIL;
+            kn_val *none = kn_v_const(r, Py_None);
+            if (kn_v_add(r, sl, start) < 0 || kn_v_add(r, sl, stop) < 0 || kn_v_add(r, sl, none) < 0)
+                return KN_FAIL;
+            if (start->kind == V_CONST && stop->kind == V_CONST) {
+                PyObject *s = PySlice_New(start->obj, stop->obj, NULL);
+                sl = kn_v_const_steal(r, s);
+                if (sl == NULL)
+                    return KN_FAIL;
+            }
+            if (op == KN_OP_BINARY_SLICE) {
+                CHECK(subscr(r, cont, sl, &res));
+                PUSH(res);
+            } else {
+                c = POP();
+                CHECK(store_subscr(r, cont, sl, c));
+            }
+            break;
+        }
+        case KN_OP_COMPARE_OP: {
+            int which = KN_PY312 ? arg >> 4 : arg;
+            if (which < 0 || which > 5)
+                return kn_brk(r, "unknown comparison");
+            b = POP();
+            a = POP();
+            CHECK(compare(r, which, a, b, &res));
+            PUSH(res);
+            break;
+        }
+        case KN_OP_IS_OP:
+            b = POP();
+            a = POP();
+            CHECK(is_op(r, a, b, &t));
+            PUSH(kn_v_const(r, (t ^ arg) ? Py_True : Py_False));
+            break;
+        case KN_OP_CONTAINS_OP:
+            b = POP();
+            a = POP();
+            CHECK(contains(r, a, b, &t));
+            PUSH(kn_v_const(r, (t ^ arg) ? Py_True : Py_False));
+            break;
+        case KN_OP_BUILD_TUPLE:
+        case KN_OP_BUILD_LIST:
+        case KN_OP_BUILD_SET:
+            res = kn_v_new(r, op == KN_OP_BUILD_TUPLE ? V_TUPLE : V_LIST);
+            if (res == NULL)
+                return KN_FAIL;
+            for (int i = arg; i >= 1; i--)
+                if (kn_v_add(r, res, PEEK(i)) < 0)
+                    return KN_FAIL;
+            fr->sp -= arg;
+            if (op == KN_OP_BUILD_SET) {
+                PyObject *x = kn_const_of(r, res);
+                if (x == NULL)
+                    return kn_brk(r, "a set of non-constant values");
+                PyObject *s = PySet_New(x);
+                Py_DECREF(x);
+                if (s == NULL)
+                    return KN_FAIL;
+                res = kn_v_const_steal(r, s);
+            }
+            PUSH(res);
+            break;
+        case KN_OP_LIST_TO_TUPLE:
+            a = POP();
+            res = kn_v_new(r, V_TUPLE);
+            if (res == NULL)
+                return KN_FAIL;
+            for (int i = 0; i < a->n; i++)
+                if (kn_v_add(r, res, a->items[i]) < 0)
+                    return KN_FAIL;
+            PUSH(res);
+            break;
+        case KN_OP_BUILD_MAP:
+        case KN_OP_BUILD_CONST_KEY_MAP: {
+            res = kn_v_new(r, V_DICT);
+            if (res == NULL)
+                return KN_FAIL;
+            kn_val *keys = op == KN_OP_BUILD_CONST_KEY_MAP ? POP() : NULL;
+            for (int i = arg; i >= 1; i--) {
+                kn_val *k = keys ? NULL : PEEK(2 * i), *v = keys ? PEEK(i) : PEEK(2 * i - 1);
+                PyObject *kobj = keys ? PyTuple_GET_ITEM(keys->obj, arg - i) : (k->kind == V_CONST ? k->obj : NULL);
+                if (kobj == NULL)
+                    return kn_brk(r, "dict key that is not a constant");
+                if (kn_v_add(r, res, v) < 0)
+                    return KN_FAIL;
+                res->keys[res->n - 1] = kobj;
+            }
+            fr->sp -= keys ? arg : 2 * arg;
+            PUSH(res);
+            break;
+        }
+        case KN_OP_BUILD_SLICE:
+            res = kn_v_new(r, V_SLICE);
+            if (res == NULL)
+                return KN_FAIL;
+            c = arg == 3 ? POP() : kn_v_const(r, Py_None);
+            b = POP();
+            a = POP();
+            if (kn_v_add(r, res, a) < 0 || kn_v_add(r, res, b) < 0 || kn_v_add(r, res, c) < 0)
+                return KN_FAIL;
+            if (kn_v_is_const(a) && kn_v_is_const(b) && kn_v_is_const(c)) {
+                PyObject *s = PySlice_New(a->obj, b->obj, c->obj);
+                res = kn_v_const_steal(r, s);
+            }
+            PUSH(res);
+            break;
+        case KN_OP_BUILD_STRING: {
+            PyObject *parts = PyTuple_New(arg);
+            if (parts == NULL)
+                return KN_FAIL;
+            for (int i = 0; i < arg; i++) {
+                kn_val *p = PEEK(arg - i);
+                if (p->kind != V_CONST || !PyUnicode_Check(p->obj)) {
+                    Py_DECREF(parts);
+                    return kn_brk(r, "string built from non-constant parts");
+                }
+                PyTuple_SET_ITEM(parts, i, Py_NewRef(p->obj));
+            }
+            fr->sp -= arg;
+            PyObject *empty = PyUnicode_New(0, 0);
+            PyObject *s = empty ? PyUnicode_Join(empty, parts) : NULL;
+            Py_XDECREF(empty);
+            Py_DECREF(parts);
+            PUSH(kn_v_const_steal(r, s));
+            break;
+        }
+        case KN_OP_FORMAT_VALUE: {
+            kn_val *spec = (arg & 4) ? POP() : NULL;
+            a = POP();
+            if (a->kind != V_CONST || (spec && spec->kind != V_CONST))
+                return kn_brk(r, "f-string of a non-constant value");
+            PyObject *v = Py_NewRef(a->obj), *x;
+            if ((arg & 3) == 1)
+                x = PyObject_Str(v);
+            else if ((arg & 3) == 2)
+                x = PyObject_Repr(v);
+            else if ((arg & 3) == 3)
+                x = PyObject_ASCII(v);
+            else
+                x = Py_NewRef(v);
+            Py_DECREF(v);
+            if (x == NULL)
+                return KN_FAIL;
+            PyObject *s = PyObject_Format(x, spec ? spec->obj : NULL);
+            Py_DECREF(x);
+            PUSH(kn_v_const_steal(r, s));
+            break;
+        }
+        case KN_OP_LIST_APPEND:
+        case KN_OP_SET_ADD:
+            a = POP();
+            c = PEEK(arg);
+            if (c->kind != V_LIST)
+                return kn_brk(r, "set comprehension");
+            if (kn_v_add(r, c, a) < 0)
+                return KN_FAIL;
+            break;
+        case KN_OP_LIST_EXTEND:
+        case KN_OP_SET_UPDATE:
+            a = POP();
+            c = PEEK(arg);
+            if (c->kind != V_LIST)
+                return kn_brk(r, "set update");
+            CHECK(kn_iter_items(r, a, &b));
+            for (int i = 0; i < b->n; i++)
+                if (kn_v_add(r, c, b->items[i]) < 0)
+                    return KN_FAIL;
+            break;
+        case KN_OP_MAP_ADD:
+            b = POP();   /* value */
+            a = POP();   /* key */
+            c = PEEK(arg);
+            if (a->kind != V_CONST || c->kind != V_DICT)
+                return kn_brk(r, "dict comprehension with a non-constant key");
+            CHECK(store_subscr(r, c, a, b));
+            break;
+        case KN_OP_DICT_UPDATE:
+        case KN_OP_DICT_MERGE:
+            a = POP();
+            c = PEEK(arg);
+            if (a->kind != V_DICT || c->kind != V_DICT)
+                return kn_brk(r, "** of a mapping kiln does not model");
+            for (int i = 0; i < a->n; i++) {
+                kn_val *k = kn_v_const(r, a->keys[i]);
+                if (k == NULL)
+                    return KN_FAIL;
+                CHECK(store_subscr(r, c, k, a->items[i]));
+            }
+            break;
+        case KN_OP_UNPACK_SEQUENCE:
+            a = POP();
+            CHECK(unpack(r, fr, a, arg, -1, 0));
+            break;
+        case KN_OP_UNPACK_EX:
+            a = POP();
+            CHECK(unpack(r, fr, a, 0, arg & 0xff, arg >> 8));
+            break;
+        case KN_OP_GET_ITER:
+            a = POP();
+            CHECK(kn_iter_items(r, a, &res));
+            PUSH(res);
+            break;
+        case KN_OP_FOR_ITER:
+            a = TOP();
+            if (a->kind != V_ITER)
+                return kn_brk(r, "for loop over an iterator kiln cannot see into");
+            if (a->pos < a->n) {
+                PUSH(a->items[a->pos++]);
+                break;
+            }
+            (void)POP();
+            fr->pc = next + arg + (KN_PY312 ? 1 : 0);
+            continue;
+        case KN_OP_END_FOR:
+            (void)POP();
+            (void)POP();
+            break;
+        case KN_OP_JUMP_FORWARD:
+        case KN_OP_JUMP_BACKWARD:
+        case KN_OP_JUMP_BACKWARD_NO_INTERRUPT:
+            fr->pc = jump_target(op, arg, next);
+            continue;
+        case KN_OP_POP_JUMP_IF_FALSE:
+        case KN_OP_POP_JUMP_IF_TRUE:
+        case KN_OP_POP_JUMP_FORWARD_IF_FALSE:
+        case KN_OP_POP_JUMP_FORWARD_IF_TRUE:
+        case KN_OP_POP_JUMP_BACKWARD_IF_FALSE:
+        case KN_OP_POP_JUMP_BACKWARD_IF_TRUE: {
+            a = TOP();
+            int rc = kn_truth(r, a, &t);
+            if (rc)
+                return rc;   /* break: the branch is left for real with the value on the stack */
+            (void)POP();
+            int want = opname_is(op, KN_OP_POP_JUMP_IF_TRUE) || opname_is(op, KN_OP_POP_JUMP_FORWARD_IF_TRUE) ||
+                       opname_is(op, KN_OP_POP_JUMP_BACKWARD_IF_TRUE);
+            fr->pc = (t == want) ? jump_target(op, arg, next) : next;
+            continue;
+        }
+        case KN_OP_POP_JUMP_IF_NONE:
+        case KN_OP_POP_JUMP_IF_NOT_NONE:
+        case KN_OP_POP_JUMP_FORWARD_IF_NONE:
+        case KN_OP_POP_JUMP_FORWARD_IF_NOT_NONE:
+        case KN_OP_POP_JUMP_BACKWARD_IF_NONE:
+        case KN_OP_POP_JUMP_BACKWARD_IF_NOT_NONE: {
+            a = POP();
+            int isnone = a->kind == V_CONST && a->obj == Py_None;
+            if (a->kind == V_NULL)
+                return kn_brk(r, "None test on NULL");
+            int want_none = op == KN_OP_POP_JUMP_IF_NONE || op == KN_OP_POP_JUMP_FORWARD_IF_NONE ||
+                            op == KN_OP_POP_JUMP_BACKWARD_IF_NONE;
+            fr->pc = (isnone == want_none) ? jump_target(op, arg, next) : next;
+            continue;
+        }
+        case KN_OP_JUMP_IF_FALSE_OR_POP:
+        case KN_OP_JUMP_IF_TRUE_OR_POP: {
+            a = TOP();
+            CHECK(kn_truth(r, a, &t));
+            int want = op == KN_OP_JUMP_IF_TRUE_OR_POP;
+            if (t == want) {
+                fr->pc = next + arg;
+                continue;
+            }
+            (void)POP();
+            break;
+        }
+        case KN_OP_KW_NAMES:
+            fr->kwnames = PyTuple_GET_ITEM(co->co_consts, arg);
+            break;
+        case KN_OP_CALL: {
+            int n = arg;
+            kn_val *A = PEEK(n + 2), *B = PEEK(n + 1);
+            kn_val **args = &fr->stack[fr->sp - n];
+            kn_val *callable = B;
+            kn_val *argbuf[64];
+            int total = n;
+            if (A->kind != V_NULL) {
+                if (n + 1 > 64)
+                    return kn_brk(r, "call with too many arguments");
+                callable = A;
+                argbuf[0] = B;
+                memcpy(argbuf + 1, args, sizeof(kn_val *) * n);
+                args = argbuf;
+                total = n + 1;
+            }
+            PyObject *kw = fr->kwnames;
+            fr->kwnames = NULL;
+            int rc = kn_call(r, fr, callable, args, total, kw, &res);
+            if (rc) {
+                fr->kwnames = kw;   /* the break leaves the call for real: keep its names */
+                return rc;
+            }
+            fr->sp -= n + 2;
+            PUSH(res);
+            break;
+        }
+        case KN_OP_CALL_FUNCTION_EX: {
+            kn_val *kwd = (arg & 1) ? TOP() : NULL;
+            kn_val *pargs = PEEK((arg & 1) + 1), *fn = PEEK((arg & 1) + 2);
+            kn_val *items;
+            CHECK(kn_iter_items(r, pargs, &items));
+            int np = items->n, nk = 0;
+            kn_val *argv[64];
+            PyObject *kwn = NULL;
+            if (kwd) {
+                if (kwd->kind != V_DICT)
+                    return kn_brk(r, "** of a mapping kiln does not model");
+                nk = kwd->n;
+            }
+            if (np + nk > 64)
+                return kn_brk(r, "call with too many arguments");
+            memcpy(argv, items->items, sizeof(kn_val *) * np);
+            if (nk) {
+                kwn = PyTuple_New(nk);
+                if (kwn == NULL)
+                    return KN_FAIL;
+                for (int i = 0; i < nk; i++) {
+                    PyTuple_SET_ITEM(kwn, i, Py_NewRef(kwd->keys[i]));
+                    argv[np + i] = kwd->items[i];
+                }
+                if (pin(r, kwn) == NULL) {
+                    Py_DECREF(kwn);
+                    return KN_FAIL;
+                }
+                Py_DECREF(kwn);
+            }
+            CHECK(kn_call(r, fr, fn, argv, np + nk, kwn, &res));
+            fr->sp -= (arg & 1) + 3;   /* NULL, fn, args[, kwargs] */
+            PUSH(res);
+            break;
+        }
+        case KN_OP_MAKE_FUNCTION: {
+            a = POP();   /* code */
+            res = kn_v_new(r, V_FUNC);
+            if (res == NULL)
+                return KN_FAIL;
+            res->obj = a->obj;
+            res->globals = fr->globals;
+            if (arg & 8) {
+                c = POP();
+                res->items = c->items;
+                res->n = c->n;
+            }
+            if (arg & 4)
+                (void)POP();
+            if (arg & 2)
+                res->self = POP();   /* kwdefaults */
+            if (arg & 1)
+                res->fn = POP();     /* defaults */
+            PUSH(res);
+            break;
+        }
+        case KN_OP_CALL_INTRINSIC_1:
+            if (arg == 5) {          /* unary + */
+                a = POP();
+                PyObject *f = opfn("pos");
+                int rc;
+                if (a->kind == V_TENSOR)
+                    rc = kn_torch_op(r, f, 0, &a, 1, NULL, &res);
+                else if (a->kind == V_CONST) {
+                    res = kn_v_const_steal(r, PyNumber_Positive(a->obj));
+                    rc = res ? 0 : KN_ERR;
+                } else
+                    rc = kn_brk(r, "unary + on a Python value");
+                Py_XDECREF(f);
+                if (rc)
+                    return rc;
+                PUSH(res);
+            } else if (arg == 6) {   /* list -> tuple */
+                a = POP();
+                res = kn_v_new(r, V_TUPLE);
+                if (res == NULL)
+                    return KN_FAIL;
+                for (int i = 0; i < a->n; i++)
+                    if (kn_v_add(r, res, a->items[i]) < 0)
+                        return KN_FAIL;
+                PUSH(res);
+            } else {
+                return kn_brk(r, "intrinsic %d", arg);
+            }
+            break;
+        case KN_OP_BEFORE_WITH:
+            a = POP();
+            if (a->kind != V_CTX)
+                return kn_brk(r, "a with block on a context manager kiln does not model");
+            a->prev = r->grad_cur;
+            a->entered = 1;
+            if (a->mode >= 0 && kn_set_grad(r, a->mode) < 0)
+                return KN_FAIL;
+            fr->nwith++;
+            PUSH(a);
+            PUSH(kn_v_const(r, Py_None));
+            break;
+        case KN_OP_GET_LEN:
+            a = TOP();
+            CHECK(kn_iter_items(r, a, &b));
+            PUSH(kn_v_const_steal(r, PyLong_FromLong(b->n)));
+            break;
+        case KN_OP_LOAD_ASSERTION_ERROR:
+            PUSH(kn_v_const(r, PyExc_AssertionError));
+            break;
+        case KN_OP_YIELD_VALUE:
+            if (fr->yields == NULL)
+                return kn_brk(r, "yield outside a generator kiln runs");
+            a = POP();
+            if (kn_v_add(r, fr->yields, a) < 0)
+                return KN_FAIL;
+            PUSH(kn_v_const(r, Py_None));   /* the value send() would deliver */
+            break;
+        case KN_OP_RETURN_GENERATOR:
+            if (fr->yields == NULL)
+                return kn_brk(r, "generator");
+            PUSH(kn_v_const(r, Py_None));
+            break;
+        case KN_OP_RAISE_VARARGS:
+            return kn_brk(r, "raise");
+        default:
+            return kn_brk(r, "opcode %s is not recorded", "(graph-break opcode)");
+        }
+        fr->pc = next;
+    }
+}
+
+/* with blocks are exited through their __exit__ call: see kn_call in record_call.c */
+int kn_with_exit(kn_rec *r, kn_val *ctx);
+int
+kn_with_exit(kn_rec *r, kn_val *ctx)
+{
+    return with_exit(r, ctx);
+}
+
+/* ------------------------------------------------------------------ finishing a segment */
+
+typedef struct {
+    kn_pop *ops;
+    int n, cap, ntmp;
+    PyObject *consts;
+    PyObject *outs;   /* list of fx nodes */
+} emitter;
+
+static int
+emit(emitter *e, int kind, int a)
+{
+    if (e->n == e->cap) {
+        int ncap = e->cap ? e->cap * 2 : 32;
+        kn_pop *no = PyMem_Realloc(e->ops, sizeof(kn_pop) * ncap);
+        if (no == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        e->ops = no;
+        e->cap = ncap;
+    }
+    e->ops[e->n++] = (kn_pop){kind, a};
+    return 0;
+}
+
+static int
+emit_const(emitter *e, PyObject *o)
+{
+    Py_ssize_t i = PyList_GET_SIZE(e->consts);
+    if (PyList_Append(e->consts, o) < 0)
+        return -1;
+    return emit(e, KN_P_CONST, (int)i);
+}
+
+static int
+emit_val(kn_rec *r, emitter *e, kn_val *v)
+{
+    switch (v->kind) {
+    case V_NULL:
+        return emit(e, KN_P_NULL, 0);
+    case V_CONST:
+        return emit_const(e, v->obj);
+    case V_TENSOR:
+        if (v->src >= 0)
+            return emit(e, KN_P_SRC, v->src);
+        if (!v->outidx) {
+            if (PyList_Append(e->outs, v->node) < 0)
+                return -1;
+            v->outidx = (int)PyList_GET_SIZE(e->outs);
+        }
+        return emit(e, KN_P_OUT, v->outidx - 1);
+    case V_TUPLE:
+    case V_LIST:
+    case V_DICT:
+        if (v->src >= 0 && (v->kind != V_TUPLE || !v->mutated))
+            return emit(e, KN_P_SRC, v->src);
+        if (v->tmp)
+            return emit(e, KN_P_TMP_GET, v->tmp - 1);
+        for (int i = 0; i < v->n; i++) {
+            if (v->kind == V_DICT && emit_const(e, v->keys[i]) < 0)
+                return -1;
+            if (emit_val(r, e, v->items[i]) < 0)
+                return -1;
+        }
+        if (emit(e, v->kind == V_TUPLE ? KN_P_TUPLE : v->kind == V_LIST ? KN_P_LIST : KN_P_DICT, v->n) < 0)
+            return -1;
+        if (v->kind != V_TUPLE) {
+            v->tmp = ++e->ntmp;
+            return emit(e, KN_P_TMP_SET, v->tmp - 1);
+        }
+        return 0;
+    case V_OBJ:
+    case V_CELL:
+        if (v->src >= 0)
+            return emit(e, KN_P_SRC, v->src);
+        if (v->obj)
+            return emit_const(e, v->obj);
+        break;
+    case V_ITER: {
+        for (int i = v->pos; i < v->n; i++)
+            if (emit_val(r, e, v->items[i]) < 0)
+                return -1;
+        if (emit(e, KN_P_TUPLE, v->n - v->pos) < 0)
+            return -1;
+        return emit(e, KN_P_ITER, 0);
+    }
+    case V_SLICE:
+        for (int i = 0; i < 3; i++)
+            if (emit_val(r, e, v->items[i]) < 0)
+                return -1;
+        return emit(e, KN_P_SLICE, 0);
+    case V_METHOD:
+    case V_TMETHOD:
+    case V_BMETHOD: {
+        PyObject *types = PyImport_ImportModule("types");
+        PyObject *mt = types ? PyObject_GetAttrString(types, "MethodType") : NULL;
+        PyObject *ga = PyDict_GetItemString(PyEval_GetBuiltins(), "getattr");
+        Py_XDECREF(types);
+        if (mt == NULL)
+            return -1;
+        int rc;
+        if (v->kind == V_METHOD)
+            rc = (emit_const(e, mt) < 0 || emit_val(r, e, v->fn) < 0 || emit_val(r, e, v->self) < 0 ||
+                  emit(e, KN_P_CALL, 2) < 0)
+                     ? -1
+                     : 0;
+        else
+            rc = (emit_const(e, ga) < 0 || emit_val(r, e, v->self) < 0 || emit_const(e, v->obj) < 0 ||
+                  emit(e, KN_P_CALL, 2) < 0)
+                     ? -1
+                     : 0;
+        Py_DECREF(mt);
+        return rc;
+    }
+    case V_FUNC:
+        if (v->n == 0 && v->fn == NULL && v->self == NULL) {
+            PyObject *types = PyImport_ImportModule("types");
+            PyObject *ft = types ? PyObject_GetAttrString(types, "FunctionType") : NULL;
+            Py_XDECREF(types);
+            if (ft == NULL)
+                return -1;
+            int rc = (emit_const(e, ft) < 0 || emit_const(e, v->obj) < 0 || emit_const(e, v->globals) < 0 ||
+                      emit(e, KN_P_CALL, 2) < 0)
+                         ? -1
+                         : 0;
+            Py_DECREF(ft);
+            return rc;
+        }
+        break;
+    default:
+        break;
+    }
+    PyErr_Format(PyExc_NotImplementedError, "kiln: cannot rebuild a value of kind %d after the graph", v->kind);
+    return -1;
+}
+
+/* Build the segment: outputs, replay program, compiled graph. */
+static kn_seg *
+finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off, int term_next, int term_target,
+       int term_arg, PyObject *kwnames)
+{
+    emitter e = {0};
+    kn_seg *seg = NULL;
+    e.consts = PyList_New(0);
+    e.outs = PyList_New(0);
+    if (e.consts == NULL || e.outs == NULL)
+        goto error;
+    /* side effects, in program order */
+    for (int i = 0; i < r->neff; i++) {
+        kn_effect *ef = &r->effects[i];
+        switch (ef->kind) {
+        case E_SETATTR:
+            if (emit_val(r, &e, ef->a) < 0 || emit_val(r, &e, ef->b) < 0)
+                goto error;
+            if (emit(&e, KN_P_SETATTR, (int)PyList_GET_SIZE(e.consts)) < 0 || PyList_Append(e.consts, ef->name) < 0)
+                goto error;
+            break;
+        case E_GLOBAL:
+            if (emit_val(r, &e, ef->a) < 0)
+                goto error;
+            if (emit(&e, KN_P_GLOBAL, (int)PyList_GET_SIZE(e.consts)) < 0 || PyList_Append(e.consts, ef->name) < 0)
+                goto error;
+            break;
+        case E_CELL:
+            if (emit(&e, KN_P_SRC, ef->a->src) < 0 || emit_val(r, &e, ef->b) < 0 || emit(&e, KN_P_CELLSET, 0) < 0)
+                goto error;
+            break;
+        default:
+            break;
+        }
+    }
+    /* containers that came from the frame and were changed: replace their contents */
+    for (int i = 0; i < r->nvtab; i++) {
+        kn_val *v = r->vtab[i];
+        if ((v->kind == V_LIST || v->kind == V_DICT) && v->src >= 0 && v->mutated) {
+            if (emit(&e, KN_P_SRC, v->src) < 0)
+                goto error;
+            int src = v->src;
+            v->src = -1;   /* rebuild it fresh */
+            int rc = emit_val(r, &e, v);
+            v->src = src;
+            v->tmp = 0;
+            if (rc < 0 || emit(&e, KN_P_REPLACE, 0) < 0)
+                goto error;
+        }
+    }
+    if (r->grad_cur != r->grad_start && emit(&e, KN_P_GRAD, r->grad_cur) < 0)
+        goto error;
+    if (term != KN_T_RETURN) {
+        for (int i = 0; i < fr->nlocals; i++) {
+            kn_val *v = fr->locals[i];
+            if (v == LAZY || v == fr->initial[i])
+                continue;
+            if (emit_val(r, &e, v) < 0 || emit(&e, KN_P_LOCAL, i) < 0)
+                goto error;
+        }
+        for (int i = 0; i < fr->sp; i++)
+            if (emit_val(r, &e, fr->stack[i]) < 0 || emit(&e, KN_P_PUSH, 0) < 0)
+                goto error;
+    } else {
+        if (emit_val(r, &e, fr->ret) < 0 || emit(&e, KN_P_RET, 0) < 0)
+            goto error;
+    }
+    seg = PyMem_Calloc(1, sizeof *seg);
+    if (seg == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    /* the frame's old stack entries are replaced by the ones pushed above */
+    if (nstack_in) {
+        /* prepend a stack clear: run_segment's KN_P_LOCAL/PUSH write the frame; an
+         * explicit clear keeps the frame's stack exact */
+        kn_pop *no = PyMem_Malloc(sizeof(kn_pop) * (e.n + 1));
+        if (no == NULL)
+            goto error;
+        no[0] = (kn_pop){KN_P_CLEARSTACK, nstack_in};
+        memcpy(no + 1, e.ops, sizeof(kn_pop) * e.n);
+        PyMem_Free(e.ops);
+        e.ops = no;
+        e.n++;
+    }
+    seg->offset = offset;
+    seg->ops = e.ops;
+    e.ops = NULL;
+    seg->nops = e.n;
+    seg->ntmp = e.ntmp;
+    seg->consts = e.consts;
+    e.consts = NULL;
+    seg->term = term;
+    seg->term_off = term_off;
+    seg->term_next = term_next;
+    seg->term_target = term_target;
+    seg->term_arg = term_arg;
+    seg->kwnames = Py_XNewRef(kwnames);
+    /* the graph */
+    if (r->nops > 0) {
+        PyObject *outs = PyList_AsTuple(e.outs);
+        PyObject *o = outs ? PyObject_CallMethodOneArg(r->graph, kn_cenv.s_output, outs) : NULL;
+        Py_XDECREF(outs);
+        if (o == NULL)
+            goto error;
+        Py_DECREF(o);
+        PyObject *info = Py_BuildValue("{s:O,s:O,s:i,s:i}", "filename", r->root->code->co_filename, "name",
+                                       r->root->code->co_qualname, "line",
+                                       PyCode_Addr2Line(r->root->code, offset * 2), "ops", r->nops);
+        seg->graph = info ? PyObject_CallFunctionObjArgs(kn_cenv.finish, r->graph, r->fake_mode, r->examples,
+                                                         r->ctx->backend, info, NULL)
+                          : NULL;
+        Py_XDECREF(info);
+        if (seg->graph == NULL)
+            goto error;
+    } else if (PyList_GET_SIZE(e.outs) > 0) {
+        PyErr_SetString(PyExc_SystemError, "kiln: graph outputs without graph ops");
+        goto error;
+    }
+    /* sources and guards move into the segment */
+    seg->srcs = r->srcs;
+    seg->nsrc = r->nsrc;
+    r->srcs = NULL;
+    r->nsrc = 0;
+    seg->guards = r->guards;
+    seg->nguard = r->nguard;
+    r->guards = NULL;
+    r->nguard = 0;
+    if (seg->graph) {
+        seg->inputs = r->inputs;
+        seg->ninput = r->ninputs;
+        r->inputs = NULL;
+        r->ninputs = 0;
+    }
+    Py_XDECREF(e.outs);
+    return seg;
+error:
+    PyMem_Free(e.ops);
+    Py_XDECREF(e.consts);
+    Py_XDECREF(e.outs);
+    if (seg) {
+        seg->srcs = NULL;
+        seg->nsrc = 0;
+        kn_seg_free(seg);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ entry */
+
+static void
+rec_free(kn_rec *r)
+{
+    if (r->fake_mode && !r->fake_exited) {
+        PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
+        Py_XDECREF(x);
+    }
+    for (int i = 0; i < r->nsrc; i++)
+        Py_XDECREF(r->srcs[i].key);
+    for (int i = 0; i < r->nguard; i++) {
+        Py_XDECREF(r->guards[i].obj);
+        Py_XDECREF(r->guards[i].obj2);
+        Py_XDECREF(r->guards[i].obj3);
+        Py_XDECREF(r->guards[i].obj4);
+    }
+    PyMem_Free(r->srcs);
+    PyMem_Free(r->bysrc);
+    PyMem_Free(r->guards);
+    PyMem_Free(r->effects);
+    PyMem_Free(r->inputs);
+    PyMem_Free(r->vtab);
+    Py_XDECREF(r->pins);
+    Py_XDECREF(r->srcmemo);
+    Py_XDECREF(r->objmemo);
+    Py_XDECREF(r->graph);
+    Py_XDECREF(r->fake_mode);
+    Py_XDECREF(r->examples);
+    kn_arena_free(&r->arena);
+}
+
+static int
+noinline_has(kn_codeinfo *info, int off)
+{
+    for (int i = 0; i < info->nnoinline; i++)
+        if (info->noinline[i] == off)
+            return 1;
+    return 0;
+}
+
+int kn_rec_noinline(kn_rec *r, rframe *fr);
+int
+kn_rec_noinline(kn_rec *r, rframe *fr)
+{
+    return fr == r->root && noinline_has(r->info, fr->lastpc);
+}
+
+static void
+note_break(kn_rec *r, PyCodeObject *code, int pc)
+{
+    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOi", r->reason, code->co_filename,
+                                          PyCode_Addr2Line(code, pc * 2));
+    Py_XDECREF(res);
+    PyErr_Clear();
+}
+
+kn_seg *
+kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func, PyObject *globals,
+          PyObject *builtins, PyObject **locals, PyObject **stack, int nstack, int offset, int *abort_kind)
+{
+    (void)func;
+    *abort_kind = 0;
+    PyObject *bytes = PyCode_GetCode(code);
+    if (bytes == NULL)
+        return NULL;
+    PyObject *g0 = PyObject_CallNoArgs(kn_cenv.is_grad);
+    if (g0 == NULL) {
+        Py_DECREF(bytes);
+        return NULL;
+    }
+    int grad0 = g0 == Py_True;
+    Py_DECREF(g0);
+    kn_seg *seg = NULL;
+    int nlp = code->co_nlocalsplus;
+    for (int attempt = 0; attempt < 64; attempt++) {
+        kn_rec R = {0}, *r = &R;
+        r->ctx = ctx;
+        r->info = info;
+        r->grad_start = r->grad_cur = grad0;
+        r->root_globals = globals;
+        r->root_builtins = builtins;
+        r->pins = PyList_New(0);
+        r->srcmemo = PyDict_New();
+        r->objmemo = PyDict_New();
+        r->examples = PyList_New(0);
+        PyObject *gm = (r->pins && r->srcmemo && r->objmemo && r->examples) ? PyObject_CallNoArgs(kn_cenv.new_graph)
+                                                                          : NULL;
+        if (gm == NULL) {
+            rec_free(r);
+            break;
+        }
+        r->graph = Py_NewRef(PyTuple_GET_ITEM(gm, 0));
+        r->fake_mode = Py_NewRef(PyTuple_GET_ITEM(gm, 1));
+        Py_DECREF(gm);
+        PyObject *ent = PyObject_CallMethod(r->fake_mode, "__enter__", NULL);
+        if (ent == NULL) {
+            Py_CLEAR(r->fake_mode);
+            rec_free(r);
+            break;
+        }
+        Py_DECREF(ent);
+        rframe F = {0}, *fr = &F;
+        fr->code = code;
+        fr->ins = (const uint8_t *)PyBytes_AS_STRING(bytes);
+        fr->nins = (int)(PyBytes_GET_SIZE(bytes) / 2);
+        fr->globals = globals;
+        fr->builtins = builtins;
+        fr->nlocals = nlp;
+        fr->locals = kn_alloc(&r->arena, sizeof(kn_val *) * (nlp + 1));
+        fr->initial = kn_alloc(&r->arena, sizeof(kn_val *) * (nlp + 1));
+        fr->stackcap = code->co_stacksize + 8;
+        fr->stack = kn_alloc(&r->arena, sizeof(kn_val *) * fr->stackcap);
+        fr->pc = offset;
+        fr->call_off = -1;
+        r->root = fr;
+        root_real_locals = locals;
+        int rc = (fr->locals && fr->initial && fr->stack) ? 0 : KN_ERR;
+        for (int i = 0; rc == 0 && i < nlp; i++)
+            fr->locals[i] = fr->initial[i] = LAZY;
+        if (rc == 0 && kn_guard_add(r, KN_G_GRAD, -1, NULL, NULL, NULL, NULL, grad0) < 0)
+            rc = KN_ERR;
+        for (int j = 0; rc == 0 && j < nstack; j++) {
+            int s = kn_src_add(r, KN_SRC_STACK, -1, NULL, j);
+            kn_val *v = NULL;
+            if (s >= 0)
+                v = stack[j] ? kn_wrap(r, stack[j], s) : kn_v_new(r, V_NULL);
+            if (v == NULL)
+                rc = KN_ERR;
+            else
+                fr->stack[fr->sp++] = v;
+        }
+        if (rc == 0)
+            rc = kn_run_frame(r, fr);
+        {
+            /* no fake op runs after this point; the backend must not see the mode */
+            PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
+            if (x == NULL && rc != KN_ERR)
+                rc = KN_ERR;
+            Py_XDECREF(x);
+            r->fake_exited = 1;
+        }
+        /* put the real grad mode back; the replay sets what the code left */
+        if (r->grad_cur != grad0) {
+            PyObject *x = PyObject_CallOneArg(kn_cenv.set_grad, grad0 ? Py_True : Py_False);
+            Py_XDECREF(x);
+        }
+        if (rc == KN_ERR) {
+            rec_free(r);
+            break;
+        }
+        if (rc == KN_BREAK && r->break_code != NULL) {
+            /* a break inside an inlined call: leave that call to run for real */
+            if (noinline_has(info, r->break_pc)) {   /* should not happen */
+                rc = KN_BREAK;
+            } else {
+                if (info->nnoinline == info->capnoinline) {
+                    int ncap = info->capnoinline ? info->capnoinline * 2 : 4;
+                    int *nn = PyMem_Realloc(info->noinline, sizeof(int) * ncap);
+                    if (nn == NULL) {
+                        rec_free(r);
+                        break;
+                    }
+                    info->noinline = nn;
+                    info->capnoinline = ncap;
+                }
+                info->noinline[info->nnoinline++] = r->break_pc;
+                rec_free(r);
+                continue;
+            }
+        }
+        if (rc == KN_BREAK) {
+            note_break(r, code, fr->lastpc);
+            if (ctx->fullgraph) {
+                PyObject *ln = PyObject_CallMethod(kn_cenv.mod, "source_line", "Oi", code->co_filename,
+                                                   PyCode_Addr2Line(code, fr->lastpc * 2));
+                PyErr_Format(PyExc_RuntimeError,
+                             "kiln.compile(fullgraph=True): graph break at %U:%d (%S): %s. Remove the construct or "
+                             "use fullgraph=False to let kiln split the graph there.",
+                             code->co_filename, PyCode_Addr2Line(code, fr->lastpc * 2), ln ? ln : Py_None, r->reason);
+                Py_XDECREF(ln);
+                *abort_kind = 1;
+                rec_free(r);
+                break;
+            }
+            int pc = fr->lastpc, op, arg, next;
+            decode(fr, pc, &op, &arg, &next);
+            int region = kn_exc_region(code, pc);
+            if (fr->nwith > 0) {
+                /* a break inside a with block: the whole segment runs as Python */
+                r->neff = 0;
+                r->nops = 0;
+                seg = finish(r, fr, offset, 0, KN_T_FALLBACK, offset, 0, 0, 0, NULL);
+                if (seg) {
+                    seg->nops = 0;
+                    seg->term_off = offset;
+                }
+            } else if ((op == KN_OP_CALL || op == KN_OP_CALL_FUNCTION_EX) && region == 0) {
+                int targ = op == KN_OP_CALL ? arg : ((arg & 1) ? -2 : -1);
+                seg = finish(r, fr, offset, nstack, KN_T_CALL, pc, next, 0, targ,
+                             op == KN_OP_CALL ? fr->kwnames : NULL);
+            } else if ((op == KN_OP_POP_JUMP_IF_FALSE || op == KN_OP_POP_JUMP_IF_TRUE ||
+                        op == KN_OP_POP_JUMP_FORWARD_IF_FALSE || op == KN_OP_POP_JUMP_FORWARD_IF_TRUE ||
+                        op == KN_OP_POP_JUMP_BACKWARD_IF_FALSE || op == KN_OP_POP_JUMP_BACKWARD_IF_TRUE) &&
+                       region == 0) {
+                int want = op == KN_OP_POP_JUMP_IF_TRUE || op == KN_OP_POP_JUMP_FORWARD_IF_TRUE ||
+                           op == KN_OP_POP_JUMP_BACKWARD_IF_TRUE;
+                seg = finish(r, fr, offset, nstack, KN_T_JUMP, pc, next, jump_target(op, arg, next), want, NULL);
+            } else {
+                seg = finish(r, fr, offset, nstack, KN_T_FALLBACK, pc, 0, 0, 0, NULL);
+            }
+        } else {
+            seg = finish(r, fr, offset, nstack, KN_T_RETURN, 0, 0, 0, 0, NULL);
+        }
+        if (seg == NULL) {
+            rec_free(r);
+            break;
+        }
+        rec_free(r);
+        break;
+    }
+    root_real_locals = NULL;
+    Py_DECREF(bytes);
+    if (seg) {
+        seg->next = info->segs;
+        info->segs = seg;
+    }
+    return seg;
+}

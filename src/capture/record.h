@@ -1,0 +1,150 @@
+/* record.h — the recorder's private declarations (record.c, record_call.c).
+ *
+ * Symbolic values (kn_val) live in the recording's arena; every Python object
+ * they point at is pinned in rec->pins, so an abort from any depth releases
+ * everything in one place.
+ */
+#ifndef KILN_RECORD_H
+#define KILN_RECORD_H
+
+#include "capture/capture.h"
+
+typedef enum {
+    V_NULL,      /* CPython's NULL stack marker, or an unbound local */
+    V_CONST,     /* a Python value known at record time (guarded if it came from a source) */
+    V_TENSOR,    /* a tensor: fx node + fake tensor */
+    V_TUPLE,
+    V_LIST,
+    V_DICT,      /* keys are constants (keys[]), values symbolic */
+    V_OBJ,       /* a real object read through sources (modules, user objects) */
+    V_FUNC,      /* a function made by MAKE_FUNCTION while recording */
+    V_CELL,      /* a closure cell, real (obj) or made while recording */
+    V_METHOD,    /* fn bound to self */
+    V_TMETHOD,   /* a Tensor method: self + name */
+    V_BMETHOD,   /* a method of a symbolic container: self + name */
+    V_ITER,      /* an iterator over known items */
+    V_SUPER,     /* super(cls, self) */
+    V_CTX,       /* a grad-mode context manager */
+    V_SLICE,
+} kn_vkind;
+
+typedef struct kn_val kn_val;
+typedef struct kn_attr {
+    struct kn_attr *next;
+    PyObject *name;
+    kn_val *val;             /* NULL: deleted */
+} kn_attr;
+
+struct kn_val {
+    int kind;
+    int src;                 /* source index or -1 */
+    PyObject *obj;           /* CONST value; OBJ/CELL real object; TENSOR fake; FUNC code; T/BMETHOD name */
+    PyObject *node;          /* TENSOR: fx node */
+    int n, cap;
+    kn_val **items;          /* containers, ITER, SLICE(3), FUNC closure */
+    PyObject **keys;         /* DICT keys */
+    int pos;                 /* ITER */
+    kn_val *self, *fn;       /* METHOD, TMETHOD, BMETHOD, SUPER(self); FUNC defaults in fn, kwdefaults in self */
+    kn_val *content;         /* CELL */
+    PyObject *globals;       /* FUNC */
+    int mutated;
+    int tmp;                 /* replay temp + 1, 0 none */
+    int outidx;              /* TENSOR graph output + 1, 0 none */
+    int mode, entered, prev; /* CTX */
+    kn_attr *attrs;          /* OBJ: attribute stores made while recording */
+};
+
+typedef struct rframe {
+    PyCodeObject *code;
+    const uint8_t *ins;
+    int nins;
+    PyObject *globals, *builtins;
+    kn_val **locals, **initial;
+    int nlocals;
+    kn_val **stack;
+    int sp, stackcap;
+    PyObject *kwnames;
+    int pc, lastpc;
+    struct rframe *parent;
+    int call_off;            /* root: offset of the call that led into this inlined chain */
+    kn_val *ret;
+    int nwith;
+    kn_val *yields;          /* generators: yielded values (a V_LIST) */
+    kn_val *funcv;           /* the function being run (for __class__ / super) */
+} rframe;
+
+typedef enum { E_SETATTR, E_DELATTR, E_GLOBAL, E_CELL, E_REPLACE } kn_effkind;
+typedef struct {
+    int kind;
+    kn_val *a, *b;
+    PyObject *name;
+} kn_effect;
+
+typedef struct {
+    kn_capctx *ctx;
+    kn_codeinfo *info;
+    kn_arena arena;
+    PyObject *pins;          /* list: every object values point at */
+    PyObject *srcmemo;       /* dict (kind, parent, key) -> source index */
+    PyObject *objmemo;       /* dict id -> index in vtab */
+    kn_val **vtab;
+    int nvtab, capvtab;
+    kn_val **bysrc;          /* value made for each source */
+    kn_src *srcs;
+    int nsrc, capsrc;
+    kn_guard *guards;
+    int nguard, capguard;
+    kn_effect *effects;
+    int neff, capeff;
+    PyObject *graph, *fake_mode, *examples;
+    int fake_exited;
+    int *inputs;
+    int ninputs, capinputs;
+    int nops;                /* op nodes in the graph */
+    int steps;               /* instruction budget */
+    char reason[300];
+    PyCodeObject *break_code;
+    int break_pc;
+    int grad_start, grad_cur;
+    PyObject *root_globals, *root_builtins;
+    rframe *root;
+} kn_rec;
+
+/* break: returns this with rec->reason set */
+#define KN_BREAK 1
+#define KN_ERR (-1)
+/* a failed step: an error if an exception is set, else a break (reason set) */
+#define KN_FAIL (PyErr_Occurred() ? KN_ERR : KN_BREAK)
+
+extern kn_val kn_lazy;       /* marker: a root local not read yet */
+#define LAZY (&kn_lazy)
+
+/* record.c */
+kn_val *kn_v_new(kn_rec *r, int kind);
+kn_val *kn_v_const(kn_rec *r, PyObject *obj);              /* borrows obj, pins it */
+kn_val *kn_v_const_steal(kn_rec *r, PyObject *obj);        /* steals obj (NULL passes through) */
+int kn_v_add(kn_rec *r, kn_val *c, kn_val *item);
+int kn_src_add(kn_rec *r, int kind, int parent, PyObject *key, Py_ssize_t idx);
+int kn_guard_add(kn_rec *r, int kind, int src, PyObject *obj, PyObject *obj2, PyObject *obj3, PyObject *obj4,
+                 Py_ssize_t n);
+kn_val *kn_wrap(kn_rec *r, PyObject *obj, int src);
+int kn_brk(kn_rec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+PyObject *kn_to_py(kn_rec *r, kn_val *v, int fake);         /* new ref; NULL + reason on unsupported */
+int kn_v_is_const(kn_val *v);
+PyObject *kn_const_of(kn_rec *r, kn_val *v);                /* new ref or NULL (not constant) */
+int kn_run_frame(kn_rec *r, rframe *fr);
+int kn_effect_add(kn_rec *r, int kind, kn_val *a, kn_val *b, PyObject *name);
+int kn_set_grad(kn_rec *r, int mode);
+
+/* record_call.c */
+int kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *kwnames, kn_val **out);
+int kn_getattr(kn_rec *r, rframe *fr, kn_val *obj, PyObject *name, kn_val **out);
+int kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, PyObject *kwnames,
+                kn_val **out);
+int kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **args, int nargs, PyObject *kwnames,
+              kn_val **out);
+int kn_iter_items(kn_rec *r, kn_val *v, kn_val **out);      /* make a V_ITER */
+int kn_truth(kn_rec *r, kn_val *v, int *out);               /* 0 ok, KN_BREAK */
+int kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out);
+
+#endif
