@@ -143,6 +143,12 @@ _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "
 _TORCH_C_MODULES = ("torch._C._nn", "torch._C._linalg", "torch._C._special", "torch._C._fft",
                     "torch._C._VariableFunctions", "torch")
 _cache = {}
+# methods of builtin containers that only read: run at record time on constants
+_CONTAINERS = (dict, list, tuple, str, set, frozenset, bytes)
+_READ_ONLY = {"get", "keys", "values", "items", "__contains__", "__getitem__", "index", "count", "copy",
+              "startswith", "endswith", "split", "join", "lower", "upper", "strip", "format", "replace",
+              "isdigit", "isidentifier", "__len__", "issubset", "issuperset", "union", "intersection",
+              "difference", "rsplit", "lstrip", "rstrip", "partition", "rpartition", "find", "rfind"}
 
 
 def _is_compiling():
@@ -195,6 +201,11 @@ def _classify(f):
     if isinstance(f, (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
                       types.BuiltinMethodType)):
         owner = getattr(f, "__self__", None)
+        objclass = getattr(f, "__objclass__", None) or (type(owner) if owner is not None else None)
+        if objclass is not None and getattr(f, "__name__", "") in _READ_ONLY:
+            for base in _CONTAINERS:
+                if isinstance(objclass, type) and issubclass(objclass, base):
+                    return 3
         if mod in _PURE_MODULES or isinstance(owner, types.ModuleType) and owner.__name__ in _PURE_MODULES:
             return 3
         if mod.startswith("torch") or owner is torch._C._VariableFunctions:

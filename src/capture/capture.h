@@ -91,6 +91,7 @@ typedef enum {
     KN_P_SLICE,      /* pop 3 */
     KN_P_ITER,       /* replace top with iter(top) */
     KN_P_CALL,       /* pop a args then fn; push fn(*args) */
+    KN_P_CALLKW,     /* pop kwnames, a args (the last len(kwnames) by keyword), fn */
     KN_P_TMP_SET,    /* tmp[a] = top (top stays) */
     KN_P_TMP_GET,    /* push tmp[a] */
     KN_P_SETATTR,    /* pop value, obj: setattr(obj, consts[a], value) */

@@ -99,7 +99,7 @@ path_skipped(PyCodeObject *code)
     }
     /* torch.fx's generated forward methods */
     const char *fn = PyUnicode_AsUTF8(code->co_filename);
-    return fn && strncmp(fn, "<eval_with_key", 14) == 0;
+    return fn && (strncmp(fn, "<eval_with_key", 14) == 0 || strncmp(fn, "<frozen ", 8) == 0);
 }
 
 static kn_codeinfo *
@@ -223,7 +223,7 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
         if (args != args_small)
             PyMem_Free(args);
         if (out == NULL)
-            return -1;
+            return -2;   /* nothing of the frame was touched yet */
         if (!PyTuple_Check(out) && !PyList_Check(out)) {
             PyErr_SetString(PyExc_SystemError, "kiln: a compiled graph must return a tuple or list");
             goto done;
@@ -325,6 +325,19 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
                 goto done;
             st[sp++] = v;
             break;
+        case KN_P_CALLKW: {
+            PyObject *kw = st[--sp];
+            Py_ssize_t nkw = PyTuple_GET_SIZE(kw);
+            v = PyObject_Vectorcall(st[sp - op.a - 1], st + sp - op.a, op.a - nkw, kw);
+            Py_DECREF(kw);
+            for (int i = 0; i <= op.a; i++)
+                Py_DECREF(st[sp - 1 - i]);
+            sp -= op.a + 1;
+            if (v == NULL)
+                goto done;
+            st[sp++] = v;
+            break;
+        }
         case KN_P_TMP_SET:
             Py_XSETREF(tmp[op.a], Py_XNewRef(st[sp - 1]));
             break;
@@ -507,8 +520,27 @@ do_jump(kn_seg *seg, _PyInterpreterFrame *f)
     return t ? seg->term_target : seg->term_next;
 }
 
+/* vals grows to the largest source list; *vals may be replaced */
+static int
+vals_reserve(PyObject ***vals, int *cap, PyObject **small, int n)
+{
+    if (n <= *cap)
+        return 0;
+    PyObject **nv = PyMem_Calloc(n, sizeof(PyObject *));
+    if (nv == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (*vals != small)
+        PyMem_Free(*vals);
+    *vals = nv;
+    *cap = n;
+    return 0;
+}
+
 static kn_seg *
-lookup(kn_capctx *ctx, kn_codeinfo *info, _PyInterpreterFrame *f, int off, PyObject **vals, int *count)
+lookup(kn_codeinfo *info, _PyInterpreterFrame *f, int off, PyObject ***vals, int *cap, PyObject **small,
+       int *count)
 {
     int nlp = f->f_code->co_nlocalsplus;
     *count = 0;
@@ -516,13 +548,16 @@ lookup(kn_capctx *ctx, kn_codeinfo *info, _PyInterpreterFrame *f, int off, PyObj
         if (s->offset != off)
             continue;
         (*count)++;
-        int r = kn_guard_check(s, f->localsplus, nlp, f->localsplus + nlp, f->stacktop - nlp, f->f_globals,
-                               f->f_builtins, vals);
-        if (r < 0)
+        if (vals_reserve(vals, cap, small, s->nsrc) < 0)
             return NULL;
-        (void)ctx;
+        int r = kn_guard_check(s, f->localsplus, nlp, f->localsplus + nlp, f->stacktop - nlp, f->f_globals,
+                               f->f_builtins, *vals);
         if (r == 1)
             return s;
+        for (int i = 0; i < s->nsrc; i++)
+            Py_CLEAR((*vals)[i]);
+        if (r < 0)
+            return NULL;
     }
     return NULL;
 }
@@ -541,19 +576,19 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
 {
     PyCodeObject *code = f->f_code;
     prologue(f);
-    int off = code->_co_firsttraceable;
-    PyObject *vals_small[128];
+    int off = code->_co_firsttraceable, cap = 128;
+    PyObject *small[128] = {0}, **vals = small, *result = NULL;
     for (;;) {
         int count;
-        memset(vals_small, 0, sizeof vals_small);
-        kn_seg *seg = lookup(ctx, info, f, off, vals_small, &count);
+        kn_seg *seg = lookup(info, f, off, &vals, &cap, small, &count);
         if (seg == NULL && PyErr_Occurred())
-            return NULL;
+            goto out;
         if (seg == NULL) {
             if (count >= ctx->cache_limit) {
                 warn_once(info, code, "cache_size_limit reached (guards keep failing)");
                 stat_add("cache_limit_fallbacks", 1);
-                return fallback(ts, f, off);
+                result = fallback(ts, f, off);
+                goto out;
             }
             int abort_kind = 0;
             tls_off++;
@@ -563,58 +598,73 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
             tls_off--;
             if (seg == NULL) {
                 if (abort_kind == 1)          /* fullgraph: the user's error */
-                    return NULL;
+                    goto out;
                 warn_once(info, code, "capture failed");
                 stat_add("capture_failures", 1);
-                return fallback(ts, f, off);
+                result = fallback(ts, f, off);
+                goto out;
             }
             stat_add("segments_recorded", 1);
-            memset(vals_small, 0, sizeof vals_small);
-            int r = seg->nsrc > 128 ? -2
-                                    : kn_guard_check(seg, f->localsplus, code->co_nlocalsplus,
-                                                     f->localsplus + code->co_nlocalsplus,
-                                                     f->stacktop - code->co_nlocalsplus, f->f_globals, f->f_builtins,
-                                                     vals_small);
+            int r = vals_reserve(&vals, &cap, small, seg->nsrc);
+            if (r == 0)
+                r = kn_guard_check(seg, f->localsplus, code->co_nlocalsplus, f->localsplus + code->co_nlocalsplus,
+                                   f->stacktop - code->co_nlocalsplus, f->f_globals, f->f_builtins, vals);
             if (r != 1) {
-                release_vals(seg, vals_small);
+                release_vals(seg, vals);
                 if (r == -1)
-                    return NULL;
+                    goto out;
                 warn_once(info, code, "a fresh recording fails its own guards (kiln bug)");
-                seg->term = KN_T_FALLBACK;   /* never use it */
-                return fallback(ts, f, off);
+                seg->offset = -1;   /* never use it */
+                result = fallback(ts, f, off);
+                goto out;
             }
         }
         if (seg->term == KN_T_FALLBACK && seg->nops == 0 && seg->graph == NULL) {
-            release_vals(seg, vals_small);
-            return fallback(ts, f, seg->term_off);
+            release_vals(seg, vals);
+            result = fallback(ts, f, seg->term_off);
+            goto out;
         }
         seg->hits++;
         PyObject *ret = NULL;
-        int rc = run_segment(seg, f, vals_small, &ret);
-        release_vals(seg, vals_small);
+        int rc = run_segment(seg, f, vals, &ret);
+        release_vals(seg, vals);
+        if (rc == -2) {
+            /* the graph raised: run the segment as Python, so the exception
+             * comes from the user's own line and reaches their handlers */
+            PyErr_Clear();
+            stat_add("graph_errors_replayed", 1);
+            result = fallback(ts, f, seg->offset);
+            goto out;
+        }
         if (rc < 0) {
             Py_XDECREF(ret);
-            return NULL;
+            goto out;
         }
         switch (seg->term) {
         case KN_T_RETURN:
-            return ret;
+            result = ret;
+            goto out;
         case KN_T_FALLBACK:
-            return fallback(ts, f, seg->term_off);
+            result = fallback(ts, f, seg->term_off);
+            goto out;
         case KN_T_CALL:
             if (do_call(seg, f) < 0)
-                return NULL;
+                goto out;
             off = seg->term_next;
             break;
         case KN_T_JUMP: {
             int to = do_jump(seg, f);
             if (to < 0)
-                return NULL;
+                goto out;
             off = to;
             break;
         }
         }
     }
+out:
+    if (vals != small)
+        PyMem_Free(vals);
+    return result;
 }
 
 static PyObject *

@@ -218,8 +218,8 @@ kn_effect_add(kn_rec *r, int kind, kn_val *a, kn_val *b, PyObject *name)
     return 0;
 }
 
-static int
-memo_obj(kn_rec *r, PyObject *obj, kn_val *v)
+int
+kn_memo_obj(kn_rec *r, PyObject *obj, kn_val *v)
 {
     if (r->nvtab == r->capvtab) {
         int ncap = r->capvtab ? r->capvtab * 2 : 32;
@@ -241,8 +241,8 @@ memo_obj(kn_rec *r, PyObject *obj, kn_val *v)
     return 0;
 }
 
-static kn_val *
-memo_get(kn_rec *r, PyObject *obj)
+kn_val *
+kn_memo_get(kn_rec *r, PyObject *obj)
 {
     PyObject *k = PyLong_FromVoidPtr(obj);
     if (k == NULL) {
@@ -276,7 +276,7 @@ is_identity_const(PyObject *o)
 static kn_val *
 wrap_tensor(kn_rec *r, PyObject *t, int src)
 {
-    kn_val *prev = memo_get(r, t);
+    kn_val *prev = kn_memo_get(r, t);
     if (prev && prev->kind == V_TENSOR) {
         if (src >= 0 && prev->src >= 0 && prev->src != src &&
             kn_guard_add(r, KN_G_SAME, src, NULL, NULL, NULL, NULL, prev->src) < 0)
@@ -317,7 +317,7 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
                     v->node = node;
                     v->obj = fake;
                     v->src = src;
-                    if (memo_obj(r, t, v) < 0)
+                    if (kn_memo_obj(r, t, v) < 0)
                         v = NULL;
                 }
             } else {
@@ -346,6 +346,12 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         return r->bysrc[src];
     kn_val *v = NULL;
     PyTypeObject *t = Py_TYPE(obj);
+    if (src < 0 && PyObject_TypeCheck(obj, (PyTypeObject *)kn_cenv.torch_tensor)) {
+        /* a fake tensor inside an object built while recording */
+        kn_val *m = kn_memo_get(r, obj);
+        if (m && m->kind == V_TENSOR)
+            return m;
+    }
     if ((PyObject *)t == kn_cenv.torch_tensor || (PyObject *)t == kn_cenv.torch_param) {
         if (src < 0) {
             /* a tensor with no way to fetch it again: not capturable */
@@ -362,7 +368,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             return NULL;
         v = kn_v_const(r, obj);
     } else if (t == &PyTuple_Type || t == &PyList_Type) {
-        kn_val *prev = t == &PyList_Type ? memo_get(r, obj) : NULL;
+        kn_val *prev = t == &PyList_Type ? kn_memo_get(r, obj) : NULL;
         if (prev)
             return prev;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
@@ -374,7 +380,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             return NULL;
         v->obj = obj;
         v->src = src;
-        if (t == &PyList_Type && memo_obj(r, obj, v) < 0)
+        if (t == &PyList_Type && kn_memo_obj(r, obj, v) < 0)
             return NULL;
         if (src >= 0)
             r->bysrc[src] = v;
@@ -388,7 +394,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         }
         return v;
     } else if (t == &PyDict_Type) {
-        kn_val *prev = memo_get(r, obj);
+        kn_val *prev = kn_memo_get(r, obj);
         if (prev)
             return prev;
         PyObject *keys = PyDict_Keys(obj), *kt = keys ? PyList_AsTuple(keys) : NULL;
@@ -416,7 +422,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         Py_DECREF(kt);
         v->obj = obj;
         v->src = src;
-        if (memo_obj(r, obj, v) < 0)
+        if (kn_memo_obj(r, obj, v) < 0)
             return NULL;
         if (src >= 0)
             r->bysrc[src] = v;
@@ -455,7 +461,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         v->content = LAZY;
     } else {
     as_obj:;
-        kn_val *prev = memo_get(r, obj);
+        kn_val *prev = kn_memo_get(r, obj);
         if (prev) {
             if (src >= 0 && prev->src >= 0 && prev->src != src &&
                 kn_guard_add(r, KN_G_SAME, src, NULL, NULL, NULL, NULL, prev->src) < 0)
@@ -473,7 +479,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             return NULL;
         v->obj = obj;
         v->src = src;
-        if (memo_obj(r, obj, v) < 0)
+        if (kn_memo_obj(r, obj, v) < 0)
             return NULL;
     }
     if (v == NULL)
@@ -768,7 +774,7 @@ unpack(kn_rec *r, rframe *fr, kn_val *seq, int n, int before, int after)
 }
 
 static int
-subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val **out)
+subscr(kn_rec *r, rframe *fr, kn_val *c, kn_val *k, kn_val **out)
 {
     if (c->kind == V_TENSOR || (k->kind == V_TENSOR && c->kind != V_CONST)) {
         PyObject *gi = opfn("getitem");
@@ -829,11 +835,11 @@ subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val **out)
     if (c->kind == V_OBJ) {
         kn_val *fn;
         PyObject *name = PyUnicode_FromString("__getitem__");
-        int rc = name ? kn_getattr(r, NULL, c, name, &fn) : KN_ERR;
+        int rc = name ? kn_getattr(r, fr, c, name, &fn) : KN_ERR;
         Py_XDECREF(name);
         if (rc)
             return rc;
-        return kn_call(r, NULL, fn, &k, 1, NULL, out);
+        return kn_call(r, fr, fn, &k, 1, NULL, out);
     }
     return kn_brk(r, "subscript of this kind of value");
 }
@@ -927,7 +933,13 @@ is_op(kn_rec *r, kn_val *a, kn_val *b, int *out)
         *out = 1;
         return 0;
     }
-    if (a->kind == V_CONST && b->kind == V_CONST) {
+    if ((a->kind == V_CONST || a->kind == V_OBJ) && (b->kind == V_CONST || b->kind == V_OBJ)) {
+        /* identity of real objects: pin the identity of the ones read from the frame */
+        kn_val *ab[2] = {a, b};
+        for (int i = 0; i < 2; i++)
+            if (ab[i]->kind == V_OBJ && ab[i]->src >= 0 &&
+                kn_guard_add(r, KN_G_ID, ab[i]->src, ab[i]->obj, NULL, NULL, NULL, 0) < 0)
+                return KN_ERR;
         *out = a->obj == b->obj;
         return 0;
     }
@@ -963,7 +975,7 @@ is_op(kn_rec *r, kn_val *a, kn_val *b, int *out)
 }
 
 static int
-contains(kn_rec *r, kn_val *item, kn_val *c, int *out)
+contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
 {
     if (c->kind == V_DICT && item->kind == V_CONST) {
         *out = 0;
@@ -1027,6 +1039,20 @@ contains(kn_rec *r, kn_val *item, kn_val *c, int *out)
         Py_XDECREF(mods);
         PyErr_Clear();
     }
+    if (c->kind == V_OBJ) {
+        PyObject *name = PyUnicode_FromString("__contains__");
+        PyObject *d = name ? _PyType_Lookup(Py_TYPE(c->obj), name) : NULL;
+        if (d && PyFunction_Check(d)) {
+            kn_val *fn, *res;
+            int rc = kn_getattr(r, fr, c, name, &fn);
+            Py_DECREF(name);
+            if (rc)
+                return rc;
+            CHECK(kn_call(r, fr, fn, &item, 1, NULL, &res));
+            return kn_truth(r, res, out);
+        }
+        Py_XDECREF(name);
+    }
     return kn_brk(r, "`in` on non-constant values");
 }
 
@@ -1056,11 +1082,32 @@ with_exit(kn_rec *r, kn_val *ctx)
     return 0;
 }
 
+#define KN_NEXT 2
+static int run_one(kn_rec *r, rframe *fr);
+
+/* Runs fr until it returns (0) or breaks (KN_BREAK: the frame's pc is the
+ * instruction that could not be recorded and its stack is as it was before
+ * that instruction, so CPython or the segment's terminal can run it). */
 int
 kn_run_frame(kn_rec *r, rframe *fr)
 {
-    PyCodeObject *co = fr->code;
     for (;;) {
+        int sp0 = fr->sp;
+        int rc = run_one(r, fr);
+        if (rc == KN_NEXT)  /* the instruction completed */
+            continue;
+        if (rc == KN_BREAK)
+            fr->sp = sp0;
+        return rc;
+    }
+}
+
+/* One instruction: KN_NEXT done, 0 the frame returned, KN_BREAK, KN_ERR. */
+static int
+run_one(kn_rec *r, rframe *fr)
+{
+    PyCodeObject *co = fr->code;
+    {
         if (++r->steps > 400000)
             return kn_brk(r, "recording ran too long (an unbounded loop?)");
         int op, arg, next;
@@ -1071,9 +1118,9 @@ kn_run_frame(kn_rec *r, rframe *fr)
         fr->pc = pc;
         if (op < 0)
             return kn_brk(r, "unknown opcode %d", fr->ins[2 * pc]);
-        /* try blocks: an exception inside must reach the user's handler */
-        if (kn_exc_region(co, pc) == 1)
-            return kn_brk(r, "inside a try block");
+        /* try blocks are recorded on their no-exception path: a graph that
+         * raises sends the frame back to CPython at the segment's start (see
+         * hook.c), where the user's handlers run */
         kn_val *a, *b, *c, *res;
         PyObject *name;
         int t;
@@ -1267,7 +1314,7 @@ kn_run_frame(kn_rec *r, rframe *fr)
         case KN_OP_BINARY_SUBSCR:
             b = POP();
             a = POP();
-            CHECK(subscr(r, a, b, &res));
+            CHECK(subscr(r, fr, a, b, &res));
             PUSH(res);
             break;
         case KN_OP_STORE_SUBSCR:
@@ -1292,7 +1339,7 @@ kn_run_frame(kn_rec *r, rframe *fr)
                     return KN_FAIL;
             }
             if (op == KN_OP_BINARY_SLICE) {
-                CHECK(subscr(r, cont, sl, &res));
+                CHECK(subscr(r, fr, cont, sl, &res));
                 PUSH(res);
             } else {
                 c = POP();
@@ -1319,7 +1366,7 @@ kn_run_frame(kn_rec *r, rframe *fr)
         case KN_OP_CONTAINS_OP:
             b = POP();
             a = POP();
-            CHECK(contains(r, a, b, &t));
+            CHECK(contains(r, fr, a, b, &t));
             PUSH(kn_v_const(r, (t ^ arg) ? Py_True : Py_False));
             break;
         case KN_OP_BUILD_TUPLE:
@@ -1494,7 +1541,7 @@ kn_run_frame(kn_rec *r, rframe *fr)
             }
             (void)POP();
             fr->pc = next + arg + (KN_PY312 ? 1 : 0);
-            continue;
+            return KN_NEXT;
         case KN_OP_END_FOR:
             (void)POP();
             (void)POP();
@@ -1503,7 +1550,7 @@ kn_run_frame(kn_rec *r, rframe *fr)
         case KN_OP_JUMP_BACKWARD:
         case KN_OP_JUMP_BACKWARD_NO_INTERRUPT:
             fr->pc = jump_target(op, arg, next);
-            continue;
+            return KN_NEXT;
         case KN_OP_POP_JUMP_IF_FALSE:
         case KN_OP_POP_JUMP_IF_TRUE:
         case KN_OP_POP_JUMP_FORWARD_IF_FALSE:
@@ -1518,7 +1565,7 @@ kn_run_frame(kn_rec *r, rframe *fr)
             int want = opname_is(op, KN_OP_POP_JUMP_IF_TRUE) || opname_is(op, KN_OP_POP_JUMP_FORWARD_IF_TRUE) ||
                        opname_is(op, KN_OP_POP_JUMP_BACKWARD_IF_TRUE);
             fr->pc = (t == want) ? jump_target(op, arg, next) : next;
-            continue;
+            return KN_NEXT;
         }
         case KN_OP_POP_JUMP_IF_NONE:
         case KN_OP_POP_JUMP_IF_NOT_NONE:
@@ -1533,7 +1580,7 @@ kn_run_frame(kn_rec *r, rframe *fr)
             int want_none = op == KN_OP_POP_JUMP_IF_NONE || op == KN_OP_POP_JUMP_FORWARD_IF_NONE ||
                             op == KN_OP_POP_JUMP_BACKWARD_IF_NONE;
             fr->pc = (isnone == want_none) ? jump_target(op, arg, next) : next;
-            continue;
+            return KN_NEXT;
         }
         case KN_OP_JUMP_IF_FALSE_OR_POP:
         case KN_OP_JUMP_IF_TRUE_OR_POP: {
@@ -1542,7 +1589,7 @@ kn_run_frame(kn_rec *r, rframe *fr)
             int want = op == KN_OP_JUMP_IF_TRUE_OR_POP;
             if (t == want) {
                 fr->pc = next + arg;
-                continue;
+                return KN_NEXT;
             }
             (void)POP();
             break;
@@ -1695,12 +1742,48 @@ kn_run_frame(kn_rec *r, rframe *fr)
                 return kn_brk(r, "generator");
             PUSH(kn_v_const(r, Py_None));
             break;
+        case KN_OP_IMPORT_NAME: {
+            /* an import of a module already loaded has no effect but the binding */
+            name = PyTuple_GET_ITEM(co->co_names, arg);
+            b = POP();   /* fromlist */
+            a = POP();   /* level */
+            if (a->kind != V_CONST || b->kind != V_CONST)
+                return kn_brk(r, "import with computed arguments");
+            long level = PyLong_AsLong(a->obj);
+            if (level == 0) {
+                PyObject *mods = PyImport_GetModuleDict();
+                PyObject *hit = PyDict_GetItemWithError(mods, name);
+                if (hit == NULL)
+                    return PyErr_Occurred() ? KN_ERR : kn_brk(r, "import of a module not yet loaded");
+            }
+            PyObject *m = PyImport_ImportModuleLevelObject(name, fr->globals, NULL, b->obj, (int)level);
+            if (m == NULL) {
+                PyErr_Clear();
+                return kn_brk(r, "import raises");
+            }
+            PUSH(kn_v_const_steal(r, m));
+            break;
+        }
+        case KN_OP_IMPORT_FROM: {
+            name = PyTuple_GET_ITEM(co->co_names, arg);
+            a = TOP();
+            if (a->kind != V_CONST || !PyModule_Check(a->obj))
+                return kn_brk(r, "from-import of a non-module");
+            PyObject *v = PyObject_GetAttr(a->obj, name);
+            if (v == NULL) {
+                PyErr_Clear();
+                return kn_brk(r, "from-import of a submodule not yet loaded");
+            }
+            PUSH(kn_v_const_steal(r, v));
+            break;
+        }
         case KN_OP_RAISE_VARARGS:
             return kn_brk(r, "raise");
         default:
             return kn_brk(r, "opcode %s is not recorded", "(graph-break opcode)");
         }
         fr->pc = next;
+        return KN_NEXT;
     }
 }
 
@@ -1785,11 +1868,29 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
         }
         return 0;
     case V_OBJ:
+        if (v->src >= 0)
+            return emit(e, KN_P_SRC, v->src);
+        if (v->ctor) {
+            if (v->tmp)
+                return emit(e, KN_P_TMP_GET, v->tmp - 1);
+            for (int i = 0; i < v->ctor->n; i++)
+                if (emit_val(r, e, v->ctor->items[i]) < 0)
+                    return -1;
+            if (v->ctor_kw) {
+                if (emit_const(e, v->ctor_kw) < 0 || emit(e, KN_P_CALLKW, v->ctor->n - 1) < 0)
+                    return -1;
+            } else if (emit(e, KN_P_CALL, v->ctor->n - 1) < 0) {
+                return -1;
+            }
+            v->tmp = ++e->ntmp;
+            return emit(e, KN_P_TMP_SET, v->tmp - 1);
+        }
+        if (v->obj)
+            return emit_const(e, v->obj);
+        break;
     case V_CELL:
         if (v->src >= 0)
             return emit(e, KN_P_SRC, v->src);
-        if (v->obj)
-            return emit_const(e, v->obj);
         break;
     case V_ITER: {
         for (int i = v->pos; i < v->n; i++)
@@ -2048,6 +2149,8 @@ kn_rec_noinline(kn_rec *r, rframe *fr)
 static void
 note_break(kn_rec *r, PyCodeObject *code, int pc)
 {
+    if (strncmp(r->reason, "a call kiln leaves", 18) == 0)
+        return;   /* the break inside was noted where it happened */
     PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOi", r->reason, code->co_filename,
                                           PyCode_Addr2Line(code, pc * 2));
     Py_XDECREF(res);

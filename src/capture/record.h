@@ -52,6 +52,8 @@ struct kn_val {
     int outidx;              /* TENSOR graph output + 1, 0 none */
     int mode, entered, prev; /* CTX */
     kn_attr *attrs;          /* OBJ: attribute stores made while recording */
+    kn_val *ctor;            /* OBJ built while recording: a V_TUPLE (class, args...) */
+    PyObject *ctor_kw;       /* its keyword names, or NULL */
 };
 
 typedef struct rframe {
@@ -133,6 +135,8 @@ PyObject *kn_to_py(kn_rec *r, kn_val *v, int fake);         /* new ref; NULL + r
 int kn_v_is_const(kn_val *v);
 PyObject *kn_const_of(kn_rec *r, kn_val *v);                /* new ref or NULL (not constant) */
 int kn_run_frame(kn_rec *r, rframe *fr);
+int kn_memo_obj(kn_rec *r, PyObject *obj, kn_val *v);
+kn_val *kn_memo_get(kn_rec *r, PyObject *obj);
 int kn_effect_add(kn_rec *r, int kind, kn_val *a, kn_val *b, PyObject *name);
 int kn_set_grad(kn_rec *r, int mode);
 

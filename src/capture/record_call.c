@@ -84,6 +84,8 @@ wrap_result(kn_rec *r, PyObject *node, PyObject *res)
         v->obj = res;
         v->node = node;
         set_meta(node, res);
+        if (kn_memo_get(r, res) == NULL && kn_memo_obj(r, res, v) < 0)
+            return NULL;
         return v;
     }
     if ((PyTuple_Check(res) || PyList_Check(res)) && !PyObject_TypeCheck(res, (PyTypeObject *)kn_cenv.torch_size)) {
@@ -199,6 +201,24 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         /* shape queries and other Python results: constants under the tensor guards */
         if (method || any_tensor_arg(args, nargs)) {
             *out = kn_v_const(r, res);
+            rc = *out ? 0 : KN_FAIL;
+            goto done;
+        }
+        if (!PyFunction_Check(target)) {
+            /* a query of torch's global state: ask it outside the fake mode */
+            PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
+            Py_XDECREF(x);
+            PyObject *real = x ? PyObject_Call(target, fa, fk) : NULL;
+            PyObject *y = PyObject_CallMethod(r->fake_mode, "__enter__", NULL);
+            Py_XDECREF(y);
+            if (real == NULL || y == NULL) {
+                Py_XDECREF(real);
+                PyErr_Clear();
+                rc = kn_brk(r, "a torch query raises");
+                goto done;
+            }
+            *out = kn_v_const(r, real);
+            Py_DECREF(real);
             rc = *out ? 0 : KN_FAIL;
             goto done;
         }
@@ -321,7 +341,7 @@ kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
     case V_CONST: {
         PyObject *o = v->obj;
         if (!(PyTuple_Check(o) || PyList_Check(o) || PyRange_Check(o) || PyUnicode_Check(o) || PyDict_Check(o) ||
-              PyAnySet_Check(o)))
+              PyAnySet_Check(o) || PyDictKeys_Check(o) || PyDictValues_Check(o) || PyDictItems_Check(o)))
             return kn_brk(r, "iteration over a %s", Py_TYPE(o)->tp_name);
         Py_ssize_t n = PyObject_Length(o);
         if (n < 0 || n > 100000) {
@@ -1103,12 +1123,78 @@ call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, k
         PyErr_Clear();
         return kn_brk(r, "a Python call raises");
     }
-    if (has_tensor(res)) {
-        Py_DECREF(res);
-        return kn_brk(r, "a Python call returning tensors");
+    if (PyDictKeys_Check(res) || PyDictValues_Check(res) || PyDictItems_Check(res) ||
+        Py_TYPE(res)->tp_name[0] == 'o') {   /* dict views (and OrderedDict's) -> a list */
+        if (PyDictKeys_Check(res) || PyDictValues_Check(res) || PyDictItems_Check(res) ||
+            strncmp(Py_TYPE(res)->tp_name, "odict_", 6) == 0) {
+            PyObject *l = PySequence_List(res);
+            Py_DECREF(res);
+            if (l == NULL)
+                return KN_ERR;
+            res = l;
+        }
     }
-    *out = kn_v_const_steal(r, res);
+    *out = kn_wrap(r, res, -1);
+    Py_DECREF(res);
     return *out ? 0 : KN_FAIL;
+}
+
+/* An instance of a plain Python class, built at record time over fake
+ * tensors; the replay builds it again over the real ones. */
+static int
+construct(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+{
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    PyObject *fa = PyTuple_New(npos), *fk = PyDict_New(), *obj = NULL;
+    if (fa == NULL || fk == NULL)
+        goto fail;
+    for (int i = 0; i < npos; i++) {
+        PyObject *x = kn_to_py(r, args[i], 1);
+        if (x == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(fa, i, x);
+    }
+    for (int i = 0; i < nkw; i++) {
+        PyObject *x = kn_to_py(r, args[npos + i], 1);
+        if (x == NULL || PyDict_SetItem(fk, PyTuple_GET_ITEM(kwnames, i), x) < 0) {
+            Py_XDECREF(x);
+            goto fail;
+        }
+        Py_DECREF(x);
+    }
+    obj = PyObject_Call(cls->obj, fa, fk);
+    Py_CLEAR(fa);
+    Py_CLEAR(fk);
+    if (obj == NULL) {
+        PyErr_Clear();
+        return kn_brk(r, "constructing a %s raises at record time", ((PyTypeObject *)cls->obj)->tp_name);
+    }
+    kn_val *v = kn_v_new(r, V_OBJ), *ct = kn_v_new(r, V_TUPLE);
+    if (v == NULL || ct == NULL || PyList_Append(r->pins, obj) < 0 || kn_v_add(r, ct, cls) < 0) {
+        Py_DECREF(obj);
+        return KN_FAIL;
+    }
+    for (int i = 0; i < nargs; i++)
+        if (kn_v_add(r, ct, args[i]) < 0) {
+            Py_DECREF(obj);
+            return KN_FAIL;
+        }
+    v->obj = obj;
+    v->ctor = ct;
+    v->ctor_kw = kwnames;
+    if (kwnames && PyList_Append(r->pins, kwnames) < 0) {
+        Py_DECREF(obj);
+        return KN_FAIL;
+    }
+    Py_DECREF(obj);
+    if (kn_memo_obj(r, obj, v) < 0)
+        return KN_FAIL;
+    *out = v;
+    return 0;
+fail:
+    Py_XDECREF(fa);
+    Py_XDECREF(fk);
+    return KN_FAIL;
 }
 
 static int
@@ -1181,12 +1267,19 @@ builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObj
         *out = kn_v_const_steal(r, PyLong_FromLong(it->n - it->pos));
         return *out ? 0 : KN_FAIL;
     }
-    if ((f == builtin("isinstance") || f == builtin("issubclass")) && npos == 2 && args[1]->kind == V_CONST) {
+    if ((f == builtin("isinstance") || f == builtin("issubclass")) && npos == 2 && kn_v_is_const(args[1])) {
         if (f == builtin("issubclass"))
             return call_real(r, f, args, nargs, kwnames, out);
-        PyObject *tp;
-        CHECK(value_type(r, args[0], &tp));
-        int res = PyObject_IsSubclass(tp, args[1]->obj);
+        PyObject *tp, *cls = kn_const_of(r, args[1]);
+        if (cls == NULL)
+            return KN_ERR;
+        int rc0 = value_type(r, args[0], &tp);
+        if (rc0) {
+            Py_DECREF(cls);
+            return rc0;
+        }
+        int res = PyObject_IsSubclass(tp, cls);
+        Py_DECREF(cls);
         if (res < 0) {
             PyErr_Clear();
             return kn_brk(r, "isinstance raises");
@@ -1871,6 +1964,10 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     CHECK(builtin_call(r, fr, f, args, nargs, kwnames, out, &handled));
     if (handled)
         return 0;
+    if (f == kn_cenv.is_grad) {
+        *out = kn_v_const(r, r->grad_cur ? Py_True : Py_False);   /* the grad guard covers it */
+        return *out ? 0 : KN_FAIL;
+    }
     if (f == kn_cenv.no_grad || f == kn_cenv.enable_grad) {
         if (nargs)
             return kn_brk(r, "no_grad used as a decorator");
@@ -1889,7 +1986,12 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     Py_DECREF(cls);
     switch (how) {
     case 1:   /* a torch operation: a graph node */
+        if (PyFunction_Check(f) && !any_tensor_arg(args, nargs))
+            return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);   /* a Python helper of constants */
         return kn_torch_op(r, f, 0, args, nargs, kwnames, out);
+    case 5:   /* "is torch compiling?" under kiln: yes */
+        *out = kn_v_const(r, Py_True);
+        return *out ? 0 : KN_FAIL;
     case 2:   /* Python code: inline */
         if (PyFunction_Check(f))
             return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);
@@ -1964,6 +2066,12 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     default:
         break;
     }
+    if (PyType_Check(f) && PyObject_IsSubclass(f, kn_cenv.nn_module) == 0 &&
+        (((PyTypeObject *)f)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        PyErr_Clear();
+        return construct(r, fn, args, nargs, kwnames, out);
+    }
+    PyErr_Clear();
     PyObject *nmo = PyObject_GetAttrString(f, "__qualname__");
     if (nmo == NULL) {
         PyErr_Clear();
