@@ -136,6 +136,7 @@ def warn(message):
 # 0: unknown (graph break)  1: a torch op, a graph node  2: Python code, inlined
 # 3: pure function of constants, run at record time  4: functools.partial
 # 5: a query whose answer under kiln is a constant (compiling: True)
+# 7: a standard-library function: run for real on real objects, else inlined
 
 _PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
 _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
@@ -143,6 +144,8 @@ _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "
 _TORCH_C_MODULES = ("torch._C._nn", "torch._C._linalg", "torch._C._special", "torch._C._fft",
                     "torch._C._VariableFunctions", "torch")
 _cache = {}
+_STDLIB = tuple(os.path.realpath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"],
+                                                      os.path.dirname(functools.__file__)})
 # methods of builtin containers that only read: run at record time on constants
 _CONTAINERS = (dict, list, tuple, str, set, frozenset, bytes)
 _READ_ONLY = {"get", "keys", "values", "items", "__contains__", "__getitem__", "index", "count", "copy",
@@ -193,6 +196,9 @@ def _classify(f):
             return 3
         if mod.startswith(_GRAPH_PY_MODULES):
             return 1
+        fn = f.__code__.co_filename
+        if fn.startswith(_STDLIB) or fn.startswith("<frozen "):
+            return 7
         return 2
     if isinstance(f, types.MethodType):
         return 2

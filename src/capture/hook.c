@@ -166,8 +166,10 @@ fallback(PyThreadState *ts, _PyInterpreterFrame *f, int off)
 static void
 warn_once(kn_codeinfo *info, PyCodeObject *code, const char *what)
 {
-    if (info->warned)
+    if (info->warned) {
+        PyErr_Clear();
         return;
+    }
     info->warned = 1;
     PyObject *et, *exc, *tb;
     PyErr_Fetch(&et, &exc, &tb);

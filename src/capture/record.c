@@ -832,6 +832,21 @@ subscr(kn_rec *r, rframe *fr, kn_val *c, kn_val *k, kn_val **out)
         *out = kn_v_const_steal(r, res);
         return *out ? 0 : KN_ERR;
     }
+    if (c->kind == V_OBJ && k->kind == V_CONST && (PySlice_Check(k->obj) || PyLong_Check(k->obj)) &&
+        kn_is_module_seq(c->obj)) {
+        /* ModuleList / Sequential: children in order; a slice is a plain list of them */
+        kn_val *it;
+        int rc = kn_iter_items(r, c, &it);
+        if (rc)
+            return rc;
+        kn_val *lst = kn_v_new(r, V_LIST);
+        if (lst == NULL)
+            return KN_FAIL;
+        for (int i = it->pos; i < it->n; i++)
+            if (kn_v_add(r, lst, it->items[i]) < 0)
+                return KN_FAIL;
+        return subscr(r, fr, lst, k, out);
+    }
     if (c->kind == V_OBJ) {
         kn_val *fn;
         PyObject *name = PyUnicode_FromString("__getitem__");
@@ -1265,11 +1280,14 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_BINARY_OP: {
             if (arg < 0 || arg > 25)
                 return kn_brk(r, "unknown binary operator %d", arg);
-            PyObject *f = opfn(binop_names[arg]);
+            b = PEEK(1);
+            a = PEEK(2);
+            /* `a op= b` on an immutable or non-tensor left side is `a = a op b` */
+            int which = (arg >= 13 && a->kind != V_TENSOR && a->kind != V_LIST) ? arg - 13 : arg;
+            PyObject *f = opfn(binop_names[which]);
             if (f == NULL)
                 return KN_FAIL;
-            b = POP();
-            a = POP();
+            fr->sp -= 2;
             int rc = kn_binop(r, f, a, b, &res);
             Py_DECREF(f);
             if (rc)

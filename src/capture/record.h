@@ -149,6 +149,7 @@ int kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val *
               kn_val **out);
 int kn_iter_items(kn_rec *r, kn_val *v, kn_val **out);      /* make a V_ITER */
 int kn_truth(kn_rec *r, kn_val *v, int *out);               /* 0 ok, KN_BREAK */
+int kn_is_module_seq(PyObject *o);                        /* ModuleList or Sequential */
 int kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out);
 
 #endif

@@ -318,6 +318,12 @@ isinstance_of(PyObject *o, const char *cls)
 }
 
 int
+kn_is_module_seq(PyObject *o)
+{
+    return isinstance_of(o, "ModuleList") || isinstance_of(o, "Sequential");
+}
+
+int
 kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
 {
     kn_val *it;
@@ -397,6 +403,32 @@ kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
         return 0;
     }
     case V_OBJ:
+        if (v->src < 0 && !(Py_TYPE(v->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) && v->attrs == NULL) {
+            /* a builtin container made at record time (a mappingproxy, a view): read it */
+            PyObject *iter = PyObject_GetIter(v->obj), *x;
+            if (iter == NULL) {
+                PyErr_Clear();
+                return kn_brk(r, "iteration over a %s", Py_TYPE(v->obj)->tp_name);
+            }
+            it = kn_v_new(r, V_ITER);
+            if (it == NULL) {
+                Py_DECREF(iter);
+                return KN_FAIL;
+            }
+            while ((x = PyIter_Next(iter))) {
+                kn_val *xv = kn_wrap(r, x, -1);
+                Py_DECREF(x);
+                if (xv == NULL || kn_v_add(r, it, xv) < 0) {
+                    Py_DECREF(iter);
+                    return KN_FAIL;
+                }
+            }
+            Py_DECREF(iter);
+            if (PyErr_Occurred())
+                return KN_ERR;
+            *out = it;
+            return 0;
+        }
         if (isinstance_of(v->obj, "ModuleList") || isinstance_of(v->obj, "Sequential"))
             return module_children(r, v, 1, out);
         if (isinstance_of(v->obj, "ModuleDict"))
@@ -1197,6 +1229,72 @@ fail:
     return KN_FAIL;
 }
 
+/* The real object behind a value that has one (no tensors), new ref or NULL. */
+static PyObject *
+real_of(kn_rec *r, kn_val *v)
+{
+    switch (v->kind) {
+    case V_CONST:
+    case V_OBJ:
+        if (v->attrs)
+            return NULL;
+        return Py_NewRef(v->obj);
+    case V_METHOD: {
+        PyObject *f = real_of(r, v->fn), *s = f ? real_of(r, v->self) : NULL;
+        PyObject *m = s ? PyMethod_New(f, s) : NULL;
+        Py_XDECREF(f);
+        Py_XDECREF(s);
+        return m;
+    }
+    case V_TUPLE: {
+        PyObject *t = PyTuple_New(v->n);
+        for (int i = 0; t && i < v->n; i++) {
+            PyObject *x = real_of(r, v->items[i]);
+            if (x == NULL) {
+                Py_CLEAR(t);
+                break;
+            }
+            PyTuple_SET_ITEM(t, i, x);
+        }
+        return t;
+    }
+    default:
+        return NULL;
+    }
+}
+
+/* Call f for real when every argument is a real object; 1 done, 0 not possible. */
+static int
+call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
+    PyObject *a[16];
+    if (nargs > 16)
+        return 0;
+    for (int i = 0; i < nargs; i++) {
+        a[i] = real_of(r, args[i]);
+        if (a[i] == NULL || has_tensor(a[i])) {
+            Py_XDECREF(a[i]);
+            for (int j = 0; j < i; j++)
+                Py_DECREF(a[j]);
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *res = PyObject_Vectorcall(f, a, nargs - nkw, kwnames);
+    for (int i = 0; i < nargs; i++)
+        Py_DECREF(a[i]);
+    if (res == NULL) {
+        PyErr_Clear();
+        *rc = kn_brk(r, "a standard-library call raises");
+        return 1;
+    }
+    *out = kn_wrap(r, res, -1);
+    Py_DECREF(res);
+    *rc = *out ? 0 : KN_FAIL;
+    return 1;
+}
+
 static int
 make_ctx(kn_rec *r, int mode, int immediate, kn_val **out)
 {
@@ -1989,6 +2087,12 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         if (PyFunction_Check(f) && !any_tensor_arg(args, nargs))
             return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);   /* a Python helper of constants */
         return kn_torch_op(r, f, 0, args, nargs, kwnames, out);
+    case 7: { /* the standard library: run it for real on real objects */
+        int rc;
+        if (call_on_real(r, f, args, nargs, kwnames, out, &rc))
+            return rc;
+        return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);
+    }
     case 5:   /* "is torch compiling?" under kiln: yes */
         *out = kn_v_const(r, Py_True);
         return *out ? 0 : KN_FAIL;
