@@ -69,7 +69,7 @@ typedef enum {
     KN_G_NULL,      /* slot is unbound */
     KN_G_SAME,      /* v is value of source n */
     KN_G_GRAD,      /* torch.is_grad_enabled() == n */
-    KN_G_FALSE_ATTR,/* not hasattr... placeholder: obj's instance dict lacks key */
+    KN_G_DISTINCT,  /* the sources in obj (a tuple of indices) are distinct objects */
 } kn_guardkind;
 
 typedef struct {
@@ -90,6 +90,7 @@ typedef enum {
     KN_P_SET,
     KN_P_SLICE,      /* pop 3 */
     KN_P_ITER,       /* replace top with iter(top) */
+    KN_P_WRAP,       /* replace top with consts[a](top) */
     KN_P_CALL,       /* pop a args then fn; push fn(*args) */
     KN_P_CALLKW,     /* pop kwnames, a args (the last len(kwnames) by keyword), fn */
     KN_P_TMP_SET,    /* tmp[a] = top (top stays) */

@@ -143,6 +143,32 @@ check_tensor(kn_guard *g, PyObject *v)
     return ok;
 }
 
+static int
+ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int
+check_distinct(kn_guard *g, PyObject **vals)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(g->obj);
+    uintptr_t small[64], *p = n <= 64 ? small : PyMem_Malloc(sizeof(uintptr_t) * n);
+    if (p == NULL)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        p[i] = (uintptr_t)vals[PyLong_AsLong(PyTuple_GET_ITEM(g->obj, i))];
+    qsort(p, n, sizeof *p, ptr_cmp);
+    int ok = 1;
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (p[i] == p[i - 1])
+            ok = 0;
+    if (p != small)
+        PyMem_Free(p);
+    return ok;
+}
+
 int
 kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, int nstack, PyObject *globals,
                PyObject *builtins, PyObject **vals)
@@ -163,6 +189,11 @@ kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, in
             ok = (r == Py_True) == (g->n != 0);
             Py_DECREF(r);
             if (!ok)
+                return 0;
+            continue;
+        }
+        if (g->kind == KN_G_DISTINCT) {
+            if (!check_distinct(g, vals))
                 return 0;
             continue;
         }
@@ -320,6 +351,7 @@ kn_guard_describe(kn_seg *seg, PyCodeObject *code)
             Py_XDECREF(o);
             break;
         }
+        case KN_G_DISTINCT: d = PyUnicode_FromFormat("the %zd tensor inputs are distinct objects", PyTuple_GET_SIZE(g->obj)); break;
         case KN_G_GRAD: d = PyUnicode_FromFormat("torch.is_grad_enabled() == %s", g->n ? "True" : "False"); break;
         default: d = PyUnicode_FromString("?"); break;
         }

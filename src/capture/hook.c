@@ -318,6 +318,12 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
                 goto done;
             Py_SETREF(st[sp - 1], v);
             break;
+        case KN_P_WRAP:
+            v = PyObject_CallOneArg(PyList_GET_ITEM(seg->consts, op.a), st[sp - 1]);
+            if (v == NULL)
+                goto done;
+            Py_SETREF(st[sp - 1], v);
+            break;
         case KN_P_CALL:
             v = PyObject_Vectorcall(st[sp - op.a - 1], st + sp - op.a, op.a, NULL);
             for (int i = 0; i <= op.a; i++)

@@ -1880,6 +1880,18 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
         }
         if (emit(e, v->kind == V_TUPLE ? KN_P_TUPLE : v->kind == V_LIST ? KN_P_LIST : KN_P_DICT, v->n) < 0)
             return -1;
+        if (v->kind == V_TUPLE && v->ttype) {
+            /* structseq(seq) or namedtuple._make(seq) */
+            PyObject *mk = PyObject_HasAttrString(v->ttype, "_make") ? PyObject_GetAttrString(v->ttype, "_make")
+                                                                       : Py_NewRef(v->ttype);
+            if (mk == NULL)
+                return -1;
+            Py_ssize_t ci = PyList_GET_SIZE(e->consts);
+            int rc = PyList_Append(e->consts, mk);
+            Py_DECREF(mk);
+            if (rc < 0 || emit(e, KN_P_WRAP, (int)ci) < 0)
+                return -1;
+        }
         if (v->kind != V_TUPLE) {
             v->tmp = ++e->ntmp;
             return emit(e, KN_P_TMP_SET, v->tmp - 1);
@@ -2086,6 +2098,18 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
     } else if (PyList_GET_SIZE(e.outs) > 0) {
         PyErr_SetString(PyExc_SystemError, "kiln: graph outputs without graph ops");
         goto error;
+    }
+    /* distinct tensor inputs must stay distinct (aliasing changes what in-place ops do) */
+    if (r->ninputs > 1) {
+        PyObject *t = PyTuple_New(r->ninputs);
+        if (t == NULL)
+            goto error;
+        for (int i = 0; i < r->ninputs; i++)
+            PyTuple_SET_ITEM(t, i, PyLong_FromLong(r->inputs[i]));
+        int rc = kn_guard_add(r, KN_G_DISTINCT, -1, t, NULL, NULL, NULL, r->ninputs);
+        Py_DECREF(t);
+        if (rc < 0)
+            goto error;
     }
     /* sources and guards move into the segment */
     seg->srcs = r->srcs;

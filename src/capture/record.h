@@ -54,6 +54,7 @@ struct kn_val {
     kn_attr *attrs;          /* OBJ: attribute stores made while recording */
     kn_val *ctor;            /* OBJ built while recording: a V_TUPLE (class, args...) */
     PyObject *ctor_kw;       /* its keyword names, or NULL */
+    PyObject *ttype;         /* TUPLE: a tuple subclass (structseq, namedtuple) to rebuild */
 };
 
 typedef struct rframe {

@@ -92,6 +92,11 @@ wrap_result(kn_rec *r, PyObject *node, PyObject *res)
         kn_val *v = kn_v_new(r, PyList_Check(res) ? V_LIST : V_TUPLE);
         if (v == NULL)
             return NULL;
+        if (PyTuple_Check(res) && !PyTuple_CheckExact(res)) {
+            v->ttype = (PyObject *)Py_TYPE(res);   /* torch.return_types.max and friends */
+            if (PyList_Append(r->pins, v->ttype) < 0)
+                return NULL;
+        }
         Py_ssize_t n = PySequence_Fast_GET_SIZE(res);
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *it = PySequence_Fast_ITEMS(res)[i];
@@ -195,6 +200,17 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         Py_XDECREF(ev);
         Py_XDECREF(tb);
         rc = KN_BREAK;
+        goto done;
+    }
+    if (res == Py_None && any_tensor_arg(args, nargs)) {
+        /* called for its effect on a tensor (x[i] = v, an in-place helper): keep it */
+        node = PyObject_CallMethodObjArgs(r->graph, method ? kn_cenv.s_call_method : kn_cenv.s_call_function,
+                                          target, na, nk, NULL);
+        if (node == NULL)
+            goto done;
+        r->nops++;
+        *out = kn_v_const(r, Py_None);
+        rc = *out ? 0 : KN_FAIL;
         goto done;
     }
     if (!has_tensor(res)) {
@@ -576,6 +592,24 @@ kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out)
 
 /* ------------------------------------------------------------------ attributes */
 
+/* A source for cls.name when cls is a user class (its attributes may be
+ * rebound between calls); -1 for classes of torch and builtins. */
+static int
+class_attr_src(kn_rec *r, PyObject *cls, PyObject *name)
+{
+    if (!PyType_Check(cls) || !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return -1;
+    PyObject *mod = PyObject_GetAttrString(cls, "__module__");
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    int skip = m == NULL || strncmp(m, "torch", 5) == 0 || strncmp(m, "transformers", 12) == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    if (skip)
+        return -1;
+    int cs = kn_src_add(r, KN_SRC_CONST, -1, cls, 0);
+    return cs >= 0 ? kn_src_add(r, KN_SRC_ATTR, cs, name, 0) : -1;
+}
+
 static int
 obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
 {
@@ -666,18 +700,20 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             return 0;
         }
         if (Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) {
-            PyObject *bound = PyObject_GetAttr(o, name);
-            if (bound == NULL)
-                return KN_ERR;
-            *out = kn_v_const_steal(r, bound);
-            return *out ? 0 : KN_FAIL;
+            /* a C method: bound to the value, not to the object seen while recording */
+            m = kn_v_new(r, V_METHOD);
+            if (m == NULL || (m->fn = kn_v_const(r, d)) == NULL)
+                return KN_FAIL;
+            m->self = v;
+            *out = m;
+            return 0;
         }
         if (Py_TYPE(d)->tp_descr_get)
             return kn_brk(r, "descriptor %s on %s", Py_TYPE(d)->tp_name, tp->tp_name);
         /* a plain class attribute */
         if (is_tensor_obj(d))
             return kn_brk(r, "tensor class attribute");
-        *out = kn_v_const(r, d);
+        *out = kn_wrap(r, d, class_attr_src(r, (PyObject *)tp, name));
         return *out ? 0 : KN_FAIL;
     }
     if (PyObject_IsInstance(o, kn_cenv.nn_module) == 1) {
@@ -784,6 +820,14 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                 return *out ? 0 : KN_FAIL;
             }
         }
+        if (PyType_Check(o) && !PyFunction_Check(val) && !PyType_Check(val)) {
+            int s = class_attr_src(r, o, name);
+            if (s >= 0) {
+                *out = kn_wrap(r, val, s);
+                Py_DECREF(val);
+                return *out ? 0 : KN_FAIL;
+            }
+        }
         if (is_tensor_obj(val)) {
             Py_DECREF(val);
             return kn_brk(r, "tensor attribute of a constant");
@@ -861,6 +905,20 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
     case V_TUPLE:
     case V_LIST:
     case V_DICT:
+        if (v->kind == V_TUPLE && v->ttype) {
+            PyObject *fields = PyObject_GetAttrString(v->ttype, "__match_args__");
+            if (fields && PyTuple_Check(fields)) {
+                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields) && i < v->n; i++) {
+                    if (PyUnicode_Compare(PyTuple_GET_ITEM(fields, i), name) == 0) {
+                        Py_DECREF(fields);
+                        *out = v->items[i];
+                        return 0;
+                    }
+                }
+            }
+            Py_XDECREF(fields);
+            PyErr_Clear();
+        }
         if ((v->kind == V_DICT && in_list(nm, dict_methods)) ||
             (v->kind == V_LIST && in_list(nm, list_methods)) ||
             (v->kind == V_TUPLE && (!strcmp(nm, "index") || !strcmp(nm, "count")))) {
