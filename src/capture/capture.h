@@ -91,6 +91,8 @@ typedef enum {
     KN_P_SLICE,      /* pop 3 */
     KN_P_ITER,       /* replace top with iter(top) */
     KN_P_WRAP,       /* replace top with consts[a](top) */
+    KN_P_GETATTR,    /* replace top with getattr(top, consts[a]) */
+    KN_P_GETITEM,    /* replace top with top[consts[a]] */
     KN_P_CALL,       /* pop a args then fn; push fn(*args) */
     KN_P_CALLKW,     /* pop kwnames, a args (the last len(kwnames) by keyword), fn */
     KN_P_TMP_SET,    /* tmp[a] = top (top stays) */
@@ -170,6 +172,7 @@ typedef struct {
     PyObject *s_parameters, *s_buffers, *s_modules, *s_dict, *s_training, *s_forward;
     PyObject *s_call_function, *s_call_method, *s_placeholder, *s_output, *s_from_tensor;
     PyObject *s_fwd_hooks, *s_fwd_pre_hooks, *s_global_hooks;
+    PyObject *rpath_keys;        /* keeps integer path keys alive */
 } kn_capture_env;
 
 extern kn_capture_env kn_cenv;

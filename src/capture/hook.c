@@ -176,9 +176,10 @@ warn_once(kn_codeinfo *info, PyCodeObject *code, const char *what)
     PyErr_NormalizeException(&et, &exc, &tb);
     Py_XDECREF(et);
     Py_XDECREF(tb);
-    PyObject *msg = PyUnicode_FromFormat("kiln: %s in %U (%U:%d); running it as Python%s%S", what, code->co_qualname,
-                                         code->co_filename, code->co_firstlineno, exc ? ": " : "",
-                                         exc ? exc : Py_None);
+    PyObject *msg = exc ? PyUnicode_FromFormat("kiln: %s in %U (%U:%d); running it as Python: %S", what,
+                                               code->co_qualname, code->co_filename, code->co_firstlineno, exc)
+                        : PyUnicode_FromFormat("kiln: %s in %U (%U:%d); running it as Python", what,
+                                               code->co_qualname, code->co_filename, code->co_firstlineno);
     Py_XDECREF(exc);
     if (msg && kn_cenv.warn) {
         PyObject *r = PyObject_CallOneArg(kn_cenv.warn, msg);
@@ -314,6 +315,14 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
             break;
         case KN_P_ITER:
             v = PyObject_GetIter(st[sp - 1]);
+            if (v == NULL)
+                goto done;
+            Py_SETREF(st[sp - 1], v);
+            break;
+        case KN_P_GETATTR:
+        case KN_P_GETITEM:
+            v = op.kind == KN_P_GETATTR ? PyObject_GetAttr(st[sp - 1], PyList_GET_ITEM(seg->consts, op.a))
+                                        : PyObject_GetItem(st[sp - 1], PyList_GET_ITEM(seg->consts, op.a));
             if (v == NULL)
                 goto done;
             Py_SETREF(st[sp - 1], v);
@@ -875,6 +884,8 @@ py_capture_setup(PyObject *self, PyObject *args)
     STR(s_fwd_pre_hooks, "_forward_pre_hooks");
 #undef STR
     if (capture_stats == NULL && (capture_stats = PyDict_New()) == NULL)
+        return NULL;
+    if (kn_cenv.rpath_keys == NULL && (kn_cenv.rpath_keys = PyList_New(0)) == NULL)
         return NULL;
     Py_RETURN_NONE;
 }

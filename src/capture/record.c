@@ -122,6 +122,44 @@ kn_const_of(kn_rec *r, kn_val *v)
     return NULL;
 }
 
+int
+kn_rebuildable(kn_val *v)
+{
+    for (int depth = 0; v && depth < 32; depth++) {
+        if (v->src >= 0 || v->ctor)
+            return 1;
+        v = v->rparent;
+    }
+    return 0;
+}
+
+void
+kn_set_rpath(kn_val *v, kn_val *parent, int kind, PyObject *key)
+{
+    if (v == NULL || v->src >= 0 || v->ctor || v->rparent || v == parent)
+        return;
+    if (v->kind != V_OBJ && v->kind != V_LIST && v->kind != V_DICT)
+        return;
+    v->rparent = parent;
+    v->rkind = kind;
+    v->rkey = key;
+    if (v->kind == V_LIST) {
+        for (int i = 0; i < v->n; i++) {
+            PyObject *k = PyLong_FromLong(i);
+            if (k == NULL || PyList_Append(kn_cenv.rpath_keys, k) < 0) {
+                Py_XDECREF(k);
+                PyErr_Clear();
+                return;
+            }
+            Py_DECREF(k);
+            kn_set_rpath(v->items[i], v, 2, k);
+        }
+    } else if (v->kind == V_DICT) {
+        for (int i = 0; i < v->n; i++)
+            kn_set_rpath(v->items[i], v, 2, v->keys[i]);
+    }
+}
+
 /* ------------------------------------------------------------------ sources and guards */
 
 int
@@ -362,6 +400,22 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
     } else if (is_simple_const(obj)) {
         if (src >= 0 && kn_guard_add(r, KN_G_EQ, src, obj, NULL, NULL, NULL, 0) < 0)
             return NULL;
+        v = kn_v_const(r, obj);
+    } else if (PyFunction_Check(obj) && src >= 0 && PyFunction_GET_CLOSURE(obj) != NULL) {
+        /* a closure made anew on each call: same code, cells read through the function */
+        int cs = kn_src_add(r, KN_SRC_ATTR, src, PyUnicode_FromString("__code__"), 0);
+        if (cs < 0)
+            return NULL;
+        Py_DECREF(r->srcs[cs].key);
+        if (kn_guard_add(r, KN_G_TYPE, src, (PyObject *)t, NULL, NULL, NULL, 0) < 0 ||
+            kn_guard_add(r, KN_G_ID, cs, PyFunction_GET_CODE(obj), NULL, NULL, NULL, 0) < 0)
+            return NULL;
+        PyObject *defs = PyFunction_GET_DEFAULTS(obj);
+        if (defs) {
+            int ds = kn_src_add(r, KN_SRC_DEFAULTS, src, NULL, 0);
+            if (ds < 0 || kn_guard_add(r, KN_G_EQ, ds, defs, NULL, NULL, NULL, 0) < 0)
+                return NULL;
+        }
         v = kn_v_const(r, obj);
     } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type)) {
         if (src >= 0 && kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0)
@@ -1243,7 +1297,7 @@ run_one(kn_rec *r, rframe *fr)
             name = PyTuple_GET_ITEM(co->co_names, arg);
             a = POP();   /* object */
             b = POP();   /* value */
-            if (a->kind != V_OBJ || a->src < 0)
+            if (a->kind != V_OBJ || !kn_rebuildable(a))
                 return kn_brk(r, "attribute store on a %s",
                               a->kind == V_TENSOR ? "tensor" : "value kiln does not track");
             {
@@ -1848,6 +1902,20 @@ emit_const(emitter *e, PyObject *o)
     return emit(e, KN_P_CONST, (int)i);
 }
 
+static int emit_val(kn_rec *r, emitter *e, kn_val *v);
+
+/* parent.key or parent[key], for values inside objects built while recording */
+static int
+emit_path(kn_rec *r, emitter *e, kn_val *v)
+{
+    if (emit_val(r, e, v->rparent) < 0)
+        return -1;
+    Py_ssize_t ci = PyList_GET_SIZE(e->consts);
+    if (PyList_Append(e->consts, v->rkey) < 0)
+        return -1;
+    return emit(e, v->rkind == 1 ? KN_P_GETATTR : KN_P_GETITEM, (int)ci);
+}
+
 static int
 emit_val(kn_rec *r, emitter *e, kn_val *v)
 {
@@ -1870,6 +1938,8 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
     case V_DICT:
         if (v->src >= 0 && (v->kind != V_TUPLE || !v->mutated))
             return emit(e, KN_P_SRC, v->src);
+        if (v->rparent && !v->tmp && kn_rebuildable(v->rparent))
+            return emit_path(r, e, v);
         if (v->tmp)
             return emit(e, KN_P_TMP_GET, v->tmp - 1);
         for (int i = 0; i < v->n; i++) {
@@ -1915,6 +1985,8 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
             v->tmp = ++e->ntmp;
             return emit(e, KN_P_TMP_SET, v->tmp - 1);
         }
+        if (v->rparent && kn_rebuildable(v->rparent))
+            return emit_path(r, e, v);
         if (v->obj)
             return emit_const(e, v->obj);
         break;
@@ -1959,7 +2031,37 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
         return rc;
     }
     case V_FUNC:
-        if (v->n == 0 && v->fn == NULL && v->self == NULL) {
+        if (v->self == NULL) {
+            /* FunctionType(code, globals, name, defaults, closure): the cells must be real */
+            PyObject *types = PyImport_ImportModule("types");
+            PyObject *ft = types ? PyObject_GetAttrString(types, "FunctionType") : NULL;
+            Py_XDECREF(types);
+            if (ft == NULL)
+                return -1;
+            int rc = emit_const(e, ft);
+            Py_DECREF(ft);
+            if (rc < 0 || emit_const(e, v->obj) < 0 || emit_const(e, v->globals) < 0 ||
+                emit_const(e, ((PyCodeObject *)v->obj)->co_name) < 0)
+                return -1;
+            if ((v->fn ? emit_val(r, e, v->fn) : emit_const(e, Py_None)) < 0)
+                return -1;
+            if (v->n == 0) {
+                if (emit_const(e, Py_None) < 0)
+                    return -1;
+            } else {
+                for (int i = 0; i < v->n; i++) {
+                    kn_val *c = v->items[i];
+                    if (c->kind != V_CELL || c->src < 0)
+                        goto unsupported;
+                    if (emit(e, KN_P_SRC, c->src) < 0)
+                        return -1;
+                }
+                if (emit(e, KN_P_TUPLE, v->n) < 0)
+                    return -1;
+            }
+            return emit(e, KN_P_CALL, 5);
+        }
+        if (0) {
             PyObject *types = PyImport_ImportModule("types");
             PyObject *ft = types ? PyObject_GetAttrString(types, "FunctionType") : NULL;
             Py_XDECREF(types);
@@ -1976,6 +2078,7 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
     default:
         break;
     }
+unsupported:
     PyErr_Format(PyExc_NotImplementedError, "kiln: cannot rebuild a value of kind %d after the graph", v->kind);
     return -1;
 }
@@ -2018,13 +2121,17 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
     /* containers that came from the frame and were changed: replace their contents */
     for (int i = 0; i < r->nvtab; i++) {
         kn_val *v = r->vtab[i];
-        if ((v->kind == V_LIST || v->kind == V_DICT) && v->src >= 0 && v->mutated) {
-            if (emit(&e, KN_P_SRC, v->src) < 0)
+        if ((v->kind == V_LIST || v->kind == V_DICT) && v->mutated &&
+            (v->src >= 0 || (v->rparent && kn_rebuildable(v->rparent)))) {
+            if ((v->src >= 0 ? emit(&e, KN_P_SRC, v->src) : emit_path(r, &e, v)) < 0)
                 goto error;
             int src = v->src;
+            kn_val *rp = v->rparent;
             v->src = -1;   /* rebuild it fresh */
+            v->rparent = NULL;
             int rc = emit_val(r, &e, v);
             v->src = src;
+            v->rparent = rp;
             v->tmp = 0;
             if (rc < 0 || emit(&e, KN_P_REPLACE, 0) < 0)
                 goto error;

@@ -55,6 +55,9 @@ struct kn_val {
     kn_val *ctor;            /* OBJ built while recording: a V_TUPLE (class, args...) */
     PyObject *ctor_kw;       /* its keyword names, or NULL */
     PyObject *ttype;         /* TUPLE: a tuple subclass (structseq, namedtuple) to rebuild */
+    kn_val *rparent;         /* reached from an object built while recording: */
+    PyObject *rkey;          /*   rparent.rkey (rkind 1) or rparent[rkey] (rkind 2) */
+    int rkind;
 };
 
 typedef struct rframe {
@@ -137,6 +140,8 @@ int kn_v_is_const(kn_val *v);
 PyObject *kn_const_of(kn_rec *r, kn_val *v);                /* new ref or NULL (not constant) */
 int kn_run_frame(kn_rec *r, rframe *fr);
 int kn_memo_obj(kn_rec *r, PyObject *obj, kn_val *v);
+int kn_rebuildable(kn_val *v);                          /* the replay can reach it again */
+void kn_set_rpath(kn_val *v, kn_val *parent, int kind, PyObject *key);
 kn_val *kn_memo_get(kn_rec *r, PyObject *obj);
 int kn_effect_add(kn_rec *r, int kind, kn_val *a, kn_val *b, PyObject *name);
 int kn_set_grad(kn_rec *r, int mode);

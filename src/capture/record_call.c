@@ -665,6 +665,8 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             *out = kn_wrap(r, val, s);
             Py_DECREF(val);
             Py_DECREF(idict);
+            if (*out && v->src < 0 && kn_rebuildable(v) && PyList_Append(r->pins, name) == 0)
+                kn_set_rpath(*out, v, 1, name);
             return *out ? 0 : KN_FAIL;
         }
         Py_XDECREF(idict);
@@ -1229,6 +1231,8 @@ call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, k
     return *out ? 0 : KN_FAIL;
 }
 
+static PyObject *real_of(kn_rec *r, kn_val *v);
+
 /* An instance of a plain Python class, built at record time over fake
  * tensors; the replay builds it again over the real ones. */
 static int
@@ -1239,13 +1243,13 @@ construct(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, k
     if (fa == NULL || fk == NULL)
         goto fail;
     for (int i = 0; i < npos; i++) {
-        PyObject *x = kn_to_py(r, args[i], 1);
+        PyObject *x = args[i]->kind == V_OBJ ? real_of(r, args[i]) : kn_to_py(r, args[i], 1);
         if (x == NULL)
             goto fail;
         PyTuple_SET_ITEM(fa, i, x);
     }
     for (int i = 0; i < nkw; i++) {
-        PyObject *x = kn_to_py(r, args[npos + i], 1);
+        PyObject *x = args[npos + i]->kind == V_OBJ ? real_of(r, args[npos + i]) : kn_to_py(r, args[npos + i], 1);
         if (x == NULL || PyDict_SetItem(fk, PyTuple_GET_ITEM(kwnames, i), x) < 0) {
             Py_XDECREF(x);
             goto fail;
@@ -1835,8 +1839,13 @@ bmethod_call(kn_rec *r, kn_val *m, kn_val **args, int nargs, PyObject *kwnames, 
             *out = none;
             return 0;
         }
-        if ((!strcmp(nm, "index") || !strcmp(nm, "count")) && kn_v_is_const(c)) {
-            PyObject *co = kn_const_of(r, c);
+        int allc = 1;
+        for (int i = 0; i < c->n; i++)
+            allc &= kn_v_is_const(c->items[i]);
+        if ((!strcmp(nm, "index") || !strcmp(nm, "count")) && allc) {
+            PyObject *co = PyTuple_New(c->n);
+            for (int i = 0; co && i < c->n; i++)
+                PyTuple_SET_ITEM(co, i, kn_const_of(r, c->items[i]));
             PyObject *meth = co ? PyObject_GetAttr(co, m->obj) : NULL;
             Py_XDECREF(co);
             if (meth == NULL)
