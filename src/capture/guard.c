@@ -101,7 +101,12 @@ seq_equal(PyObject *a, PyObject *b)
     return 1;
 }
 
-/* 1 pass, 0 fail, -1 error */
+/* 1 pass, 0 fail, -1 error.  obj3 is (sizes, strides, contiguous, on_cpu):
+ * a tensor recorded contiguous is checked with is_contiguous() rather than
+ * its stride tuple, and a CPU tensor with is_cpu rather than a device
+ * comparison; both are cheaper and mean the same for the graph. */
+static PyObject *s_is_contiguous, *s_is_cpu;
+
 static int
 check_tensor(kn_guard *g, PyObject *v)
 {
@@ -121,10 +126,17 @@ check_tensor(kn_guard *g, PyObject *v)
     Py_DECREF(t);
     if (!ok)
         return 0;
-    t = PyObject_CallMethodNoArgs(v, kn_cenv.s_stride);
-    if (t == NULL)
-        return -1;
-    ok = seq_equal(t, PyTuple_GET_ITEM(g->obj3, 1));
+    if (PyTuple_GET_ITEM(g->obj3, 2) == Py_True) {
+        t = PyObject_CallMethodNoArgs(v, s_is_contiguous);
+        if (t == NULL)
+            return -1;
+        ok = t == Py_True;
+    } else {
+        t = PyObject_CallMethodNoArgs(v, kn_cenv.s_stride);
+        if (t == NULL)
+            return -1;
+        ok = seq_equal(t, PyTuple_GET_ITEM(g->obj3, 1));
+    }
     Py_DECREF(t);
     if (!ok)
         return 0;
@@ -135,6 +147,14 @@ check_tensor(kn_guard *g, PyObject *v)
     Py_DECREF(t);
     if (!ok)
         return 0;
+    if (PyTuple_GET_ITEM(g->obj3, 3) == Py_True) {
+        t = PyObject_GetAttr(v, s_is_cpu);
+        if (t == NULL)
+            return -1;
+        ok = t == Py_True;
+        Py_DECREF(t);
+        return ok;
+    }
     t = PyObject_GetAttr(v, kn_cenv.s_device);
     if (t == NULL)
         return -1;
@@ -394,6 +414,10 @@ kn_seg_free(kn_seg *seg)
 int
 kn_opcodes_bind(void)
 {
+    if (s_is_contiguous == NULL && (s_is_contiguous = PyUnicode_InternFromString("is_contiguous")) == NULL)
+        return -1;
+    if (s_is_cpu == NULL && (s_is_cpu = PyUnicode_InternFromString("is_cpu")) == NULL)
+        return -1;
     static const char *const names[] = {
 #define OPC(name, how) #name,
 #include "capture/opcodes.def"

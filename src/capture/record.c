@@ -327,7 +327,11 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
     PyObject *dev = PyObject_GetAttr(t, kn_cenv.s_device);
     PyObject *rg = PyObject_GetAttr(t, kn_cenv.s_requires_grad);
     PyObject *shp = shape ? PySequence_Tuple(shape) : NULL;
-    PyObject *meta = shp && stride ? PyTuple_Pack(2, shp, stride) : NULL;
+    PyObject *contig = PyObject_CallMethod(t, "is_contiguous", NULL);
+    PyObject *oncpu = PyObject_GetAttrString(t, "is_cpu");
+    PyObject *meta = shp && stride && contig && oncpu ? PyTuple_Pack(4, shp, stride, contig, oncpu) : NULL;
+    Py_XDECREF(contig);
+    Py_XDECREF(oncpu);
     kn_val *v = NULL;
     if (dtype && meta && dev && rg &&
         kn_guard_add(r, KN_G_TENSOR, src, (PyObject *)Py_TYPE(t), dtype, meta, dev, rg == Py_True) == 0) {
