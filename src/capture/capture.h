@@ -26,6 +26,27 @@
 #endif
 #define KN_PY312 (PY_VERSION_HEX >= 0x030C0000)
 
+/* The pending exception as one normalized object (new reference, or NULL),
+ * clearing it: PyErr_Fetch is deprecated from 3.12. */
+static inline PyObject *
+kn_err_take(void)
+{
+#if KN_PY312
+    return PyErr_GetRaisedException();
+#else
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (t == NULL)
+        return NULL;
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (v && tb)
+        PyException_SetTraceback(v, tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+#endif
+}
+
 /* ---------------------------------------------------------------- opcodes */
 typedef enum {
 #define OPC(name, how) KN_OP_##name,

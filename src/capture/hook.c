@@ -171,11 +171,7 @@ warn_once(kn_codeinfo *info, PyCodeObject *code, const char *what)
         return;
     }
     info->warned = 1;
-    PyObject *et, *exc, *tb;
-    PyErr_Fetch(&et, &exc, &tb);
-    PyErr_NormalizeException(&et, &exc, &tb);
-    Py_XDECREF(et);
-    Py_XDECREF(tb);
+    PyObject *exc = kn_err_take();
     PyObject *msg = exc ? PyUnicode_FromFormat("kiln: %s in %U (%U:%d); running it as Python: %S", what,
                                                code->co_qualname, code->co_filename, code->co_firstlineno, exc)
                         : PyUnicode_FromFormat("kiln: %s in %U (%U:%d); running it as Python", what,

@@ -176,9 +176,8 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         res = PyObject_Call(target, fa, fk);
     }
     if (res == NULL) {
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyErr_NormalizeException(&et, &ev, &tb);
+        PyObject *ev = kn_err_take();
+        PyObject *et = ev ? Py_NewRef((PyObject *)Py_TYPE(ev)) : NULL;
         int dd = ev && PyObject_IsInstance(ev, kn_cenv.fake_exc) == 1;
         PyObject *msg = ev ? PyObject_Str(ev) : NULL;
         const char *m = msg ? PyUnicode_AsUTF8(msg) : "?";
@@ -198,7 +197,6 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         Py_XDECREF(msg);
         Py_XDECREF(et);
         Py_XDECREF(ev);
-        Py_XDECREF(tb);
         rc = KN_BREAK;
         goto done;
     }
