@@ -4,13 +4,15 @@
 backend (inductor) and torch.compile(backend="kiln") on a small model zoo:
 steady-state latency, speedups, cold and warm compile times and numerical
 error against eager.  ``python -m kiln.bench --bandwidth`` measures copy
-bandwidth and a fused memory-bound kernel.  See ``python -m kiln.bench -h``
+bandwidth and a fused memory-bound kernel; ``--overhead`` and ``--capture``
+compare the per-call overhead and the capture speed of torch.compile and
+kiln.compile with backend "eager".  See ``python -m kiln.bench -h``
 and :mod:`kiln.bench.runner` for details.
 
 Modules: runner (CLI and orchestration), models (model zoo), measure (timing
 and accuracy), compilers (backend plumbing, cache directories), machine
 (environment description), report (tables, summary, JSON), bandwidth
-(--bandwidth mode).
+(--bandwidth mode), overhead (--overhead and --capture modes).
 """
 
 

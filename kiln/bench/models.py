@@ -181,10 +181,10 @@ def _token_ids(batch: int, seq: int, vocab: int) -> tuple:
     return (torch.randint(0, vocab, (batch, seq)),)
 
 
-def _build_bert(batch, seq):
+def _build_bert(batch, seq, layers=4):
     from transformers import BertConfig
 
-    cfg = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+    cfg = BertConfig(hidden_size=256, num_hidden_layers=layers, num_attention_heads=4,
                      intermediate_size=1024)
     return _hf_model("BertModel", cfg), _token_ids(batch, seq, cfg.vocab_size)
 

@@ -22,7 +22,9 @@ A failure in any step is recorded in the model's row and the run goes on; the
 exit status is 0 unless the command line is invalid.  Progress goes to stderr
 (tqdm), the results table and geomean summary to stdout, everything to
 ``--json FILE`` on request.  ``--bandwidth`` runs the memory-bandwidth
-benchmark of ``kiln.bench.bandwidth`` instead of the models.
+benchmark of ``kiln.bench.bandwidth`` instead of the models; ``--overhead``
+and ``--capture`` run the dispatch-overhead and capture-speed benchmarks of
+``kiln.bench.overhead``.
 """
 from __future__ import annotations
 
@@ -86,6 +88,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bw-numel", type=int, default=None,
                    help="elements of the big tensors in --bandwidth mode "
                         "(default: 64M on cpu, 256M on cuda)")
+    p.add_argument("--overhead", action="store_true",
+                   help="measure the per-call overhead of a cache hit (backend 'eager') of "
+                        "torch.compile and kiln.compile instead")
+    p.add_argument("--overhead-repeat", type=int, default=7,
+                   help="timed loops per variant in --overhead mode (default: %(default)s)")
+    p.add_argument("--overhead-number", type=int, default=0,
+                   help="calls per timed loop in --overhead mode (default: 0 = automatic, "
+                        "1000-10000)")
+    p.add_argument("--capture", action="store_true",
+                   help="measure capture speed (first call, backend 'eager') of a 12-layer BERT "
+                        "under torch.compile and kiln.compile instead")
+    p.add_argument("--capture-repeat", type=int, default=3,
+                   help="cold first calls per compiler in --capture mode (default: %(default)s)")
+    p.add_argument("--capture-layers", type=int, default=12,
+                   help="BERT layers in --capture mode (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="print full tracebacks")
     p.add_argument("--_warm-child", dest="warm_child", metavar="MODEL", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -419,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.warm_child:
         return warm_child_main(args)
     try:
-        specs = [] if args.bandwidth else zoo.select_models(args.models)
+        special = args.bandwidth or args.overhead or args.capture
+        specs = [] if special else zoo.select_models(args.models)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -429,6 +447,13 @@ def main(argv: list[str] | None = None) -> int:
             from .bandwidth import run_bandwidth
 
             return run_bandwidth(session)
+        if args.overhead or args.capture:
+            from .overhead import run_capture, run_overhead
+
+            if args.overhead and args.capture:
+                print("error: pass one of --overhead and --capture", file=sys.stderr)
+                return 2
+            return run_overhead(session) if args.overhead else run_capture(session)
         return run_models(session, specs)
     finally:
         session.cleanup()
