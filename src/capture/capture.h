@@ -26,6 +26,17 @@
 #endif
 #define KN_PY312 (PY_VERSION_HEX >= 0x030C0000)
 
+/* The code-object extra slot: "unstable" API names from 3.12 */
+#if KN_PY312
+#define kn_code_get_extra PyUnstable_Code_GetExtra
+#define kn_code_set_extra PyUnstable_Code_SetExtra
+#define kn_request_extra_index PyUnstable_Eval_RequestCodeExtraIndex
+#else
+#define kn_code_get_extra _PyCode_GetExtra
+#define kn_code_set_extra _PyCode_SetExtra
+#define kn_request_extra_index _PyEval_RequestCodeExtraIndex
+#endif
+
 /* The pending exception as one normalized object (new reference, or NULL),
  * clearing it: PyErr_Fetch is deprecated from 3.12. */
 static inline PyObject *

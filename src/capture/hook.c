@@ -106,7 +106,7 @@ static kn_codeinfo *
 code_info(PyCodeObject *code)
 {
     void *p = NULL;
-    if (_PyCode_GetExtra((PyObject *)code, extra_index, &p) < 0)
+    if (kn_code_get_extra((PyObject *)code, extra_index, &p) < 0)
         return NULL;
     if (p)
         return &((infonode *)p)->info;
@@ -119,7 +119,7 @@ code_info(PyCodeObject *code)
     n->info.state = path_skipped(code) ? 1 : 2;
     if (PyErr_Occurred())
         PyErr_Clear();
-    if (_PyCode_SetExtra((PyObject *)code, extra_index, n) < 0) {
+    if (kn_code_set_extra((PyObject *)code, extra_index, n) < 0) {
         PyMem_Free(n);
         return NULL;
     }
@@ -919,7 +919,7 @@ py_capture_guards(PyObject *self, PyObject *code)
         return NULL;
     }
     void *p = NULL;
-    if (_PyCode_GetExtra(code, extra_index, &p) < 0)
+    if (kn_code_get_extra(code, extra_index, &p) < 0)
         return NULL;
     PyObject *out = PyList_New(0);
     if (out == NULL || p == NULL)
@@ -975,7 +975,7 @@ kn_capture_init(PyObject *m)
         return -1;
     if (PyModule_AddFunctions(m, capture_methods) < 0)
         return -1;
-    extra_index = _PyEval_RequestCodeExtraIndex(free_extra);
+    extra_index = kn_request_extra_index(free_extra);
     if (extra_index < 0) {
         PyErr_SetString(PyExc_RuntimeError, "kiln: no code-object extra slot left");
         return -1;
