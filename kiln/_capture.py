@@ -34,6 +34,9 @@ is_grad_enabled = torch.is_grad_enabled
 no_grad = torch.no_grad
 enable_grad = torch.enable_grad
 set_grad_enabled_cls = torch.set_grad_enabled
+autocast = torch.amp.autocast
+from torch.amp.autocast_mode import _enter_autocast as enter_autocast, _exit_autocast as exit_autocast
+from contextlib import nullcontext
 Size = torch.Size
 dtype = torch.dtype
 device = torch.device

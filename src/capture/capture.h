@@ -58,6 +58,16 @@ kn_err_take(void)
 #endif
 }
 
+static inline void
+PyErr_SetRaisedException_compat(PyObject *exc)   /* steals exc */
+{
+#if KN_PY312
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+}
+
 /* ---------------------------------------------------------------- opcodes */
 typedef enum {
 #define OPC(name, how) KN_OP_##name,
@@ -205,6 +215,7 @@ typedef struct {
     PyObject *s_call_function, *s_call_method, *s_placeholder, *s_output, *s_from_tensor;
     PyObject *s_fwd_hooks, *s_fwd_pre_hooks, *s_global_hooks;
     PyObject *rpath_keys;        /* keeps integer path keys alive */
+    PyObject *autocast_cls, *enter_autocast, *exit_autocast, *nullcontext;
 } kn_capture_env;
 
 extern kn_capture_env kn_cenv;

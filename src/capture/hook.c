@@ -852,6 +852,10 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(torch_dtype, "dtype");
     GET(torch_device, "device");
     GET(s_global_hooks, "global_hook_dicts");
+    GET(autocast_cls, "autocast");
+    GET(enter_autocast, "enter_autocast");
+    GET(exit_autocast, "exit_autocast");
+    GET(nullcontext, "nullcontext");
 #undef GET
 #define STR(field, text)                                           \
     do {                                                           \

@@ -1146,12 +1146,55 @@ jump_target(int op, int arg, int next)
 }
 
 static int
+with_enter(kn_rec *r, kn_val *a)
+{
+    a->prev = r->grad_cur;
+    a->entered = 1;
+    if (a->ctxkind == 0)
+        return a->mode >= 0 && kn_set_grad(r, a->mode) < 0 ? KN_ERR : 0;
+    if (a->ctxkind != 2)
+        return 0;
+    /* autocast: a node enters it in the graph; the recording runs under it too */
+    PyObject *node = PyObject_CallMethodObjArgs(r->graph, kn_cenv.s_call_function, kn_cenv.enter_autocast,
+                                                a->ctxargs, NULL);
+    PyObject *real = node ? PyObject_Call(kn_cenv.enter_autocast, a->ctxargs, NULL) : NULL;
+    if (real == NULL || PyList_Append(r->pins, node) < 0 || PyList_Append(r->live_autocast, real) < 0) {
+        Py_XDECREF(node);
+        Py_XDECREF(real);
+        return KN_ERR;
+    }
+    a->ctxnode = node;
+    a->ctxreal = real;
+    Py_DECREF(node);
+    Py_DECREF(real);
+    return 0;
+}
+
+static int
 with_exit(kn_rec *r, kn_val *ctx)
 {
-    if (ctx->entered) {
-        ctx->entered = 0;
+    if (!ctx->entered)
+        return 0;
+    ctx->entered = 0;
+    if (ctx->ctxkind == 0)
         return kn_set_grad(r, ctx->prev) < 0 ? KN_ERR : 0;
-    }
+    if (ctx->ctxkind != 2)
+        return 0;
+    PyObject *args = PyTuple_Pack(1, ctx->ctxnode);
+    PyObject *node = args ? PyObject_CallMethodObjArgs(r->graph, kn_cenv.s_call_function, kn_cenv.exit_autocast,
+                                                       args, NULL)
+                          : NULL;
+    Py_XDECREF(args);
+    if (node == NULL)
+        return KN_ERR;
+    Py_DECREF(node);
+    PyObject *x = PyObject_CallOneArg(kn_cenv.exit_autocast, ctx->ctxreal);
+    if (x == NULL)
+        return KN_ERR;
+    Py_DECREF(x);
+    Py_ssize_t n = PyList_GET_SIZE(r->live_autocast);
+    if (n > 0 && PyList_SetSlice(r->live_autocast, n - 1, n, NULL) < 0)
+        return KN_ERR;
     return 0;
 }
 
@@ -1789,9 +1832,7 @@ run_one(kn_rec *r, rframe *fr)
             a = POP();
             if (a->kind != V_CTX)
                 return kn_brk(r, "a with block on a context manager kiln does not model");
-            a->prev = r->grad_cur;
-            a->entered = 1;
-            if (a->mode >= 0 && kn_set_grad(r, a->mode) < 0)
+            if (with_enter(r, a) < 0)
                 return KN_FAIL;
             fr->nwith++;
             PUSH(a);
@@ -2256,6 +2297,17 @@ error:
 static void
 rec_free(kn_rec *r)
 {
+    if (r->live_autocast) {   /* an aborted recording leaves no autocast entered */
+        PyObject *et = kn_err_take();
+        for (Py_ssize_t i = PyList_GET_SIZE(r->live_autocast) - 1; i >= 0; i--) {
+            PyObject *x = PyObject_CallOneArg(kn_cenv.exit_autocast, PyList_GET_ITEM(r->live_autocast, i));
+            Py_XDECREF(x);
+            PyErr_Clear();
+        }
+        Py_CLEAR(r->live_autocast);
+        if (et)
+            PyErr_SetRaisedException_compat(et);
+    }
     if (r->fake_mode && !r->fake_exited) {
         PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
         Py_XDECREF(x);
@@ -2339,7 +2391,8 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
         r->srcmemo = PyDict_New();
         r->objmemo = PyDict_New();
         r->examples = PyList_New(0);
-        PyObject *gm = (r->pins && r->srcmemo && r->objmemo && r->examples) ? PyObject_CallNoArgs(kn_cenv.new_graph)
+        r->live_autocast = PyList_New(0);
+        PyObject *gm = (r->pins && r->live_autocast && r->srcmemo && r->objmemo && r->examples) ? PyObject_CallNoArgs(kn_cenv.new_graph)
                                                                           : NULL;
         if (gm == NULL) {
             rec_free(r);

@@ -50,7 +50,9 @@ struct kn_val {
     int mutated;
     int tmp;                 /* replay temp + 1, 0 none */
     int outidx;              /* TENSOR graph output + 1, 0 none */
-    int mode, entered, prev; /* CTX */
+    int mode, entered, prev; /* CTX: grad mode to set (-1 none), entered, mode before */
+    int ctxkind;             /* CTX: 0 grad mode, 1 no-op, 2 autocast */
+    PyObject *ctxargs, *ctxnode, *ctxreal;   /* autocast: its arguments, enter node, real mode */
     kn_attr *attrs;          /* OBJ: attribute stores made while recording */
     kn_val *ctor;            /* OBJ built while recording: a V_TUPLE (class, args...) */
     PyObject *ctor_kw;       /* its keyword names, or NULL */
@@ -104,6 +106,7 @@ typedef struct {
     int neff, capeff;
     PyObject *graph, *fake_mode, *examples;
     int fake_exited;
+    PyObject *live_autocast;  /* list: autocast modes entered for real while recording */
     int *inputs;
     int ninputs, capinputs;
     int nops;                /* op nodes in the graph */

@@ -2136,6 +2136,49 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
             return kn_brk(r, "no_grad used as a decorator");
         return make_ctx(r, f == kn_cenv.enable_grad, 0, out);
     }
+    if (f == kn_cenv.nullcontext && nargs == 0) {
+        kn_val *c = kn_v_new(r, V_CTX);
+        if (c == NULL)
+            return KN_FAIL;
+        c->ctxkind = 1;
+        c->mode = -1;
+        *out = c;
+        return 0;
+    }
+    if (f == kn_cenv.autocast_cls) {
+        /* torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None) */
+        static const char *const names[] = {"device_type", "dtype", "enabled", "cache_enabled"};
+        PyObject *vals[4] = {NULL, Py_None, Py_True, Py_None};
+        int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+        for (int i = 0; i < nargs; i++) {
+            if (args[i]->kind != V_CONST)
+                return kn_brk(r, "autocast with non-constant arguments");
+            int slot = i;
+            if (i >= npos) {
+                slot = -1;
+                for (int k = 0; k < 4; k++)
+                    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i - npos), names[k]) == 0)
+                        slot = k;
+            }
+            if (slot < 0 || slot > 3)
+                return kn_brk(r, "autocast argument");
+            vals[slot] = args[i]->obj;
+        }
+        if (vals[0] == NULL)
+            return kn_brk(r, "autocast without a device type");
+        kn_val *c = kn_v_new(r, V_CTX);
+        PyObject *t = c ? PyTuple_Pack(4, vals[0], vals[1], vals[2], vals[3]) : NULL;
+        if (t == NULL || PyList_Append(r->pins, t) < 0) {
+            Py_XDECREF(t);
+            return KN_FAIL;
+        }
+        Py_DECREF(t);
+        c->ctxkind = 2;
+        c->mode = -1;
+        c->ctxargs = t;
+        *out = c;
+        return 0;
+    }
     if (f == kn_cenv.set_grad_enabled_cls) {
         if (nargs != 1 || args[0]->kind != V_CONST)
             return kn_brk(r, "set_grad_enabled with a non-constant mode");
