@@ -74,6 +74,19 @@ class CompiledModule(torch.nn.Module):
     def __getattr__(self, name):
         return getattr(self.__dict__["_orig_mod"], name)
 
+    # container modules (Sequential, ModuleList, ModuleDict) index like the original
+    def __getitem__(self, idx):
+        return self._orig_mod[idx]
+
+    def __len__(self):
+        return len(self._orig_mod)
+
+    def __bool__(self):   # a module is true even when it is not a container
+        return True
+
+    def __iter__(self):
+        return iter(self._orig_mod)
+
     def __setattr__(self, name, value):
         if name in ("_orig_mod", "_kiln_call"):
             raise AttributeError(f"{name} is kiln's own")
