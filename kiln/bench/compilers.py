@@ -175,6 +175,8 @@ def prime_backend(backend: str, kiln: KilnHandle, device: str, dtype: torch.dtyp
         with cache, torch.no_grad():
             x = torch.ones(4, 8, device=device, dtype=dtype)
             torch.compile(_tiny, backend=backend)(x, torch.eye(8, device=device, dtype=dtype))
+            if backend != "inductor" and kiln.module is not None:   # kiln's own capture too
+                kiln.module.compile(_tiny, backend=backend)(x, torch.eye(8, device=device, dtype=dtype))
         return None
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"

@@ -8,7 +8,8 @@ For every selected model, in one process and on the same inputs, under
    dynamo reset, fresh empty inductor cache dir, time the first call (cold
    compile = first call - eager median), check the output, time ``--repeat``
    calls;
-3. kiln (``torch.compile(backend=--kiln-backend)``): the same, after
+3. kiln (``kiln.compile(model, backend=--kiln-backend)``: kiln's own C capture;
+   ``--kiln-capture dynamo`` uses ``torch.compile(backend=...)`` instead): the same, after
    ``kiln.reset()`` and with ``KILN_CACHE_DIR`` pointing at a fresh empty
    directory;
 4. kiln warm compile (skip with ``--no-warm``): a new process
@@ -81,6 +82,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kiln-backend", default="kiln",
                    help="torch.compile backend for the kiln column (default: %(default)s; "
                         "'eager' exercises the runner without kiln)")
+    p.add_argument("--kiln-capture", choices=["kiln", "dynamo"], default="kiln",
+                   help="who captures graphs for the kiln column: kiln.compile's C recorder (default) "
+                        "or TorchDynamo (torch.compile(backend=...))")
     p.add_argument("--warm-timeout", type=float, default=900,
                    help="seconds allowed for one warm-compile subprocess")
     p.add_argument("--bandwidth", action="store_true",
@@ -173,13 +177,21 @@ def run_eager(model, inputs, session: Session) -> tuple[dict, object]:
     return {"median_ms": median(samples), "samples_ms": samples}, ref
 
 
-def run_compiled(model, inputs, ref, backend: str, eager_ms: float, session: Session) -> dict:
+def compile_with(model, timed, kiln_capture: bool, session: Session):
+    """kiln.compile (kiln's C capture) or torch.compile (TorchDynamo) around ``timed``."""
+    if kiln_capture:
+        return session.kiln.module.compile(model, backend=timed)
+    return torch.compile(model, backend=timed)
+
+
+def run_compiled(model, inputs, ref, backend: str, eager_ms: float, session: Session,
+                 kiln_capture: bool = False) -> dict:
     """Cold first call, accuracy check and steady-state timing under ``backend``."""
     args = session.args
     check_backend(backend, session.kiln)
     reset_compilers(session.kiln)
     timed = TimedBackend(backend)
-    compiled = torch.compile(model, backend=timed)
+    compiled = compile_with(model, timed, kiln_capture, session)
     first_ms, out = time_first_call(compiled, inputs, session.sync)
     result = {"backend": backend, "first_call_ms": first_ms,
               "cold_compile_s": (first_ms - eager_ms) / 1e3,
@@ -201,7 +213,8 @@ def run_inductor(model, inputs, ref, eager_ms, session: Session) -> dict:
 def run_kiln(model, inputs, ref, eager_ms, session: Session, cache_dir: str) -> dict:
     kiln_warnings: list[str] = []
     with kiln_cache_dir(cache_dir, session.kiln), captured_kiln_warnings(kiln_warnings):
-        result = run_compiled(model, inputs, ref, session.args.kiln_backend, eager_ms, session)
+        result = run_compiled(model, inputs, ref, session.args.kiln_backend, eager_ms, session,
+                              kiln_capture=session.args.kiln_capture == "kiln")
     result["cache_dir_files"] = count_files(cache_dir)
     result["warnings"] = sorted(set(kiln_warnings))
     return result
@@ -296,7 +309,7 @@ def child_command(spec: zoo.ModelSpec, session: Session, row: dict) -> list[str]
     cmd = [sys.executable, "-m", "kiln.bench", "--_warm-child", spec.name,
            "--device", args.device, "--dtype", args.dtype,
            "--warmup", str(args.warmup), "--repeat", str(args.repeat),
-           "--kiln-backend", args.kiln_backend]
+           "--kiln-backend", args.kiln_backend, "--kiln-capture", args.kiln_capture]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if row.get("batch"):
@@ -360,7 +373,7 @@ def warm_child_main(args: argparse.Namespace) -> int:
                                            min(args.repeat, 10), session.sync))
             check_backend(args.kiln_backend, session.kiln)
             timed = TimedBackend(args.kiln_backend)
-            compiled = torch.compile(model, backend=timed)
+            compiled = compile_with(model, timed, args.kiln_capture == "kiln", session)
             kiln_warnings: list[str] = []
             with captured_kiln_warnings(kiln_warnings):
                 first_ms, out = time_first_call(compiled, inputs, session.sync)
