@@ -682,7 +682,7 @@ local_get(rframe *fr, int i)
     return NULL;   /* resolved by the caller with the frame's real value */
 }
 
-static PyObject **root_real_locals;   /* set while recording (GIL held, not re-entrant) */
+static _Thread_local PyObject **root_real_locals;   /* the frame being recorded, per thread */
 
 static kn_val *
 load_local(kn_rec *r, rframe *fr, int i)
