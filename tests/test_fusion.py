@@ -96,4 +96,5 @@ def test_transformers_gpt2_fuses_to_a_few_kernels_per_layer():
     assert e.graph_count == 1 and e.fallbacks_per_graph == [0]
     # per layer: ln_1, k/v copies for the KV-cache concat, residual+ln_2,
     # GELU; plus the embeddings and ln_f (exact count varies by release)
-    assert e.kernels_per_graph[0] <= 2 * 5 + 2
+    # (transformers 5.17 with torch 2.11 gives one kernel more than 5.24 here)
+    assert e.kernels_per_graph[0] <= 2 * 5 + 3
