@@ -12,6 +12,9 @@ Any failure inside kiln warns once and runs that graph eagerly (the ATen graph
 itself), so a user never gets an error or a wrong answer from kiln.
 """
 import copy
+import hashlib
+import os
+import pickle
 import threading
 import time
 import warnings
@@ -257,6 +260,86 @@ def _tupled(gm):
     return torch.fx.GraphModule(gm, graph), True
 
 
+_ASSERTIONS = {getattr(torch.ops.aten, n).default for n in ("_assert_tensor_metadata", "_assert_async",
+                                                            "_assert_scalar") if hasattr(torch.ops.aten, n)}
+
+
+def _inference_graph(gm, example_inputs):
+    """Graphs with no gradient to compute and only tensor inputs qualify for
+    the lowered-graph disk cache."""
+    if any(n.op == "get_attr" for n in gm.graph.nodes):
+        return False
+    if not all(isinstance(t, torch.Tensor) for t in example_inputs):
+        return False
+    return not torch.is_grad_enabled() or not any(t.requires_grad for t in example_inputs)
+
+
+def _lowered_key(gm, example_inputs):
+    h = hashlib.sha256()
+    h.update(_salt().encode())
+    h.update(f"decomps {len(decompositions())} packed {config.packed_linear}".encode())
+    h.update(gm.code.encode())
+    for t in example_inputs:
+        h.update(repr((t.dtype, tuple(t.shape), t.stride(), t.device.type, t.requires_grad)).encode())
+    return h.hexdigest()
+
+
+def _lowered(gm, example_inputs):
+    """The captured graph lowered to an inference ATen graph, from the disk
+    cache when a previous process lowered the same graph for the same input
+    metadata.  Lowering (AOT tracing with kiln's decompositions) is most of a
+    warm compile's time, so a warm start skips it.  Raises when the graph
+    mutates its inputs or returns aliases of them: those keep AOT autograd's
+    runtime wrappers (the caller falls back to aot_module_simplified)."""
+    from torch._functorch.aot_autograd import aot_export_joint_simple
+
+    key = _lowered_key(gm, example_inputs)
+    path = os.path.join(config.cache_dir, "aten", key[:2], key + ".pkl")
+    try:
+        with open(path, "rb") as f:
+            aten = pickle.load(f)
+        # node metadata does not survive pickling: give every node its fake
+        # value again (cheap next to tracing)
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+        mode = FakeTensorMode()
+        FakeTensorProp(aten, mode).propagate(*[mode.from_tensor(t) for t in example_inputs])
+        return aten
+    except FileNotFoundError:
+        pass
+    except Exception:   # a corrupt or truncated entry is rebuilt, never trusted
+        pass
+    aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
+                                   decompositions=decompositions())
+    # export-style tracing leaves metadata assertions with no users: drop them
+    for n in list(aten.graph.nodes):
+        if n.op == "call_function" and not n.users and n.target in _ASSERTIONS:
+            aten.graph.erase_node(n)
+    aten.recompile()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(aten, f)
+        os.replace(tmp, path)
+    except Exception:
+        pass   # caching is an optimisation
+    return aten
+
+
+class _Flat:
+    """A CompiledGraph called with plain positional arguments."""
+
+    def __init__(self, cg):
+        self.cg = cg
+        self.kiln_stats = cg.kiln_stats
+
+    def __call__(self, *args):
+        cg = self.cg
+        return cg.run(*args) if isinstance(cg, CompiledGraph) else cg(*args)
+
+
 def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
     dev = _non_cpu(example_inputs)
@@ -269,7 +352,16 @@ def kiln(gm, example_inputs):
         return gm.forward
     try:
         g, unwrap = _tupled(gm)
-        fn = _aot(g, example_inputs, compile_graph)
+        fn = None
+        if _inference_graph(g, example_inputs):
+            try:
+                aten = _lowered(g, example_inputs)
+            except Exception:
+                aten = None   # mutation, aliasing or an untraceable graph: AOT autograd's full path
+            if aten is not None:
+                fn = _Flat(compile_graph(aten, example_inputs))
+        if fn is None:
+            fn = _aot(g, example_inputs, compile_graph)
         if unwrap:
             def single(*args):
                 return fn(*args)[0]

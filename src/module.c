@@ -70,6 +70,8 @@ done:
     kn_str_free(&src);
     kn_str_free(&loops);
     ctx_free(&c);
+    if (prog == NULL && !PyErr_Occurred())   /* a stage failed without saying why: still an error */
+        PyErr_SetString(kn_compiler_error_type(), "kiln: a compiler stage failed without a message (kiln bug)");
     return prog;
 }
 

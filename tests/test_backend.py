@@ -97,6 +97,39 @@ def test_corrupt_cache_entry_is_rebuilt(tmp_path):
     assert _C.build(*args)[1] is False
 
 
+def test_lowered_graph_cache_is_used_and_survives_corruption(tmp_path, monkeypatch):
+    """An inference graph's ATen lowering is cached on disk; a damaged entry is
+    lowered again, never trusted."""
+    import glob
+    import pickle
+
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+
+    def f(x, w):
+        return torch.softmax(x @ w, dim=-1) * 2
+
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    want = f(x, w)
+    with torch.no_grad():
+        torch.testing.assert_close(kiln.compile(f)(x, w), want)
+    entries = glob.glob(os.path.join(str(tmp_path), "aten", "*", "*.pkl"))
+    assert len(entries) == 1
+    loads = []
+    real_load = pickle.load
+    monkeypatch.setattr(pickle, "load", lambda fh: loads.append(1) or real_load(fh))
+    kiln.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(kiln.compile(f)(x, w), want)
+    assert loads == [1]   # the second compile read the cached lowering
+    for damage in (b"", b"not a pickle", b"\x80\x04garbage"):
+        with open(entries[0], "wb") as fh:
+            fh.write(damage)
+        kiln.reset()
+        with torch.no_grad():
+            torch.testing.assert_close(kiln.compile(f)(x, w), want)
+        assert os.path.getsize(entries[0]) > 100   # rewritten
+
+
 def test_second_process_does_no_c_compilation(tmp_path):
     script = textwrap.dedent("""
         import torch, kiln
