@@ -305,7 +305,7 @@ def _lowered(gm, example_inputs):
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-        mode = FakeTensorMode()
+        mode = FakeTensorMode(allow_non_fake_inputs=True)   # lifted constants are real tensors
         FakeTensorProp(aten, mode).propagate(*[mode.from_tensor(t) for t in example_inputs])
         return aten
     except FileNotFoundError:
