@@ -297,17 +297,11 @@ def _lowered(gm, example_inputs):
 
     key = _lowered_key(gm, example_inputs)
     path = os.path.join(config.cache_dir, "aten", key[:2], key + ".pkl")
+    blob = None
     try:
         with open(path, "rb") as f:
-            aten = pickle.load(f)
-        # node metadata does not survive pickling: give every node its fake
-        # value again (cheap next to tracing)
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-
-        mode = FakeTensorMode(allow_non_fake_inputs=True)   # lifted constants are real tensors
-        FakeTensorProp(aten, mode).propagate(*[mode.from_tensor(t) for t in example_inputs])
-        return aten
+            blob = f.read()
+        return _revive(blob, example_inputs)
     except FileNotFoundError:
         pass
     except Exception:   # a corrupt or truncated entry is rebuilt, never trusted
@@ -319,14 +313,29 @@ def _lowered(gm, example_inputs):
         if n.op == "call_function" and not n.users and n.target in _ASSERTIONS:
             aten.graph.erase_node(n)
     aten.recompile()
+    blob = pickle.dumps(aten)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
-            pickle.dump(aten, f)
+            f.write(blob)
         os.replace(tmp, path)
     except Exception:
         pass   # caching is an optimisation
+    # the cold path takes the same road as a warm start, so both generate the
+    # same C (and the warm start finds the cold run's shared object)
+    return _revive(blob, example_inputs)
+
+
+def _revive(blob, example_inputs):
+    """A pickled ATen graph with its nodes' fake values (metadata does not
+    survive pickling; re-propagating is cheap next to tracing)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    aten = pickle.loads(blob)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)   # lifted constants are real tensors
+    FakeTensorProp(aten, mode).propagate(*[mode.from_tensor(t) for t in example_inputs])
     return aten
 
 
