@@ -101,7 +101,6 @@ def test_lowered_graph_cache_is_used_and_survives_corruption(tmp_path, monkeypat
     """An inference graph's ATen lowering is cached on disk; a damaged entry is
     lowered again, never trusted."""
     import glob
-    import pickle
 
     monkeypatch.setattr(config, "cache_dir", str(tmp_path))
 
@@ -114,13 +113,15 @@ def test_lowered_graph_cache_is_used_and_survives_corruption(tmp_path, monkeypat
         torch.testing.assert_close(kiln.compile(f)(x, w), want)
     entries = glob.glob(os.path.join(str(tmp_path), "aten", "*", "*.pkl"))
     assert len(entries) == 1
-    loads = []
-    real_load = pickle.load
-    monkeypatch.setattr(pickle, "load", lambda fh: loads.append(1) or real_load(fh))
+    import torch._functorch.aot_autograd as aa
+
+    traced = []
+    real_trace = aa.aot_export_joint_simple
+    monkeypatch.setattr(aa, "aot_export_joint_simple", lambda *a, **k: traced.append(1) or real_trace(*a, **k))
     kiln.reset()
     with torch.no_grad():
         torch.testing.assert_close(kiln.compile(f)(x, w), want)
-    assert loads == [1]   # the second compile read the cached lowering
+    assert traced == []   # the second compile read the cached lowering instead of tracing
     for damage in (b"", b"not a pickle", b"\x80\x04garbage"):
         with open(entries[0], "wb") as fh:
             fh.write(damage)
@@ -128,6 +129,7 @@ def test_lowered_graph_cache_is_used_and_survives_corruption(tmp_path, monkeypat
         with torch.no_grad():
             torch.testing.assert_close(kiln.compile(f)(x, w), want)
         assert os.path.getsize(entries[0]) > 100   # rewritten
+    assert len(traced) == 3   # each damaged entry was traced again
 
 
 def test_second_process_does_no_c_compilation(tmp_path):
