@@ -247,6 +247,7 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
             cap = ncap;
         }
         PyObject *v, *w, *x;
+        int e = 0;   /* status of the effect ops below */
         switch (op.kind) {
         case KN_P_SRC:
             st[sp++] = Py_XNewRef(vals[op.a]);
@@ -360,78 +361,57 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
         case KN_P_SETATTR:
             v = st[--sp];
             w = st[--sp];
-            rc = PyObject_SetAttr(w, PyList_GET_ITEM(seg->consts, op.a), v);
+            e = PyObject_SetAttr(w, PyList_GET_ITEM(seg->consts, op.a), v);
             Py_DECREF(v);
             Py_DECREF(w);
-            if (rc < 0)
-                goto done;
-            rc = -1;
             break;
         case KN_P_DELATTR:
             w = st[--sp];
-            rc = PyObject_DelAttr(w, PyList_GET_ITEM(seg->consts, op.a));
+            e = PyObject_DelAttr(w, PyList_GET_ITEM(seg->consts, op.a));
             Py_DECREF(w);
-            if (rc < 0)
-                goto done;
-            rc = -1;
             break;
         case KN_P_SETITEM:
             v = st[--sp];
             w = st[--sp];
             x = st[--sp];
-            rc = PyObject_SetItem(x, w, v);
+            e = PyObject_SetItem(x, w, v);
             Py_DECREF(v);
             Py_DECREF(w);
             Py_DECREF(x);
-            if (rc < 0)
-                goto done;
-            rc = -1;
             break;
         case KN_P_DELITEM:
             w = st[--sp];
             x = st[--sp];
-            rc = PyObject_DelItem(x, w);
+            e = PyObject_DelItem(x, w);
             Py_DECREF(w);
             Py_DECREF(x);
-            if (rc < 0)
-                goto done;
-            rc = -1;
             break;
         case KN_P_REPLACE:
             v = st[--sp];
             w = st[--sp];
             if (PyList_Check(w))
-                rc = PyList_SetSlice(w, 0, PyList_GET_SIZE(w), v);
+                e = PyList_SetSlice(w, 0, PyList_GET_SIZE(w), v);
             else if (PyDict_Check(w)) {
                 PyDict_Clear(w);
-                rc = PyDict_Update(w, v);
+                e = PyDict_Update(w, v);
             } else {
                 PyErr_SetString(PyExc_SystemError, "kiln: replace on a non-container");
-                rc = -1;
+                e = -1;
             }
             Py_DECREF(v);
             Py_DECREF(w);
-            if (rc < 0)
-                goto done;
-            rc = -1;
             break;
         case KN_P_GLOBAL:
             v = st[--sp];
-            rc = PyDict_SetItem(f->f_globals, PyList_GET_ITEM(seg->consts, op.a), v);
+            e = PyDict_SetItem(f->f_globals, PyList_GET_ITEM(seg->consts, op.a), v);
             Py_DECREF(v);
-            if (rc < 0)
-                goto done;
-            rc = -1;
             break;
         case KN_P_CELLSET:
             v = st[--sp];
             w = st[--sp];
-            rc = PyCell_Set(w, v);
+            e = PyCell_Set(w, v);
             Py_XDECREF(v);
             Py_DECREF(w);
-            if (rc < 0)
-                goto done;
-            rc = -1;
             break;
         case KN_P_LOCAL:
             v = st[--sp];
@@ -458,6 +438,8 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
             Py_DECREF(v);
             break;
         }
+        if (e < 0)
+            goto done;
     }
     rc = 0;
 done:

@@ -331,6 +331,42 @@ isinstance_of(PyObject *o, const char *cls)
     return r == 1;
 }
 
+/* A V_ITER over a real iterable's items: constants (no tensors allowed), or,
+ * with wrap set, values wrapped without a source (fake tensors map back to
+ * their graph values). */
+static int
+iter_real(kn_rec *r, PyObject *o, int wrap, kn_val **out)
+{
+    PyObject *iter = PyObject_GetIter(o), *x;
+    kn_val *it = iter ? kn_v_new(r, V_ITER) : NULL;
+    if (it == NULL) {
+        Py_XDECREF(iter);
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            return kn_brk(r, "iteration over a %s", Py_TYPE(o)->tp_name);
+        }
+        return KN_FAIL;
+    }
+    while ((x = PyIter_Next(iter))) {
+        if (!wrap && is_tensor_obj(x)) {
+            Py_DECREF(x);
+            Py_DECREF(iter);
+            return kn_brk(r, "tensor inside a constant container");
+        }
+        kn_val *xv = wrap ? kn_wrap(r, x, -1) : kn_v_const(r, x);
+        Py_DECREF(x);
+        if (xv == NULL || kn_v_add(r, it, xv) < 0) {
+            Py_DECREF(iter);
+            return KN_FAIL;
+        }
+    }
+    Py_DECREF(iter);
+    if (PyErr_Occurred())
+        return KN_ERR;
+    *out = it;
+    return 0;
+}
+
 int
 kn_is_module_seq(PyObject *o)
 {
@@ -368,29 +404,7 @@ kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
             PyErr_Clear();
             return kn_brk(r, "iteration over a very long constant");
         }
-        PyObject *iter = PyObject_GetIter(o), *x;
-        it = kn_v_new(r, V_ITER);
-        if (iter == NULL || it == NULL) {
-            Py_XDECREF(iter);
-            return KN_FAIL;
-        }
-        while ((x = PyIter_Next(iter))) {
-            if (is_tensor_obj(x)) {
-                Py_DECREF(x);
-                Py_DECREF(iter);
-                return kn_brk(r, "tensor inside a constant container");
-            }
-            kn_val *xv = kn_v_const_steal(r, x);
-            if (xv == NULL || kn_v_add(r, it, xv) < 0) {
-                Py_DECREF(iter);
-                return KN_FAIL;
-            }
-        }
-        Py_DECREF(iter);
-        if (PyErr_Occurred())
-            return KN_ERR;
-        *out = it;
-        return 0;
+        return iter_real(r, o, 0, out);
     }
     case V_TENSOR: {
         PyObject *shape = PyObject_GetAttr(v->obj, kn_cenv.s_shape);
@@ -417,32 +431,8 @@ kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
         return 0;
     }
     case V_OBJ:
-        if (v->src < 0 && !(Py_TYPE(v->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) && v->attrs == NULL) {
-            /* a builtin container made at record time (a mappingproxy, a view): read it */
-            PyObject *iter = PyObject_GetIter(v->obj), *x;
-            if (iter == NULL) {
-                PyErr_Clear();
-                return kn_brk(r, "iteration over a %s", Py_TYPE(v->obj)->tp_name);
-            }
-            it = kn_v_new(r, V_ITER);
-            if (it == NULL) {
-                Py_DECREF(iter);
-                return KN_FAIL;
-            }
-            while ((x = PyIter_Next(iter))) {
-                kn_val *xv = kn_wrap(r, x, -1);
-                Py_DECREF(x);
-                if (xv == NULL || kn_v_add(r, it, xv) < 0) {
-                    Py_DECREF(iter);
-                    return KN_FAIL;
-                }
-            }
-            Py_DECREF(iter);
-            if (PyErr_Occurred())
-                return KN_ERR;
-            *out = it;
-            return 0;
-        }
+        if (v->src < 0 && !(Py_TYPE(v->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) && v->attrs == NULL)
+            return iter_real(r, v->obj, 1, out);   /* a builtin container made at record time */
         if (isinstance_of(v->obj, "ModuleList") || isinstance_of(v->obj, "Sequential"))
             return module_children(r, v, 1, out);
         if (isinstance_of(v->obj, "ModuleDict"))
