@@ -160,6 +160,23 @@ kn_set_rpath(kn_val *v, kn_val *parent, int kind, PyObject *key)
     }
 }
 
+/* Make room for one more element in a PyMem array of *cap elements holding n. */
+static int
+grow(void **arr, int *cap, int n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    int ncap = *cap ? *cap * 2 : 16;
+    void *na = PyMem_Realloc(*arr, elem * (size_t)ncap);
+    if (na == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *arr = na;
+    *cap = ncap;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ sources and guards */
 
 int
@@ -224,16 +241,8 @@ kn_guard_add(kn_rec *r, int kind, int src, PyObject *obj, PyObject *obj2, PyObje
         if (seen)
             return seen < 0 ? -1 : 0;
     }
-    if (r->nguard == r->capguard) {
-        int ncap = r->capguard ? r->capguard * 2 : 16;
-        kn_guard *ng = PyMem_Realloc(r->guards, sizeof(kn_guard) * ncap);
-        if (ng == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        r->guards = ng;
-        r->capguard = ncap;
-    }
+    if (grow((void **)&r->guards, &r->capguard, r->nguard, sizeof(kn_guard)) < 0)
+        return -1;
     r->guards[r->nguard++] =
         (kn_guard){kind, src, n, Py_XNewRef(obj), Py_XNewRef(obj2), Py_XNewRef(obj3), Py_XNewRef(obj4)};
     return 0;
@@ -242,16 +251,8 @@ kn_guard_add(kn_rec *r, int kind, int src, PyObject *obj, PyObject *obj2, PyObje
 int
 kn_effect_add(kn_rec *r, int kind, kn_val *a, kn_val *b, PyObject *name)
 {
-    if (r->neff == r->capeff) {
-        int ncap = r->capeff ? r->capeff * 2 : 8;
-        kn_effect *ne = PyMem_Realloc(r->effects, sizeof(kn_effect) * ncap);
-        if (ne == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        r->effects = ne;
-        r->capeff = ncap;
-    }
+    if (grow((void **)&r->effects, &r->capeff, r->neff, sizeof(kn_effect)) < 0)
+        return -1;
     r->effects[r->neff++] = (kn_effect){kind, a, b, name};
     return 0;
 }
@@ -259,16 +260,8 @@ kn_effect_add(kn_rec *r, int kind, kn_val *a, kn_val *b, PyObject *name)
 int
 kn_memo_obj(kn_rec *r, PyObject *obj, kn_val *v)
 {
-    if (r->nvtab == r->capvtab) {
-        int ncap = r->capvtab ? r->capvtab * 2 : 32;
-        kn_val **nv = PyMem_Realloc(r->vtab, sizeof(kn_val *) * ncap);
-        if (nv == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        r->vtab = nv;
-        r->capvtab = ncap;
-    }
+    if (grow((void **)&r->vtab, &r->capvtab, r->nvtab, sizeof(kn_val *)) < 0)
+        return -1;
     PyObject *k = PyLong_FromVoidPtr(obj), *iv = PyLong_FromLong(r->nvtab);
     int rc = (k && iv) ? PyDict_SetItem(r->objmemo, k, iv) : -1;
     Py_XDECREF(k);
@@ -344,15 +337,7 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
             if (m == NULL || PyDict_SetItemString(m, "example_value", fake) < 0)
                 PyErr_Clear();
             Py_XDECREF(m);
-            if (r->ninputs == r->capinputs) {
-                int ncap = r->capinputs ? r->capinputs * 2 : 8;
-                int *ni = PyMem_Realloc(r->inputs, sizeof(int) * ncap);
-                if (ni) {
-                    r->inputs = ni;
-                    r->capinputs = ncap;
-                }
-            }
-            if (r->ninputs < r->capinputs) {
+            if (grow((void **)&r->inputs, &r->capinputs, r->ninputs, sizeof(int)) == 0) {
                 r->inputs[r->ninputs++] = src;
                 v = kn_v_new(r, V_TENSOR);
                 if (v) {
@@ -362,8 +347,6 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
                     if (kn_memo_obj(r, t, v) < 0)
                         v = NULL;
                 }
-            } else {
-                PyErr_NoMemory();
             }
         }
         Py_XDECREF(node);
