@@ -112,6 +112,7 @@ typedef enum {
     KN_G_SAME,      /* v is value of source n */
     KN_G_GRAD,      /* torch.is_grad_enabled() == n */
     KN_G_DISTINCT,  /* the sources in obj (a tuple of indices) are distinct objects */
+    KN_G_EMPTY,     /* v (a dict) maps each key in obj (a tuple) to an empty dict */
 } kn_guardkind;
 
 typedef struct {

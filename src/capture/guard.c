@@ -280,6 +280,15 @@ kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, in
         case KN_G_SAME:
             ok = v == vals[g->n];
             break;
+        case KN_G_EMPTY:
+            ok = PyDict_Check(v);
+            for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(g->obj); k++) {
+                PyObject *d = PyDict_GetItemWithError(v, PyTuple_GET_ITEM(g->obj, k));
+                ok = d != NULL && PyDict_Check(d) && PyDict_GET_SIZE(d) == 0;
+            }
+            if (PyErr_Occurred())
+                PyErr_Clear();
+            break;
         default:
             ok = 0;
         }
@@ -371,6 +380,7 @@ kn_guard_describe(kn_seg *seg, PyCodeObject *code)
             Py_XDECREF(o);
             break;
         }
+        case KN_G_EMPTY: d = PyUnicode_FromFormat("%U[k] == {} for k in %R", s, g->obj); break;
         case KN_G_DISTINCT: d = PyUnicode_FromFormat("the %zd tensor inputs are distinct objects", PyTuple_GET_SIZE(g->obj)); break;
         case KN_G_GRAD: d = PyUnicode_FromFormat("torch.is_grad_enabled() == %s", g->n ? "True" : "False"); break;
         default: d = PyUnicode_FromString("?"); break;

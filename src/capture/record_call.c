@@ -1952,6 +1952,11 @@ module_call(kn_rec *r, rframe *fr, kn_val *m, kn_val **args, int nargs, PyObject
     if (idict == NULL)
         return KN_ERR;
     int is = m->src >= 0 ? kn_src_add(r, KN_SRC_INSTDICT, m->src, NULL, 0) : -1;
+    PyObject *empty = PyList_New(0);   /* hook dicts found empty: one guard checks them all */
+    if (empty == NULL) {
+        Py_DECREF(idict);
+        return KN_ERR;
+    }
     for (int k = 0; hooknames[k]; k++) {
         PyObject *hn = PyUnicode_FromString(hooknames[k]);
         PyObject *d = hn ? PyDict_GetItemWithError(idict, hn) : NULL;
@@ -1960,21 +1965,26 @@ module_call(kn_rec *r, rframe *fr, kn_val *m, kn_val **args, int nargs, PyObject
             PyErr_Clear();
             continue;
         }
-        int s = is >= 0 ? kn_src_add(r, KN_SRC_DICT, is, hn, 0) : -1;
-        Py_DECREF(hn);
         if (PyDict_GET_SIZE(d) == 0) {
-            if (s >= 0 && kn_guard_add(r, KN_G_LEN, s, NULL, NULL, NULL, NULL, 0) < 0) {
+            int rc0 = PyList_Append(empty, hn);
+            Py_DECREF(hn);
+            if (rc0 < 0) {
+                Py_DECREF(empty);
                 Py_DECREF(idict);
                 return KN_ERR;
             }
             continue;
         }
+        int s = is >= 0 ? kn_src_add(r, KN_SRC_DICT, is, hn, 0) : -1;
+        Py_DECREF(hn);
         if (k >= 2) {
+            Py_DECREF(empty);
             Py_DECREF(idict);
             return kn_brk(r, "module with backward hooks");
         }
         kn_val *hv = kn_wrap(r, d, s);
         if (hv == NULL || hv->kind != V_DICT) {
+            Py_DECREF(empty);
             Py_DECREF(idict);
             return hv ? kn_brk(r, "hooks dict") : KN_FAIL;
         }
@@ -1983,6 +1993,17 @@ module_call(kn_rec *r, rframe *fr, kn_val *m, kn_val **args, int nargs, PyObject
         else
             post = hv;
     }
+    if (is >= 0 && PyList_GET_SIZE(empty) > 0) {
+        PyObject *t = PyList_AsTuple(empty);
+        int rc0 = t ? kn_guard_add(r, KN_G_EMPTY, is, t, NULL, NULL, NULL, 0) : -1;
+        Py_XDECREF(t);
+        if (rc0 < 0) {
+            Py_DECREF(empty);
+            Py_DECREF(idict);
+            return KN_ERR;
+        }
+    }
+    Py_DECREF(empty);
     /* kwargs-taking hooks and always-called hooks are flagged in side dicts */
     static const char *const flagnames[] = {"_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
                                             "_forward_hooks_always_called", NULL};
