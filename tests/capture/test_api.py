@@ -194,3 +194,29 @@ def test_nested_function_frames_are_captured_after_a_break():
     # outer before the call (sin), inner after its print (cos * 2), outer after (+ 1);
     # inner has no tensor work before the print, so no graph there
     assert len(graphs) == 3
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+def test_training_step_gradients_match_eager(backend):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 3))
+    ref = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 3))
+    ref.load_state_dict(m.state_dict())
+    cm = kiln.compile(m, backend=backend)
+    for step in range(3):
+        x = torch.randn(5, 6, requires_grad=True)
+        xr = x.detach().clone().requires_grad_()
+        loss = (cm(x) ** 2).mean()
+        loss_ref = (ref(xr) ** 2).mean()
+        loss.backward()
+        loss_ref.backward()
+        torch.testing.assert_close(loss, loss_ref, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(x.grad, xr.grad, rtol=1e-4, atol=1e-5)
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+        with torch.no_grad():   # an optimizer step between calls: parameters change in place
+            for p, q in zip(m.parameters(), ref.parameters()):
+                p.sub_(0.1 * p.grad)
+                q.sub_(0.1 * q.grad)
+                p.grad = None
+                q.grad = None
