@@ -70,8 +70,9 @@ def _global_hook_dicts():
 global_hook_dicts = _global_hook_dicts()
 
 # ---------------------------------------------------------------- state for explain
-graphs = []      # one dict per compiled graph
-breaks = []      # one dict per graph break
+graphs = []      # one dict per compiled graph (the newest _KEEP)
+breaks = []      # one dict per graph break (the newest _KEEP)
+_KEEP = 10000
 
 
 def new_graph():
@@ -108,7 +109,6 @@ def finish(graph, fake_mode, examples, backend, info):
     before = len(backends.compiled_graphs)
     compiled = resolve_backend(backend)(gm, list(examples))
     entry = dict(info)
-    entry["graph"] = gm
     entry["ops"] = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
     new = backends.compiled_graphs[before:]
     entry["kernels"] = sum(g.get("kernels", 0) for g in new)
@@ -116,6 +116,7 @@ def finish(graph, fake_mode, examples, backend, info):
     entry["externs"] = sum(g.get("externs", 0) for g in new)
     entry["fallbacks"] = sum(g.get("fallbacks", 0) for g in new)
     graphs.append(entry)
+    del graphs[:-_KEEP]   # explain reads the newest entries; old ones must not pile up
     if os.environ.get("KILN_DUMP") and "capture" in os.environ["KILN_DUMP"].split(","):
         print(f"kiln: captured graph from {info.get('name')} ({info.get('filename')}:{info.get('line')})")
         print(gm.code)
@@ -129,6 +130,7 @@ def source_line(filename, lineno):
 def note_break(reason, filename, lineno):
     breaks.append({"reason": reason, "filename": filename, "lineno": lineno,
                    "source": source_line(filename, lineno)})
+    del breaks[:-_KEEP]
 
 
 def warn(message):

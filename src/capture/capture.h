@@ -113,6 +113,7 @@ typedef enum {
     KN_G_GRAD,      /* torch.is_grad_enabled() == n */
     KN_G_DISTINCT,  /* the sources in obj (a tuple of indices) are distinct objects */
     KN_G_EMPTY,     /* v (a dict) maps each key in obj (a tuple) to an empty dict */
+    KN_G_WEAKID,    /* v is the (live) referent of the weak reference obj2 */
 } kn_guardkind;
 
 typedef struct {

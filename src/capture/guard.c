@@ -231,6 +231,9 @@ kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, in
         case KN_G_ID:
             ok = v == g->obj;
             break;
+        case KN_G_WEAKID:
+            ok = v == PyWeakref_GET_OBJECT(g->obj2);
+            break;
         case KN_G_EQ:
             if (v == g->obj) {
                 ok = 1;
@@ -378,6 +381,12 @@ kn_guard_describe(kn_seg *seg, PyCodeObject *code)
             PyObject *o = kn_src_describe(seg->srcs, (int)g->n, code);
             d = o ? PyUnicode_FromFormat("%U is %U", s, o) : NULL;
             Py_XDECREF(o);
+            break;
+        }
+        case KN_G_WEAKID: {
+            PyObject *o = PyWeakref_GET_OBJECT(g->obj2);
+            d = PyUnicode_FromFormat("%U is <%s object at %p>%s", s, Py_TYPE(o)->tp_name, o,
+                                     o == Py_None ? " (gone)" : "");
             break;
         }
         case KN_G_EMPTY: d = PyUnicode_FromFormat("%U[k] == {} for k in %R", s, g->obj); break;

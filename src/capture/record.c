@@ -243,6 +243,16 @@ kn_guard_add(kn_rec *r, int kind, int src, PyObject *obj, PyObject *obj2, PyObje
     }
     if (grow((void **)&r->guards, &r->capguard, r->nguard, sizeof(kn_guard)) < 0)
         return -1;
+    if (kind == KN_G_ID && obj && !PyType_Check(obj) && !PyModule_Check(obj) && !PyCode_Check(obj) &&
+        !PyFunction_Check(obj) && Py_TYPE(obj)->tp_weaklistoffset > 0) {
+        /* an identity guard on a user object (a module, say) must not keep it
+         * alive: hold a weak reference; a dead referent fails the guard */
+        PyObject *ref = PyWeakref_NewRef(obj, NULL);
+        if (ref == NULL)
+            return -1;
+        r->guards[r->nguard++] = (kn_guard){KN_G_WEAKID, src, n, NULL, ref, NULL, NULL};
+        return 0;
+    }
     r->guards[r->nguard++] =
         (kn_guard){kind, src, n, Py_XNewRef(obj), Py_XNewRef(obj2), Py_XNewRef(obj3), Py_XNewRef(obj4)};
     return 0;
