@@ -42,6 +42,7 @@ SOURCES = [
     "src/codegen/c.c",
     "src/runtime/load.c",
     "src/runtime/run.c",
+    "src/runtime/cuda.c",
     "src/capture/hook.c",
     "src/capture/guard.c",
     "src/capture/record.c",

@@ -13,6 +13,8 @@
 #include "kiln.h"
 
 int kn_capture_init(PyObject *module);   /* capture/hook.c */
+extern PyTypeObject kn_CudaModuleType;  /* runtime/cuda.c */
+PyObject *kn_py_cuda_available(PyObject *self, PyObject *args);
 #include <string.h>
 
 PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops);
@@ -99,6 +101,8 @@ static PyMethodDef methods[] = {
     {"set_runtime", kn_py_set_runtime, METH_VARARGS, "Hand the C runtime torch's allocation functions."},
     {"set_linear_mode", kn_py_set_linear_mode, METH_O,
      "Linear layers: -1 time oneDNN-packed against ATen per shape (default), 0 always ATen, 1 always packed."},
+    {"cuda_available", kn_py_cuda_available, METH_VARARGS,
+     "cuda_available(nvrtc_path=None) -> (usable, reason, nvrtc_version): load the CUDA driver and NVRTC."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -110,7 +114,8 @@ static struct PyModuleDef moddef = {
 PyMODINIT_FUNC
 PyInit__C(void)
 {
-    if (PyType_Ready(&kn_LibraryType) < 0 || PyType_Ready(&kn_ProgramType) < 0)
+    if (PyType_Ready(&kn_LibraryType) < 0 || PyType_Ready(&kn_ProgramType) < 0 ||
+        PyType_Ready(&kn_CudaModuleType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (m == NULL)
@@ -118,7 +123,8 @@ PyInit__C(void)
     PyObject *ce = kn_compiler_error_type();
     if (ce == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
         PyModule_AddObjectRef(m, "Library", (PyObject *)&kn_LibraryType) < 0 ||
-        PyModule_AddObjectRef(m, "Program", (PyObject *)&kn_ProgramType) < 0 || kn_capture_init(m) < 0) {
+        PyModule_AddObjectRef(m, "Program", (PyObject *)&kn_ProgramType) < 0 ||
+        PyModule_AddObjectRef(m, "CudaModule", (PyObject *)&kn_CudaModuleType) < 0 || kn_capture_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

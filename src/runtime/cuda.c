@@ -1,0 +1,373 @@
+/* cuda.c — NVRTC and the CUDA driver, loaded at run time (issue 4's runtime).
+ *
+ * Consumes: CUDA C source text.  Produces: a loaded module of native device
+ * code (a cubin for the current device's architecture, never PTX left to the
+ * driver's JIT) whose kernels launch on a stream the caller names, normally
+ * torch's current stream, so kiln's kernels order with torch's own work and
+ * compose with CUDA graph capture.
+ *
+ * Nothing is linked: libcuda.so.1 and libnvrtc are opened with dlopen (the
+ * NVRTC path comes from kiln/cuda.py, which finds the copy torch's CUDA build
+ * ships).  On a machine without them, kiln._C.cuda_available() says why and
+ * the caller runs on ATen.
+ */
+#include "kiln.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct _nvrtcProgram *nvrtcProgram;
+typedef int nvrtcResult;
+
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+
+/* One line per entry point: name, return type, arguments. */
+#define KN_CU_FUNCS(X)                                                                                     \
+    X(cuInit, CUresult, (unsigned))                                                                        \
+    X(cuDeviceGet, CUresult, (CUdevice *, int))                                                            \
+    X(cuDeviceGetAttribute, CUresult, (int *, int, CUdevice))                                              \
+    X(cuCtxGetCurrent, CUresult, (CUcontext *))                                                            \
+    X(cuCtxSetCurrent, CUresult, (CUcontext))                                                              \
+    X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))                                         \
+    X(cuModuleLoadData, CUresult, (CUmodule *, const void *))                                              \
+    X(cuModuleUnload, CUresult, (CUmodule))                                                                \
+    X(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                               \
+    X(cuLaunchKernel, CUresult,                                                                            \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, \
+       void **))                                                                                           \
+    X(cuGetErrorString, CUresult, (CUresult, const char **))
+
+#define KN_NVRTC_FUNCS(X)                                                                                  \
+    X(nvrtcCreateProgram, nvrtcResult,                                                                     \
+      (nvrtcProgram *, const char *, const char *, int, const char *const *, const char *const *))         \
+    X(nvrtcCompileProgram, nvrtcResult, (nvrtcProgram, int, const char *const *))                          \
+    X(nvrtcGetProgramLogSize, nvrtcResult, (nvrtcProgram, size_t *))                                      \
+    X(nvrtcGetProgramLog, nvrtcResult, (nvrtcProgram, char *))                                             \
+    X(nvrtcGetCUBINSize, nvrtcResult, (nvrtcProgram, size_t *))                                            \
+    X(nvrtcGetCUBIN, nvrtcResult, (nvrtcProgram, char *))                                                  \
+    X(nvrtcDestroyProgram, nvrtcResult, (nvrtcProgram *))                                                  \
+    X(nvrtcVersion, nvrtcResult, (int *, int *))                                                           \
+    X(nvrtcGetErrorString, const char *, (nvrtcResult))
+
+static struct {
+#define X(name, ret, args) ret(*name) args;
+    KN_CU_FUNCS(X)
+    KN_NVRTC_FUNCS(X)
+#undef X
+    int ready;              /* 1 loaded, -1 failed (why in error) */
+    char error[512];
+} cu;
+
+static int
+cuda_load(const char *nvrtc_path)
+{
+    if (cu.ready)
+        return cu.ready;
+    void *lc = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (lc == NULL) {
+        snprintf(cu.error, sizeof cu.error, "no CUDA driver (libcuda.so.1): %s", dlerror());
+        return cu.ready = -1;
+    }
+    void *ln = dlopen(nvrtc_path && *nvrtc_path ? nvrtc_path : "libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+    if (ln == NULL) {
+        snprintf(cu.error, sizeof cu.error, "no NVRTC (%s): %s", nvrtc_path ? nvrtc_path : "libnvrtc.so",
+                 dlerror());
+        return cu.ready = -1;
+    }
+#define X(name, ret, args)                                                                  \
+    *(void **)&cu.name = dlsym(strncmp(#name, "nvrtc", 5) == 0 ? ln : lc, #name);           \
+    if (cu.name == NULL) {                                                                  \
+        snprintf(cu.error, sizeof cu.error, "missing CUDA entry point %s", #name);          \
+        return cu.ready = -1;                                                               \
+    }
+    KN_CU_FUNCS(X)
+    KN_NVRTC_FUNCS(X)
+#undef X
+    if (cu.cuInit(0) != 0) {
+        snprintf(cu.error, sizeof cu.error, "cuInit failed: no usable GPU");
+        return cu.ready = -1;
+    }
+    return cu.ready = 1;
+}
+
+static int
+cu_check(CUresult r, const char *what)
+{
+    if (r == 0)
+        return 0;
+    const char *msg = NULL;
+    if (cu.cuGetErrorString)
+        cu.cuGetErrorString(r, &msg);
+    PyErr_Format(PyExc_RuntimeError, "kiln: %s failed: CUDA error %d (%s)", what, r, msg ? msg : "?");
+    return -1;
+}
+
+/* Make the device's primary context current (torch uses the same one). */
+static int
+use_device(int device)
+{
+    CUcontext ctx = NULL;
+    if (cu_check(cu.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent") < 0)
+        return -1;
+    if (ctx != NULL)
+        return 0;
+    CUdevice dev;
+    if (cu_check(cu.cuDeviceGet(&dev, device), "cuDeviceGet") < 0 ||
+        cu_check(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") < 0 ||
+        cu_check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent") < 0)
+        return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ CudaModule */
+
+typedef struct {
+    PyObject_HEAD
+    CUmodule mod;
+    PyObject *cubin;      /* bytes: the native code, for the disk cache and inspection */
+    PyObject *funcs;      /* dict name -> capsule(CUfunction) */
+    PyObject *log;        /* NVRTC's log (warnings) */
+    int arch;             /* e.g. 90 */
+} kn_cudamod;
+
+static PyObject *
+compile_cubin(const char *src, int arch, PyObject **log_out)
+{
+    nvrtcProgram prog;
+    nvrtcResult rc = cu.nvrtcCreateProgram(&prog, src, "kiln.cu", 0, NULL, NULL);
+    if (rc != 0) {
+        PyErr_Format(PyExc_RuntimeError, "kiln: nvrtcCreateProgram: %s", cu.nvrtcGetErrorString(rc));
+        return NULL;
+    }
+    char archopt[64];
+    snprintf(archopt, sizeof archopt, "--gpu-architecture=sm_%d", arch);
+    const char *opts[] = {archopt, "--std=c++17", "-default-device"};
+    rc = cu.nvrtcCompileProgram(prog, 3, opts);
+    size_t lsz = 0;
+    cu.nvrtcGetProgramLogSize(prog, &lsz);
+    char *log = PyMem_Malloc(lsz + 1);
+    if (log) {
+        log[0] = 0;
+        cu.nvrtcGetProgramLog(prog, log);
+        log[lsz] = 0;
+        *log_out = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
+        PyMem_Free(log);
+    }
+    PyObject *cubin = NULL;
+    if (rc != 0) {
+        PyErr_Format(PyExc_RuntimeError, "kiln: NVRTC could not compile the kernels: %s\n%S",
+                     cu.nvrtcGetErrorString(rc), *log_out ? *log_out : Py_None);
+    } else {
+        size_t n = 0;
+        if (cu.nvrtcGetCUBINSize(prog, &n) == 0 && n > 0 && (cubin = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n)))
+            cu.nvrtcGetCUBIN(prog, PyBytes_AS_STRING(cubin));
+        else if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "kiln: NVRTC produced no cubin");
+    }
+    cu.nvrtcDestroyProgram(&prog);
+    return cubin;
+}
+
+static int
+cudamod_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"source", "names", "device", "nvrtc", "cubin", NULL};
+    kn_cudamod *m = (kn_cudamod *)self;
+    const char *src, *nvrtc = NULL;
+    PyObject *names, *cubin = Py_None;
+    int device = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|izO", kwlist, &src, &names, &device, &nvrtc, &cubin))
+        return -1;
+    if (cuda_load(nvrtc) < 0) {
+        PyErr_Format(PyExc_RuntimeError, "kiln: CUDA is not usable here: %s", cu.error);
+        return -1;
+    }
+    if (use_device(device) < 0)
+        return -1;
+    CUdevice dev;
+    int major = 0, minor = 0;
+    if (cu_check(cu.cuDeviceGet(&dev, device), "cuDeviceGet") < 0 ||
+        cu_check(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attribute") <
+            0 ||
+        cu_check(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attribute") < 0)
+        return -1;
+    m->arch = major * 10 + minor;
+    if (cubin != Py_None && PyBytes_Check(cubin)) {
+        m->cubin = Py_NewRef(cubin);   /* from the disk cache */
+    } else {
+        m->cubin = compile_cubin(src, m->arch, &m->log);
+        if (m->cubin == NULL)
+            return -1;
+    }
+    if (cu_check(cu.cuModuleLoadData(&m->mod, PyBytes_AS_STRING(m->cubin)), "cuModuleLoadData") < 0)
+        return -1;
+    m->funcs = PyDict_New();
+    PyObject *it = m->funcs ? PyObject_GetIter(names) : NULL, *name;
+    if (it == NULL)
+        return -1;
+    while ((name = PyIter_Next(it))) {
+        CUfunction fn;
+        const char *s = PyUnicode_AsUTF8(name);
+        if (s == NULL || cu_check(cu.cuModuleGetFunction(&fn, m->mod, s), s) < 0) {
+            Py_DECREF(name);
+            Py_DECREF(it);
+            return -1;
+        }
+        PyObject *cap = PyCapsule_New((void *)fn, "kn_cufunction", NULL);
+        int rc = cap ? PyDict_SetItem(m->funcs, name, cap) : -1;
+        Py_XDECREF(cap);
+        Py_DECREF(name);
+        if (rc < 0) {
+            Py_DECREF(it);
+            return -1;
+        }
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static void
+cudamod_dealloc(PyObject *self)
+{
+    kn_cudamod *m = (kn_cudamod *)self;
+    if (m->mod && cu.cuModuleUnload)
+        cu.cuModuleUnload(m->mod);
+    Py_XDECREF(m->cubin);
+    Py_XDECREF(m->funcs);
+    Py_XDECREF(m->log);
+    Py_TYPE(self)->tp_free(self);
+}
+
+/* launch(name, grid, block, fmt, values, stream, shared=0): fmt has one letter
+ * per kernel argument: p pointer (an int address), i int32, l int64, f float32,
+ * d float64. */
+static PyObject *
+cudamod_launch(PyObject *self, PyObject *args)
+{
+    kn_cudamod *m = (kn_cudamod *)self;
+    PyObject *name, *values;
+    unsigned g[3], b[3], shared = 0;
+    const char *fmt;
+    unsigned long long stream;
+    if (!PyArg_ParseTuple(args, "O(III)(III)sOK|I", &name, &g[0], &g[1], &g[2], &b[0], &b[1], &b[2], &fmt, &values,
+                          &stream, &shared))
+        return NULL;
+    PyObject *cap = PyDict_GetItemWithError(m->funcs, name);
+    if (cap == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_KeyError, "kiln: no kernel %R in this module", name);
+        return NULL;
+    }
+    Py_ssize_t n = (Py_ssize_t)strlen(fmt);
+    if (!PySequence_Check(values) || PySequence_Size(values) != n || n > 64) {
+        PyErr_SetString(PyExc_ValueError, "kiln: launch needs one value per format letter (at most 64)");
+        return NULL;
+    }
+    union {
+        unsigned long long p;
+        int i;
+        long long l;
+        float f;
+        double d;
+    } store[64];
+    void *ptrs[64];
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *v = PySequence_GetItem(values, k);
+        if (v == NULL)
+            return NULL;
+        switch (fmt[k]) {
+        case 'p': store[k].p = PyLong_AsUnsignedLongLong(v); break;
+        case 'i': store[k].i = (int)PyLong_AsLong(v); break;
+        case 'l': store[k].l = PyLong_AsLongLong(v); break;
+        case 'f': store[k].f = (float)PyFloat_AsDouble(v); break;
+        case 'd': store[k].d = PyFloat_AsDouble(v); break;
+        default:
+            Py_DECREF(v);
+            PyErr_Format(PyExc_ValueError, "kiln: unknown kernel argument kind %c", fmt[k]);
+            return NULL;
+        }
+        Py_DECREF(v);
+        if (PyErr_Occurred())
+            return NULL;
+        ptrs[k] = &store[k];
+    }
+    CUfunction fn = (CUfunction)PyCapsule_GetPointer(cap, "kn_cufunction");
+    if (fn == NULL)
+        return NULL;
+    CUresult r;
+    Py_BEGIN_ALLOW_THREADS
+    r = cu.cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], shared, (CUstream)(uintptr_t)stream, ptrs, NULL);
+    Py_END_ALLOW_THREADS
+    if (cu_check(r, "cuLaunchKernel") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+cudamod_get_cubin(PyObject *self, void *unused)
+{
+    (void)unused;
+    return Py_NewRef(((kn_cudamod *)self)->cubin);
+}
+
+static PyObject *
+cudamod_get_log(PyObject *self, void *unused)
+{
+    (void)unused;
+    PyObject *l = ((kn_cudamod *)self)->log;
+    return Py_NewRef(l ? l : Py_None);
+}
+
+static PyObject *
+cudamod_get_arch(PyObject *self, void *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(((kn_cudamod *)self)->arch);
+}
+
+static PyMethodDef cudamod_methods[] = {
+    {"launch", cudamod_launch, METH_VARARGS,
+     "launch(name, grid, block, fmt, values, stream, shared=0): launch a kernel on a CUDA stream."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef cudamod_getset[] = {
+    {"cubin", cudamod_get_cubin, NULL, "the module's native code (an ELF cubin)", NULL},
+    {"log", cudamod_get_log, NULL, "NVRTC's compile log", NULL},
+    {"arch", cudamod_get_arch, NULL, "the compute capability compiled for, e.g. 90", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject kn_CudaModuleType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._C.CudaModule",
+    .tp_basicsize = sizeof(kn_cudamod),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "CUDA C compiled by NVRTC to native code for the current device, loaded through the driver API.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = cudamod_init,
+    .tp_dealloc = cudamod_dealloc,
+    .tp_methods = cudamod_methods,
+    .tp_getset = cudamod_getset,
+};
+
+/* cuda_available(nvrtc_path) -> (bool, reason, nvrtc_version) */
+PyObject *
+kn_py_cuda_available(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *path = NULL;
+    if (!PyArg_ParseTuple(args, "|z", &path))
+        return NULL;
+    if (cuda_load(path) < 0)
+        return Py_BuildValue("(Os(ii))", Py_False, cu.error, 0, 0);
+    int major = 0, minor = 0;
+    cu.nvrtcVersion(&major, &minor);
+    return Py_BuildValue("(Os(ii))", Py_True, "", major, minor);
+}
