@@ -41,7 +41,7 @@ def test_kernel_runs_on_torchs_current_stream():
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         y2 = y * 1.0                      # queued work on s before the kernel
-        cuda.launch(m, "saxpy", (256, 1, 1), (256, 1, 1), "ppfpl",
+        cuda.launch(m, "saxpy", (256, 1, 1), (256, 1, 1), "pppfl",
                     [out.data_ptr(), x.data_ptr(), y2.data_ptr(), 2.0, n])
     torch.cuda.synchronize()
     torch.testing.assert_close(out, 2.0 * x + y)
