@@ -123,6 +123,17 @@ def finish(graph, fake_mode, examples, backend, info):
     return compiled
 
 
+def _dump_guards(code, offset, guards):
+    print(f"kiln: recorded {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) "
+          f"from offset {offset}; guards:")
+    for g in guards:
+        print(f"    {g}")
+
+
+# KILN_DUMP=guards prints each recorded segment's guards (read once, at import)
+dump_guards = _dump_guards if "guards" in os.environ.get("KILN_DUMP", "").split(",") else None
+
+
 def source_line(filename, lineno):
     return linecache.getline(filename, lineno).strip()
 

@@ -1,7 +1,7 @@
 """kiln.config — the knobs.  Environment variables set the defaults:
 
 KILN_CACHE_DIR   where generated C and shared objects are cached (default ~/.cache/kiln)
-KILN_DUMP        comma list of stages to print: capture, graph, loops, code
+KILN_DUMP        comma list of stages to print: capture, guards, graph, loops, code
 KILN_DEBUG       1: raise internal errors instead of warning and running eagerly
 KILN_DISABLE     1: kiln.compile returns the function unchanged
 KILN_CAPTURE     kiln (default: kiln's own C capture) or dynamo (TorchDynamo captures)

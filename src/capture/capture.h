@@ -218,6 +218,7 @@ typedef struct {
     PyObject *s_fwd_hooks, *s_fwd_pre_hooks, *s_global_hooks;
     PyObject *rpath_keys;        /* keeps integer path keys alive */
     PyObject *autocast_cls, *enter_autocast, *exit_autocast, *nullcontext;
+    PyObject *dump_guards;       /* callable(code, offset, [str]) or NULL */
 } kn_capture_env;
 
 extern kn_capture_env kn_cenv;

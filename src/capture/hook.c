@@ -600,6 +600,13 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 goto out;
             }
             stat_add("segments_recorded", 1);
+            if (kn_cenv.dump_guards) {   /* KILN_DUMP=guards */
+                PyObject *gl = kn_guard_describe(seg, code);
+                PyObject *x = gl ? PyObject_CallFunction(kn_cenv.dump_guards, "OiO", code, off, gl) : NULL;
+                Py_XDECREF(x);
+                Py_XDECREF(gl);
+                PyErr_Clear();
+            }
             int r = vals_reserve(&vals, &cap, small, seg->nsrc);
             if (r == 0)
                 r = kn_guard_check(seg, f->localsplus, code->co_nlocalsplus, f->localsplus + code->co_nlocalsplus,
@@ -838,6 +845,10 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(enter_autocast, "enter_autocast");
     GET(exit_autocast, "exit_autocast");
     GET(nullcontext, "nullcontext");
+    Py_XSETREF(kn_cenv.dump_guards, PyObject_GetAttrString(mod, "dump_guards"));
+    if (kn_cenv.dump_guards == Py_None)
+        Py_CLEAR(kn_cenv.dump_guards);
+    PyErr_Clear();
 #undef GET
 #define STR(field, text)                                           \
     do {                                                           \

@@ -220,3 +220,15 @@ def test_training_step_gradients_match_eager(backend):
                 q.sub_(0.1 * q.grad)
                 p.grad = None
                 q.grad = None
+
+
+def test_dump_guards_prints_each_recording():
+    import os
+    import subprocess
+    import sys
+
+    code = "import torch, kiln\ndef f(x, n):\n    return x * n\nkiln.compile(f, backend='eager')(torch.ones(2), 3)\n"
+    env = dict(os.environ, KILN_DUMP="guards")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "recorded f" in out.stdout and "n == 3" in out.stdout and "x: Tensor" in out.stdout
