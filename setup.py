@@ -46,7 +46,9 @@ SOURCES = [
     "src/capture/hook.c",
     "src/capture/guard.c",
     "src/capture/record.c",
+    "src/capture/record_value.c",
     "src/capture/record_call.c",
+    "src/capture/segment.c",
 ]
 
 cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers", "-O2"]

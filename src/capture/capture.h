@@ -5,8 +5,13 @@
  *              checked before a cached segment is reused), evaluated in C
  *   replay.c   the small program a segment runs after its graph: rebuild
  *              values, replay side effects, write locals and stack back
- *   record.c   the symbolic interpreter over bytecode (one case per opcode)
- *   record_call.c  calls, attributes and builtins while recording
+ *   record.c   the symbolic interpreter over bytecode (one case per opcode),
+ *              values, sources and guards as the recording makes them
+ *   record_value.c  tensor ops as graph nodes, truth, iteration, operators,
+ *              attribute loads
+ *   record_call.c   calls, builtins, inlining, objects built while recording
+ *   segment.c  a finished recording -> kn_seg (graph, replay, guards,
+ *              terminal); kn_record, the recording driver
  *
  * A function's execution under kiln is a chain of segments over its real
  * frame.  A segment starts at an instruction offset with the frame's locals

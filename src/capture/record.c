@@ -675,7 +675,7 @@ local_get(rframe *fr, int i)
     return NULL;   /* resolved by the caller with the frame's real value */
 }
 
-static _Thread_local PyObject **root_real_locals;   /* the frame being recorded, per thread */
+_Thread_local PyObject **kn_root_locals;   /* the frame being recorded, per thread */
 
 static kn_val *
 load_local(kn_rec *r, rframe *fr, int i)
@@ -683,7 +683,7 @@ load_local(kn_rec *r, rframe *fr, int i)
     kn_val *v = local_get(fr, i);
     if (v)
         return v;
-    PyObject *real = root_real_locals[i];
+    PyObject *real = kn_root_locals[i];
     int s = kn_src_add(r, KN_SRC_LOCAL, -1, NULL, i);
     if (s < 0)
         return NULL;
@@ -745,8 +745,8 @@ cell_store(kn_rec *r, kn_val *cell, kn_val *v)
     return 0;
 }
 
-static int
-decode(rframe *fr, int pc, int *op, int *arg, int *next)
+int
+kn_decode(rframe *fr, int pc, int *op, int *arg, int *next)
 {
     int a = 0, start = pc;
     (void)start;
@@ -1122,8 +1122,8 @@ contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
     return kn_brk(r, "`in` on non-constant values");
 }
 
-static int
-jump_target(int op, int arg, int next)
+int
+kn_jump_target(int op, int arg, int next)
 {
     switch (op) {
     case KN_OP_JUMP_BACKWARD:
@@ -1220,7 +1220,7 @@ run_one(kn_rec *r, rframe *fr)
         if (++r->steps > 400000)
             return kn_brk(r, "recording ran too long (an unbounded loop?)");
         int op, arg, next;
-        int pc = decode(fr, fr->pc, &op, &arg, &next);
+        int pc = kn_decode(fr, fr->pc, &op, &arg, &next);
         if (pc < 0)
             return kn_brk(r, "ran off the end of the code");
         fr->lastpc = pc;
@@ -1661,7 +1661,7 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_JUMP_FORWARD:
         case KN_OP_JUMP_BACKWARD:
         case KN_OP_JUMP_BACKWARD_NO_INTERRUPT:
-            fr->pc = jump_target(op, arg, next);
+            fr->pc = kn_jump_target(op, arg, next);
             return KN_NEXT;
         case KN_OP_POP_JUMP_IF_FALSE:
         case KN_OP_POP_JUMP_IF_TRUE:
@@ -1676,7 +1676,7 @@ run_one(kn_rec *r, rframe *fr)
             (void)POP();
             int want = opname_is(op, KN_OP_POP_JUMP_IF_TRUE) || opname_is(op, KN_OP_POP_JUMP_FORWARD_IF_TRUE) ||
                        opname_is(op, KN_OP_POP_JUMP_BACKWARD_IF_TRUE);
-            fr->pc = (t == want) ? jump_target(op, arg, next) : next;
+            fr->pc = (t == want) ? kn_jump_target(op, arg, next) : next;
             return KN_NEXT;
         }
         case KN_OP_POP_JUMP_IF_NONE:
@@ -1691,7 +1691,7 @@ run_one(kn_rec *r, rframe *fr)
                 return kn_brk(r, "None test on NULL");
             int want_none = op == KN_OP_POP_JUMP_IF_NONE || op == KN_OP_POP_JUMP_FORWARD_IF_NONE ||
                             op == KN_OP_POP_JUMP_BACKWARD_IF_NONE;
-            fr->pc = (isnone == want_none) ? jump_target(op, arg, next) : next;
+            fr->pc = (isnone == want_none) ? kn_jump_target(op, arg, next) : next;
             return KN_NEXT;
         }
         case KN_OP_JUMP_IF_FALSE_OR_POP:
@@ -1903,628 +1903,4 @@ int
 kn_with_exit(kn_rec *r, kn_val *ctx)
 {
     return with_exit(r, ctx);
-}
-
-/* ------------------------------------------------------------------ finishing a segment */
-
-typedef struct {
-    kn_pop *ops;
-    int n, cap, ntmp;
-    PyObject *consts;
-    PyObject *outs;   /* list of fx nodes */
-} emitter;
-
-static int
-emit(emitter *e, int kind, int a)
-{
-    if (e->n == e->cap) {
-        int ncap = e->cap ? e->cap * 2 : 32;
-        kn_pop *no = PyMem_Realloc(e->ops, sizeof(kn_pop) * ncap);
-        if (no == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        e->ops = no;
-        e->cap = ncap;
-    }
-    e->ops[e->n++] = (kn_pop){kind, a};
-    return 0;
-}
-
-static int
-emit_const(emitter *e, PyObject *o)
-{
-    Py_ssize_t i = PyList_GET_SIZE(e->consts);
-    if (PyList_Append(e->consts, o) < 0)
-        return -1;
-    return emit(e, KN_P_CONST, (int)i);
-}
-
-static int emit_val(kn_rec *r, emitter *e, kn_val *v);
-
-/* parent.key or parent[key], for values inside objects built while recording */
-static int
-emit_path(kn_rec *r, emitter *e, kn_val *v)
-{
-    if (emit_val(r, e, v->rparent) < 0)
-        return -1;
-    Py_ssize_t ci = PyList_GET_SIZE(e->consts);
-    if (PyList_Append(e->consts, v->rkey) < 0)
-        return -1;
-    return emit(e, v->rkind == 1 ? KN_P_GETATTR : KN_P_GETITEM, (int)ci);
-}
-
-static int
-emit_val(kn_rec *r, emitter *e, kn_val *v)
-{
-    switch (v->kind) {
-    case V_NULL:
-        return emit(e, KN_P_NULL, 0);
-    case V_CONST:
-        return emit_const(e, v->obj);
-    case V_TENSOR:
-        if (v->src >= 0)
-            return emit(e, KN_P_SRC, v->src);
-        if (!v->outidx) {
-            if (PyList_Append(e->outs, v->node) < 0)
-                return -1;
-            v->outidx = (int)PyList_GET_SIZE(e->outs);
-        }
-        return emit(e, KN_P_OUT, v->outidx - 1);
-    case V_TUPLE:
-    case V_LIST:
-    case V_DICT:
-        if (v->src >= 0 && (v->kind != V_TUPLE || !v->mutated))
-            return emit(e, KN_P_SRC, v->src);
-        if (v->rparent && !v->tmp && kn_rebuildable(v->rparent))
-            return emit_path(r, e, v);
-        if (v->tmp)
-            return emit(e, KN_P_TMP_GET, v->tmp - 1);
-        for (int i = 0; i < v->n; i++) {
-            if (v->kind == V_DICT && emit_const(e, v->keys[i]) < 0)
-                return -1;
-            if (emit_val(r, e, v->items[i]) < 0)
-                return -1;
-        }
-        if (emit(e, v->kind == V_TUPLE ? KN_P_TUPLE : v->kind == V_LIST ? KN_P_LIST : KN_P_DICT, v->n) < 0)
-            return -1;
-        if (v->kind == V_TUPLE && v->ttype) {
-            /* structseq(seq) or namedtuple._make(seq) */
-            PyObject *mk = PyObject_HasAttrString(v->ttype, "_make") ? PyObject_GetAttrString(v->ttype, "_make")
-                                                                       : Py_NewRef(v->ttype);
-            if (mk == NULL)
-                return -1;
-            Py_ssize_t ci = PyList_GET_SIZE(e->consts);
-            int rc = PyList_Append(e->consts, mk);
-            Py_DECREF(mk);
-            if (rc < 0 || emit(e, KN_P_WRAP, (int)ci) < 0)
-                return -1;
-        }
-        if (v->kind != V_TUPLE) {
-            v->tmp = ++e->ntmp;
-            return emit(e, KN_P_TMP_SET, v->tmp - 1);
-        }
-        return 0;
-    case V_OBJ:
-        if (v->src >= 0)
-            return emit(e, KN_P_SRC, v->src);
-        if (v->ctor) {
-            if (v->tmp)
-                return emit(e, KN_P_TMP_GET, v->tmp - 1);
-            for (int i = 0; i < v->ctor->n; i++)
-                if (emit_val(r, e, v->ctor->items[i]) < 0)
-                    return -1;
-            if (v->ctor_kw) {
-                if (emit_const(e, v->ctor_kw) < 0 || emit(e, KN_P_CALLKW, v->ctor->n - 1) < 0)
-                    return -1;
-            } else if (emit(e, KN_P_CALL, v->ctor->n - 1) < 0) {
-                return -1;
-            }
-            v->tmp = ++e->ntmp;
-            return emit(e, KN_P_TMP_SET, v->tmp - 1);
-        }
-        if (v->rparent && kn_rebuildable(v->rparent))
-            return emit_path(r, e, v);
-        if (v->obj)
-            return emit_const(e, v->obj);
-        break;
-    case V_CELL:
-        if (v->src >= 0)
-            return emit(e, KN_P_SRC, v->src);
-        break;
-    case V_ITER: {
-        for (int i = v->pos; i < v->n; i++)
-            if (emit_val(r, e, v->items[i]) < 0)
-                return -1;
-        if (emit(e, KN_P_TUPLE, v->n - v->pos) < 0)
-            return -1;
-        return emit(e, KN_P_ITER, 0);
-    }
-    case V_SLICE:
-        for (int i = 0; i < 3; i++)
-            if (emit_val(r, e, v->items[i]) < 0)
-                return -1;
-        return emit(e, KN_P_SLICE, 0);
-    case V_METHOD:
-    case V_TMETHOD:
-    case V_BMETHOD: {
-        PyObject *types = PyImport_ImportModule("types");
-        PyObject *mt = types ? PyObject_GetAttrString(types, "MethodType") : NULL;
-        PyObject *ga = PyDict_GetItemString(PyEval_GetBuiltins(), "getattr");
-        Py_XDECREF(types);
-        if (mt == NULL)
-            return -1;
-        int rc;
-        if (v->kind == V_METHOD)
-            rc = (emit_const(e, mt) < 0 || emit_val(r, e, v->fn) < 0 || emit_val(r, e, v->self) < 0 ||
-                  emit(e, KN_P_CALL, 2) < 0)
-                     ? -1
-                     : 0;
-        else
-            rc = (emit_const(e, ga) < 0 || emit_val(r, e, v->self) < 0 || emit_const(e, v->obj) < 0 ||
-                  emit(e, KN_P_CALL, 2) < 0)
-                     ? -1
-                     : 0;
-        Py_DECREF(mt);
-        return rc;
-    }
-    case V_FUNC:
-        if (v->self == NULL) {
-            /* FunctionType(code, globals, name, defaults, closure): the cells must be real */
-            PyObject *types = PyImport_ImportModule("types");
-            PyObject *ft = types ? PyObject_GetAttrString(types, "FunctionType") : NULL;
-            Py_XDECREF(types);
-            if (ft == NULL)
-                return -1;
-            int rc = emit_const(e, ft);
-            Py_DECREF(ft);
-            if (rc < 0 || emit_const(e, v->obj) < 0 || emit_const(e, v->globals) < 0 ||
-                emit_const(e, ((PyCodeObject *)v->obj)->co_name) < 0)
-                return -1;
-            if ((v->fn ? emit_val(r, e, v->fn) : emit_const(e, Py_None)) < 0)
-                return -1;
-            if (v->n == 0) {
-                if (emit_const(e, Py_None) < 0)
-                    return -1;
-            } else {
-                for (int i = 0; i < v->n; i++) {
-                    kn_val *c = v->items[i];
-                    if (c->kind != V_CELL || c->src < 0)
-                        goto unsupported;
-                    if (emit(e, KN_P_SRC, c->src) < 0)
-                        return -1;
-                }
-                if (emit(e, KN_P_TUPLE, v->n) < 0)
-                    return -1;
-            }
-            return emit(e, KN_P_CALL, 5);
-        }
-        if (0) {
-            PyObject *types = PyImport_ImportModule("types");
-            PyObject *ft = types ? PyObject_GetAttrString(types, "FunctionType") : NULL;
-            Py_XDECREF(types);
-            if (ft == NULL)
-                return -1;
-            int rc = (emit_const(e, ft) < 0 || emit_const(e, v->obj) < 0 || emit_const(e, v->globals) < 0 ||
-                      emit(e, KN_P_CALL, 2) < 0)
-                         ? -1
-                         : 0;
-            Py_DECREF(ft);
-            return rc;
-        }
-        break;
-    default:
-        break;
-    }
-unsupported:
-    PyErr_Format(PyExc_NotImplementedError, "kiln: cannot rebuild a value of kind %d after the graph", v->kind);
-    return -1;
-}
-
-/* Build the segment: outputs, replay program, compiled graph. */
-static kn_seg *
-finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off, int term_next, int term_target,
-       int term_arg, PyObject *kwnames)
-{
-    emitter e = {0};
-    kn_seg *seg = NULL;
-    e.consts = PyList_New(0);
-    e.outs = PyList_New(0);
-    if (e.consts == NULL || e.outs == NULL)
-        goto error;
-    /* side effects, in program order */
-    for (int i = 0; i < r->neff; i++) {
-        kn_effect *ef = &r->effects[i];
-        switch (ef->kind) {
-        case E_SETATTR:
-            if (emit_val(r, &e, ef->a) < 0 || emit_val(r, &e, ef->b) < 0)
-                goto error;
-            if (emit(&e, KN_P_SETATTR, (int)PyList_GET_SIZE(e.consts)) < 0 || PyList_Append(e.consts, ef->name) < 0)
-                goto error;
-            break;
-        case E_GLOBAL:
-            if (emit_val(r, &e, ef->a) < 0)
-                goto error;
-            if (emit(&e, KN_P_GLOBAL, (int)PyList_GET_SIZE(e.consts)) < 0 || PyList_Append(e.consts, ef->name) < 0)
-                goto error;
-            break;
-        case E_CELL:
-            if (emit(&e, KN_P_SRC, ef->a->src) < 0 || emit_val(r, &e, ef->b) < 0 || emit(&e, KN_P_CELLSET, 0) < 0)
-                goto error;
-            break;
-        default:
-            break;
-        }
-    }
-    /* containers that came from the frame and were changed: replace their contents */
-    for (int i = 0; i < r->nvtab; i++) {
-        kn_val *v = r->vtab[i];
-        if ((v->kind == V_LIST || v->kind == V_DICT) && v->mutated &&
-            (v->src >= 0 || (v->rparent && kn_rebuildable(v->rparent)))) {
-            if ((v->src >= 0 ? emit(&e, KN_P_SRC, v->src) : emit_path(r, &e, v)) < 0)
-                goto error;
-            int src = v->src;
-            kn_val *rp = v->rparent;
-            v->src = -1;   /* rebuild it fresh */
-            v->rparent = NULL;
-            int rc = emit_val(r, &e, v);
-            v->src = src;
-            v->rparent = rp;
-            v->tmp = 0;
-            if (rc < 0 || emit(&e, KN_P_REPLACE, 0) < 0)
-                goto error;
-        }
-    }
-    if (r->grad_cur != r->grad_start && emit(&e, KN_P_GRAD, r->grad_cur) < 0)
-        goto error;
-    if (term != KN_T_RETURN) {
-        for (int i = 0; i < fr->nlocals; i++) {
-            kn_val *v = fr->locals[i];
-            if (v == LAZY || v == fr->initial[i])
-                continue;
-            if (emit_val(r, &e, v) < 0 || emit(&e, KN_P_LOCAL, i) < 0)
-                goto error;
-        }
-        for (int i = 0; i < fr->sp; i++)
-            if (emit_val(r, &e, fr->stack[i]) < 0 || emit(&e, KN_P_PUSH, 0) < 0)
-                goto error;
-    } else {
-        if (emit_val(r, &e, fr->ret) < 0 || emit(&e, KN_P_RET, 0) < 0)
-            goto error;
-    }
-    seg = PyMem_Calloc(1, sizeof *seg);
-    if (seg == NULL) {
-        PyErr_NoMemory();
-        goto error;
-    }
-    /* the frame's old stack entries are replaced by the ones pushed above */
-    if (nstack_in) {
-        /* prepend a stack clear: run_segment's KN_P_LOCAL/PUSH write the frame; an
-         * explicit clear keeps the frame's stack exact */
-        kn_pop *no = PyMem_Malloc(sizeof(kn_pop) * (e.n + 1));
-        if (no == NULL)
-            goto error;
-        no[0] = (kn_pop){KN_P_CLEARSTACK, nstack_in};
-        memcpy(no + 1, e.ops, sizeof(kn_pop) * e.n);
-        PyMem_Free(e.ops);
-        e.ops = no;
-        e.n++;
-    }
-    seg->offset = offset;
-    seg->ops = e.ops;
-    e.ops = NULL;
-    seg->nops = e.n;
-    seg->ntmp = e.ntmp;
-    seg->consts = e.consts;
-    e.consts = NULL;
-    seg->term = term;
-    seg->term_off = term_off;
-    seg->term_next = term_next;
-    seg->term_target = term_target;
-    seg->term_arg = term_arg;
-    seg->kwnames = Py_XNewRef(kwnames);
-    /* the graph */
-    if (r->nops > 0) {
-        PyObject *outs = PyList_AsTuple(e.outs);
-        PyObject *o = outs ? PyObject_CallMethodOneArg(r->graph, kn_cenv.s_output, outs) : NULL;
-        Py_XDECREF(outs);
-        if (o == NULL)
-            goto error;
-        Py_DECREF(o);
-        PyObject *info = Py_BuildValue("{s:O,s:O,s:i,s:i}", "filename", r->root->code->co_filename, "name",
-                                       r->root->code->co_qualname, "line",
-                                       PyCode_Addr2Line(r->root->code, offset * 2), "ops", r->nops);
-        seg->graph = info ? PyObject_CallFunctionObjArgs(kn_cenv.finish, r->graph, r->fake_mode, r->examples,
-                                                         r->ctx->backend, info, NULL)
-                          : NULL;
-        Py_XDECREF(info);
-        if (seg->graph == NULL)
-            goto error;
-    } else if (PyList_GET_SIZE(e.outs) > 0) {
-        PyErr_SetString(PyExc_SystemError, "kiln: graph outputs without graph ops");
-        goto error;
-    }
-    /* distinct tensor inputs must stay distinct (aliasing changes what in-place ops do) */
-    if (r->ninputs > 1) {
-        PyObject *t = PyTuple_New(r->ninputs);
-        if (t == NULL)
-            goto error;
-        for (int i = 0; i < r->ninputs; i++)
-            PyTuple_SET_ITEM(t, i, PyLong_FromLong(r->inputs[i]));
-        int rc = kn_guard_add(r, KN_G_DISTINCT, -1, t, NULL, NULL, NULL, r->ninputs);
-        Py_DECREF(t);
-        if (rc < 0)
-            goto error;
-    }
-    /* sources and guards move into the segment */
-    seg->srcs = r->srcs;
-    seg->nsrc = r->nsrc;
-    r->srcs = NULL;
-    r->nsrc = 0;
-    seg->guards = r->guards;
-    seg->nguard = r->nguard;
-    r->guards = NULL;
-    r->nguard = 0;
-    if (seg->graph) {
-        seg->inputs = r->inputs;
-        seg->ninput = r->ninputs;
-        r->inputs = NULL;
-        r->ninputs = 0;
-    }
-    Py_XDECREF(e.outs);
-    return seg;
-error:
-    PyMem_Free(e.ops);
-    Py_XDECREF(e.consts);
-    Py_XDECREF(e.outs);
-    if (seg) {
-        seg->srcs = NULL;
-        seg->nsrc = 0;
-        kn_seg_free(seg);
-    }
-    return NULL;
-}
-
-/* ------------------------------------------------------------------ entry */
-
-static void
-rec_free(kn_rec *r)
-{
-    if (r->live_autocast) {   /* an aborted recording leaves no autocast entered */
-        PyObject *et = kn_err_take();
-        for (Py_ssize_t i = PyList_GET_SIZE(r->live_autocast) - 1; i >= 0; i--) {
-            PyObject *x = PyObject_CallOneArg(kn_cenv.exit_autocast, PyList_GET_ITEM(r->live_autocast, i));
-            Py_XDECREF(x);
-            PyErr_Clear();
-        }
-        Py_CLEAR(r->live_autocast);
-        if (et)
-            PyErr_SetRaisedException_compat(et);
-    }
-    if (r->fake_mode && !r->fake_exited) {
-        PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
-        Py_XDECREF(x);
-    }
-    for (int i = 0; i < r->nsrc; i++)
-        Py_XDECREF(r->srcs[i].key);
-    for (int i = 0; i < r->nguard; i++) {
-        Py_XDECREF(r->guards[i].obj);
-        Py_XDECREF(r->guards[i].obj2);
-        Py_XDECREF(r->guards[i].obj3);
-        Py_XDECREF(r->guards[i].obj4);
-    }
-    PyMem_Free(r->srcs);
-    PyMem_Free(r->bysrc);
-    PyMem_Free(r->guards);
-    PyMem_Free(r->effects);
-    PyMem_Free(r->inputs);
-    PyMem_Free(r->vtab);
-    Py_XDECREF(r->pins);
-    Py_XDECREF(r->srcmemo);
-    Py_XDECREF(r->objmemo);
-    Py_XDECREF(r->graph);
-    Py_XDECREF(r->fake_mode);
-    Py_XDECREF(r->examples);
-    kn_arena_free(&r->arena);
-}
-
-static int
-noinline_has(kn_codeinfo *info, int off)
-{
-    for (int i = 0; i < info->nnoinline; i++)
-        if (info->noinline[i] == off)
-            return 1;
-    return 0;
-}
-
-int kn_rec_noinline(kn_rec *r, rframe *fr);
-int
-kn_rec_noinline(kn_rec *r, rframe *fr)
-{
-    return fr == r->root && noinline_has(r->info, fr->lastpc);
-}
-
-static void
-note_break(kn_rec *r, PyCodeObject *code, int pc)
-{
-    if (strncmp(r->reason, "a call kiln leaves", 18) == 0)
-        return;   /* the break inside was noted where it happened */
-    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOi", r->reason, code->co_filename,
-                                          PyCode_Addr2Line(code, pc * 2));
-    Py_XDECREF(res);
-    PyErr_Clear();
-}
-
-kn_seg *
-kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func, PyObject *globals,
-          PyObject *builtins, PyObject **locals, PyObject **stack, int nstack, int offset, int *abort_kind)
-{
-    (void)func;
-    *abort_kind = 0;
-    PyObject *bytes = PyCode_GetCode(code);
-    if (bytes == NULL)
-        return NULL;
-    PyObject *g0 = PyObject_CallNoArgs(kn_cenv.is_grad);
-    if (g0 == NULL) {
-        Py_DECREF(bytes);
-        return NULL;
-    }
-    int grad0 = g0 == Py_True;
-    Py_DECREF(g0);
-    kn_seg *seg = NULL;
-    int nlp = code->co_nlocalsplus;
-    for (int attempt = 0; attempt < 64; attempt++) {
-        kn_rec R = {0}, *r = &R;
-        r->ctx = ctx;
-        r->info = info;
-        r->grad_start = r->grad_cur = grad0;
-        r->root_globals = globals;
-        r->root_builtins = builtins;
-        r->pins = PyList_New(0);
-        r->srcmemo = PyDict_New();
-        r->objmemo = PyDict_New();
-        r->examples = PyList_New(0);
-        r->live_autocast = PyList_New(0);
-        PyObject *gm = (r->pins && r->live_autocast && r->srcmemo && r->objmemo && r->examples) ? PyObject_CallNoArgs(kn_cenv.new_graph)
-                                                                          : NULL;
-        if (gm == NULL) {
-            rec_free(r);
-            break;
-        }
-        r->graph = Py_NewRef(PyTuple_GET_ITEM(gm, 0));
-        r->fake_mode = Py_NewRef(PyTuple_GET_ITEM(gm, 1));
-        Py_DECREF(gm);
-        PyObject *ent = PyObject_CallMethod(r->fake_mode, "__enter__", NULL);
-        if (ent == NULL) {
-            Py_CLEAR(r->fake_mode);
-            rec_free(r);
-            break;
-        }
-        Py_DECREF(ent);
-        rframe F = {0}, *fr = &F;
-        fr->code = code;
-        fr->ins = (const uint8_t *)PyBytes_AS_STRING(bytes);
-        fr->nins = (int)(PyBytes_GET_SIZE(bytes) / 2);
-        fr->globals = globals;
-        fr->builtins = builtins;
-        fr->nlocals = nlp;
-        fr->locals = kn_alloc(&r->arena, sizeof(kn_val *) * (nlp + 1));
-        fr->initial = kn_alloc(&r->arena, sizeof(kn_val *) * (nlp + 1));
-        fr->stackcap = code->co_stacksize + 8;
-        fr->stack = kn_alloc(&r->arena, sizeof(kn_val *) * fr->stackcap);
-        fr->pc = offset;
-        fr->call_off = -1;
-        r->root = fr;
-        root_real_locals = locals;
-        int rc = (fr->locals && fr->initial && fr->stack) ? 0 : KN_ERR;
-        for (int i = 0; rc == 0 && i < nlp; i++)
-            fr->locals[i] = fr->initial[i] = LAZY;
-        if (rc == 0 && kn_guard_add(r, KN_G_GRAD, -1, NULL, NULL, NULL, NULL, grad0) < 0)
-            rc = KN_ERR;
-        for (int j = 0; rc == 0 && j < nstack; j++) {
-            int s = kn_src_add(r, KN_SRC_STACK, -1, NULL, j);
-            kn_val *v = NULL;
-            if (s >= 0)
-                v = stack[j] ? kn_wrap(r, stack[j], s) : kn_v_new(r, V_NULL);
-            if (v == NULL)
-                rc = KN_ERR;
-            else
-                fr->stack[fr->sp++] = v;
-        }
-        if (rc == 0)
-            rc = kn_run_frame(r, fr);
-        {
-            /* no fake op runs after this point; the backend must not see the mode */
-            PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
-            if (x == NULL && rc != KN_ERR)
-                rc = KN_ERR;
-            Py_XDECREF(x);
-            r->fake_exited = 1;
-        }
-        /* put the real grad mode back; the replay sets what the code left */
-        if (r->grad_cur != grad0) {
-            PyObject *x = PyObject_CallOneArg(kn_cenv.set_grad, grad0 ? Py_True : Py_False);
-            Py_XDECREF(x);
-        }
-        if (rc == KN_ERR) {
-            rec_free(r);
-            break;
-        }
-        if (rc == KN_BREAK && r->break_code != NULL) {
-            /* a break inside an inlined call: leave that call to run for real */
-            if (noinline_has(info, r->break_pc)) {   /* should not happen */
-                rc = KN_BREAK;
-            } else {
-                if (info->nnoinline == info->capnoinline) {
-                    int ncap = info->capnoinline ? info->capnoinline * 2 : 4;
-                    int *nn = PyMem_Realloc(info->noinline, sizeof(int) * ncap);
-                    if (nn == NULL) {
-                        rec_free(r);
-                        break;
-                    }
-                    info->noinline = nn;
-                    info->capnoinline = ncap;
-                }
-                info->noinline[info->nnoinline++] = r->break_pc;
-                rec_free(r);
-                continue;
-            }
-        }
-        if (rc == KN_BREAK) {
-            note_break(r, code, fr->lastpc);
-            if (ctx->fullgraph) {
-                PyObject *ln = PyObject_CallMethod(kn_cenv.mod, "source_line", "Oi", code->co_filename,
-                                                   PyCode_Addr2Line(code, fr->lastpc * 2));
-                PyErr_Format(PyExc_RuntimeError,
-                             "kiln.compile(fullgraph=True): graph break at %U:%d (%S): %s. Remove the construct or "
-                             "use fullgraph=False to let kiln split the graph there.",
-                             code->co_filename, PyCode_Addr2Line(code, fr->lastpc * 2), ln ? ln : Py_None, r->reason);
-                Py_XDECREF(ln);
-                *abort_kind = 1;
-                rec_free(r);
-                break;
-            }
-            int pc = fr->lastpc, op, arg, next;
-            decode(fr, pc, &op, &arg, &next);
-            int region = kn_exc_region(code, pc);
-            if (fr->nwith > 0) {
-                /* a break inside a with block: the whole segment runs as Python */
-                r->neff = 0;
-                r->nops = 0;
-                seg = finish(r, fr, offset, 0, KN_T_FALLBACK, offset, 0, 0, 0, NULL);
-                if (seg) {
-                    seg->nops = 0;
-                    seg->term_off = offset;
-                }
-            } else if ((op == KN_OP_CALL || op == KN_OP_CALL_FUNCTION_EX) && region == 0) {
-                int targ = op == KN_OP_CALL ? arg : ((arg & 1) ? -2 : -1);
-                seg = finish(r, fr, offset, nstack, KN_T_CALL, pc, next, 0, targ,
-                             op == KN_OP_CALL ? fr->kwnames : NULL);
-            } else if ((op == KN_OP_POP_JUMP_IF_FALSE || op == KN_OP_POP_JUMP_IF_TRUE ||
-                        op == KN_OP_POP_JUMP_FORWARD_IF_FALSE || op == KN_OP_POP_JUMP_FORWARD_IF_TRUE ||
-                        op == KN_OP_POP_JUMP_BACKWARD_IF_FALSE || op == KN_OP_POP_JUMP_BACKWARD_IF_TRUE) &&
-                       region == 0) {
-                int want = op == KN_OP_POP_JUMP_IF_TRUE || op == KN_OP_POP_JUMP_FORWARD_IF_TRUE ||
-                           op == KN_OP_POP_JUMP_BACKWARD_IF_TRUE;
-                seg = finish(r, fr, offset, nstack, KN_T_JUMP, pc, next, jump_target(op, arg, next), want, NULL);
-            } else {
-                seg = finish(r, fr, offset, nstack, KN_T_FALLBACK, pc, 0, 0, 0, NULL);
-            }
-        } else {
-            seg = finish(r, fr, offset, nstack, KN_T_RETURN, 0, 0, 0, 0, NULL);
-        }
-        if (seg == NULL) {
-            rec_free(r);
-            break;
-        }
-        rec_free(r);
-        break;
-    }
-    root_real_locals = NULL;
-    Py_DECREF(bytes);
-    if (seg) {
-        seg->next = info->segs;
-        info->segs = seg;
-    }
-    return seg;
 }

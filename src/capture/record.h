@@ -149,7 +149,17 @@ kn_val *kn_memo_get(kn_rec *r, PyObject *obj);
 int kn_effect_add(kn_rec *r, int kind, kn_val *a, kn_val *b, PyObject *name);
 int kn_set_grad(kn_rec *r, int mode);
 
-/* record_call.c */
+/* record.c: decoding and the recorded frame's real locals */
+int kn_decode(rframe *fr, int pc, int *op, int *arg, int *next);
+int kn_jump_target(int op, int arg, int next);
+extern _Thread_local PyObject **kn_root_locals;
+
+/* record_value.c */
+int kn_has_tensor(PyObject *o);
+int kn_any_tensor_arg(kn_val **args, int n);
+PyObject *kn_builtin(const char *name);                     /* borrowed */
+
+/* record_call.c, record_value.c */
 int kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *kwnames, kn_val **out);
 int kn_getattr(kn_rec *r, rframe *fr, kn_val *obj, PyObject *name, kn_val **out);
 int kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, PyObject *kwnames,

@@ -1,0 +1,934 @@
+/* record_value.c — what the recorder does with values: tensor operations
+ * as graph nodes, truth, iteration, Python operators and attribute loads.
+ *
+ * Consumes: symbolic values from record.c.  Produces: graph nodes for tensor
+ * operations (their metadata from running the same op on fake tensors),
+ * constants for Python work whose inputs are known, and graph breaks for
+ * everything else.  Calls and inlining are in record_call.c.
+ */
+#include "capture/record.h"
+
+#include <structmember.h>
+
+int kn_with_exit(kn_rec *r, kn_val *ctx);
+int kn_rec_noinline(kn_rec *r, rframe *fr);
+
+#define CHECK(call)                   \
+    do {                              \
+        int _rc = (call);             \
+        if (_rc != 0)                 \
+            return _rc;               \
+    } while (0)
+
+PyObject *
+kn_builtin(const char *name)
+{
+    return PyDict_GetItemString(PyEval_GetBuiltins(), name);   /* borrowed */
+}
+
+static PyObject *
+helper(const char *name)   /* borrowed-ish: new ref */
+{
+    return PyObject_GetAttrString(kn_cenv.mod, name);
+}
+
+static int
+is_tensor_obj(PyObject *o)
+{
+    return PyObject_TypeCheck(o, (PyTypeObject *)kn_cenv.torch_tensor);
+}
+
+int
+kn_has_tensor(PyObject *o)
+{
+    if (is_tensor_obj(o))
+        return 1;
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (kn_has_tensor(PySequence_Fast_ITEMS(o)[i]))
+                return 1;
+    }
+    return 0;
+}
+
+int
+kn_any_tensor_arg(kn_val **args, int n)
+{
+    for (int i = 0; i < n; i++) {
+        kn_val *v = args[i];
+        if (v->kind == V_TENSOR)
+            return 1;
+        if ((v->kind == V_TUPLE || v->kind == V_LIST) && kn_any_tensor_arg(v->items, v->n))
+            return 1;
+    }
+    return 0;
+}
+
+static void
+set_meta(PyObject *node, PyObject *fake)
+{
+    PyObject *m = PyObject_GetAttrString(node, "meta");
+    if (m == NULL || PyDict_SetItemString(m, "example_value", fake) < 0)
+        PyErr_Clear();
+    Py_XDECREF(m);
+}
+
+/* Wrap an op's fake result: tensors become nodes (tuples through getitem). */
+static kn_val *
+wrap_result(kn_rec *r, PyObject *node, PyObject *res)
+{
+    if (is_tensor_obj(res)) {
+        kn_val *v = kn_v_new(r, V_TENSOR);
+        if (v == NULL || PyList_Append(r->pins, res) < 0 || PyList_Append(r->pins, node) < 0)
+            return NULL;
+        v->obj = res;
+        v->node = node;
+        set_meta(node, res);
+        if (kn_memo_get(r, res) == NULL && kn_memo_obj(r, res, v) < 0)
+            return NULL;
+        return v;
+    }
+    if ((PyTuple_Check(res) || PyList_Check(res)) && !PyObject_TypeCheck(res, (PyTypeObject *)kn_cenv.torch_size)) {
+        kn_val *v = kn_v_new(r, PyList_Check(res) ? V_LIST : V_TUPLE);
+        if (v == NULL)
+            return NULL;
+        if (PyTuple_Check(res) && !PyTuple_CheckExact(res)) {
+            v->ttype = (PyObject *)Py_TYPE(res);   /* torch.return_types.max and friends */
+            if (PyList_Append(r->pins, v->ttype) < 0)
+                return NULL;
+        }
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(res);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *it = PySequence_Fast_ITEMS(res)[i];
+            kn_val *iv;
+            if (kn_has_tensor(it)) {
+                PyObject *args = Py_BuildValue("(On)", node, i);
+                PyObject *sub = args ? PyObject_CallMethodObjArgs(r->graph, kn_cenv.s_call_function, kn_cenv.getitem,
+                                                                  args, NULL)
+                                     : NULL;
+                Py_XDECREF(args);
+                if (sub == NULL)
+                    return NULL;
+                iv = wrap_result(r, sub, it);
+                Py_DECREF(sub);
+            } else {
+                iv = kn_v_const(r, it);
+            }
+            if (iv == NULL || kn_v_add(r, v, iv) < 0)
+                return NULL;
+        }
+        return v;
+    }
+    return kn_v_const(r, res);
+}
+
+static const char *const denied_methods[] = {
+    "backward", "register_hook", "retain_grad", "numpy", "tolist", "item", "data_ptr", "storage", "untyped_storage",
+    "set_", "resize_", "__setstate__", "record_stream", "share_memory_", "pin_memory", NULL,
+};
+
+int
+kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+{
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    if (method) {
+        const char *nm = PyUnicode_AsUTF8(target);
+        for (int i = 0; nm && denied_methods[i]; i++)
+            if (strcmp(nm, denied_methods[i]) == 0)
+                return kn_brk(r, "Tensor.%s() leaves the graph", nm);
+    }
+    PyObject *fa = PyTuple_New(npos), *na = PyTuple_New(npos), *fk = PyDict_New(), *nk = PyDict_New();
+    PyObject *res = NULL, *node = NULL;
+    int rc = KN_ERR;
+    if (!fa || !na || !fk || !nk)
+        goto done;
+    for (int i = 0; i < npos; i++) {
+        PyObject *f = kn_to_py(r, args[i], 1), *n = f ? kn_to_py(r, args[i], 0) : NULL;
+        if (n == NULL) {
+            Py_XDECREF(f);
+            rc = KN_FAIL;
+            goto done;
+        }
+        PyTuple_SET_ITEM(fa, i, f);
+        PyTuple_SET_ITEM(na, i, n);
+    }
+    for (int i = 0; i < nkw; i++) {
+        PyObject *f = kn_to_py(r, args[npos + i], 1), *n = f ? kn_to_py(r, args[npos + i], 0) : NULL;
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (n == NULL || PyDict_SetItem(fk, k, f) < 0 || PyDict_SetItem(nk, k, n) < 0) {
+            Py_XDECREF(f);
+            Py_XDECREF(n);
+            rc = KN_FAIL;
+            goto done;
+        }
+        Py_DECREF(f);
+        Py_DECREF(n);
+    }
+    if (method) {
+        if (npos < 1)
+            goto done;
+        PyObject *bound = PyObject_GetAttr(PyTuple_GET_ITEM(fa, 0), target);
+        PyObject *rest = PyTuple_GetSlice(fa, 1, npos);
+        res = bound && rest ? PyObject_Call(bound, rest, fk) : NULL;
+        Py_XDECREF(bound);
+        Py_XDECREF(rest);
+    } else {
+        res = PyObject_Call(target, fa, fk);
+    }
+    if (res == NULL) {
+        PyObject *ev = kn_err_take();
+        PyObject *et = ev ? Py_NewRef((PyObject *)Py_TYPE(ev)) : NULL;
+        int dd = ev && PyObject_IsInstance(ev, kn_cenv.fake_exc) == 1;
+        PyObject *msg = ev ? PyObject_Str(ev) : NULL;
+        const char *m = msg ? PyUnicode_AsUTF8(msg) : "?";
+        PyObject *tn = method ? Py_NewRef(target) : PyObject_GetAttrString(target, "__name__");
+        if (tn == NULL) {
+            PyErr_Clear();
+            tn = PyObject_Repr(target);
+        }
+        const char *tname = tn ? PyUnicode_AsUTF8(tn) : "?";
+        if (dd)
+            kn_brk(r, "%s depends on tensor data", tname ? tname : "?");
+        else
+            kn_brk(r, "%s raised on fake tensors (%s: %.160s)", tname ? tname : "?",
+                   et ? ((PyTypeObject *)et)->tp_name : "?", m ? m : "?");
+        PyErr_Clear();
+        Py_XDECREF(tn);
+        Py_XDECREF(msg);
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        rc = KN_BREAK;
+        goto done;
+    }
+    if (res == Py_None && kn_any_tensor_arg(args, nargs)) {
+        /* called for its effect on a tensor (x[i] = v, an in-place helper): keep it */
+        node = PyObject_CallMethodObjArgs(r->graph, method ? kn_cenv.s_call_method : kn_cenv.s_call_function,
+                                          target, na, nk, NULL);
+        if (node == NULL)
+            goto done;
+        r->nops++;
+        *out = kn_v_const(r, Py_None);
+        rc = *out ? 0 : KN_FAIL;
+        goto done;
+    }
+    if (!kn_has_tensor(res)) {
+        /* shape queries and other Python results: constants under the tensor guards */
+        if (method || kn_any_tensor_arg(args, nargs)) {
+            *out = kn_v_const(r, res);
+            rc = *out ? 0 : KN_FAIL;
+            goto done;
+        }
+        if (!PyFunction_Check(target)) {
+            /* a query of torch's global state: ask it outside the fake mode */
+            PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
+            Py_XDECREF(x);
+            PyObject *real = x ? PyObject_Call(target, fa, fk) : NULL;
+            PyObject *y = PyObject_CallMethod(r->fake_mode, "__enter__", NULL);
+            Py_XDECREF(y);
+            if (real == NULL || y == NULL) {
+                Py_XDECREF(real);
+                PyErr_Clear();
+                rc = kn_brk(r, "a torch query raises");
+                goto done;
+            }
+            *out = kn_v_const(r, real);
+            Py_DECREF(real);
+            rc = *out ? 0 : KN_FAIL;
+            goto done;
+        }
+        rc = kn_brk(r, "a torch function returning Python values");
+        goto done;
+    }
+    node = PyObject_CallMethodObjArgs(r->graph, method ? kn_cenv.s_call_method : kn_cenv.s_call_function, target, na,
+                                      nk, NULL);
+    if (node == NULL)
+        goto done;
+    r->nops++;
+    *out = wrap_result(r, node, res);
+    rc = *out ? 0 : KN_FAIL;
+done:
+    Py_XDECREF(fa);
+    Py_XDECREF(na);
+    Py_XDECREF(fk);
+    Py_XDECREF(nk);
+    Py_XDECREF(res);
+    Py_XDECREF(node);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ truth, iteration, binops */
+
+static PyObject *
+module_dict(kn_rec *r, kn_val *m, PyObject *which, int *dsrc)
+{
+    /* m._modules / _parameters / _buffers, with its source */
+    PyObject *idict = PyObject_GenericGetDict(m->obj, NULL);
+    if (idict == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *d = PyDict_GetItemWithError(idict, which);
+    Py_XINCREF(d);
+    Py_DECREF(idict);
+    if (d == NULL || !PyDict_Check(d)) {
+        Py_XDECREF(d);
+        PyErr_Clear();
+        return NULL;
+    }
+    *dsrc = -1;
+    if (m->src >= 0) {
+        int is = kn_src_add(r, KN_SRC_INSTDICT, m->src, NULL, 0);
+        *dsrc = is >= 0 ? kn_src_add(r, KN_SRC_DICT, is, which, 0) : -1;
+    }
+    return d;
+}
+
+static int
+module_children(kn_rec *r, kn_val *m, int values, kn_val **out)
+{
+    int ds;
+    PyObject *d = module_dict(r, m, kn_cenv.s_modules, &ds);
+    if (d == NULL)
+        return kn_brk(r, "module without _modules");
+    PyObject *keys = PyDict_Keys(d), *kt = keys ? PyList_AsTuple(keys) : NULL;
+    Py_XDECREF(keys);
+    kn_val *it = kn_v_new(r, V_ITER);
+    int rc = (kt && it) ? 0 : KN_FAIL;
+    if (rc == 0 && ds >= 0 && kn_guard_add(r, KN_G_KEYS, ds, kt, NULL, NULL, NULL, 0) < 0)
+        rc = KN_FAIL;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(kt); i++) {
+        PyObject *k = PyTuple_GET_ITEM(kt, i);
+        kn_val *v;
+        if (values) {
+            int s = ds >= 0 ? kn_src_add(r, KN_SRC_DICT, ds, k, 0) : -1;
+            PyObject *val = PyDict_GetItem(d, k);
+            v = val ? kn_wrap(r, val, s) : NULL;
+        } else {
+            v = kn_v_const(r, k);
+        }
+        if (v == NULL || kn_v_add(r, it, v) < 0)
+            rc = KN_FAIL;
+    }
+    Py_XDECREF(kt);
+    Py_DECREF(d);
+    if (rc == 0)
+        *out = it;
+    return rc;
+}
+
+static int
+isinstance_of(PyObject *o, const char *cls)
+{
+    PyObject *c = helper(cls);
+    if (c == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int r = PyObject_IsInstance(o, c);
+    Py_DECREF(c);
+    if (r < 0)
+        PyErr_Clear();
+    return r == 1;
+}
+
+/* A V_ITER over a real iterable's items: constants (no tensors allowed), or,
+ * with wrap set, values wrapped without a source (fake tensors map back to
+ * their graph values). */
+static int
+iter_real(kn_rec *r, PyObject *o, int wrap, kn_val **out)
+{
+    PyObject *iter = PyObject_GetIter(o), *x;
+    kn_val *it = iter ? kn_v_new(r, V_ITER) : NULL;
+    if (it == NULL) {
+        Py_XDECREF(iter);
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            return kn_brk(r, "iteration over a %s", Py_TYPE(o)->tp_name);
+        }
+        return KN_FAIL;
+    }
+    while ((x = PyIter_Next(iter))) {
+        if (!wrap && is_tensor_obj(x)) {
+            Py_DECREF(x);
+            Py_DECREF(iter);
+            return kn_brk(r, "tensor inside a constant container");
+        }
+        kn_val *xv = wrap ? kn_wrap(r, x, -1) : kn_v_const(r, x);
+        Py_DECREF(x);
+        if (xv == NULL || kn_v_add(r, it, xv) < 0) {
+            Py_DECREF(iter);
+            return KN_FAIL;
+        }
+    }
+    Py_DECREF(iter);
+    if (PyErr_Occurred())
+        return KN_ERR;
+    *out = it;
+    return 0;
+}
+
+int
+kn_is_module_seq(PyObject *o)
+{
+    return isinstance_of(o, "ModuleList") || isinstance_of(o, "Sequential");
+}
+
+int
+kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
+{
+    kn_val *it;
+    switch (v->kind) {
+    case V_ITER:
+        *out = v;
+        return 0;
+    case V_TUPLE:
+    case V_LIST:
+    case V_DICT:
+        it = kn_v_new(r, V_ITER);
+        if (it == NULL)
+            return KN_FAIL;
+        for (int i = 0; i < v->n; i++) {
+            kn_val *x = v->kind == V_DICT ? kn_v_const(r, v->keys[i]) : v->items[i];
+            if (x == NULL || kn_v_add(r, it, x) < 0)
+                return KN_FAIL;
+        }
+        *out = it;
+        return 0;
+    case V_CONST: {
+        PyObject *o = v->obj;
+        if (!(PyTuple_Check(o) || PyList_Check(o) || PyRange_Check(o) || PyUnicode_Check(o) || PyDict_Check(o) ||
+              PyAnySet_Check(o) || PyDictKeys_Check(o) || PyDictValues_Check(o) || PyDictItems_Check(o)))
+            return kn_brk(r, "iteration over a %s", Py_TYPE(o)->tp_name);
+        Py_ssize_t n = PyObject_Length(o);
+        if (n < 0 || n > 100000) {
+            PyErr_Clear();
+            return kn_brk(r, "iteration over a very long constant");
+        }
+        return iter_real(r, o, 0, out);
+    }
+    case V_TENSOR: {
+        PyObject *shape = PyObject_GetAttr(v->obj, kn_cenv.s_shape);
+        if (shape == NULL)
+            return KN_ERR;
+        Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+        long n = nd ? PyLong_AsLong(PyTuple_GET_ITEM(shape, 0)) : -1;
+        Py_DECREF(shape);
+        if (nd == 0)
+            return kn_brk(r, "iteration over a 0-d tensor");
+        it = kn_v_new(r, V_ITER);
+        if (it == NULL)
+            return KN_FAIL;
+        for (long i = 0; i < n; i++) {
+            kn_val *idx = kn_v_const_steal(r, PyLong_FromLong(i)), *x;
+            kn_val *a[2] = {v, idx};
+            if (idx == NULL)
+                return KN_FAIL;
+            CHECK(kn_torch_op(r, kn_cenv.getitem, 0, a, 2, NULL, &x));
+            if (kn_v_add(r, it, x) < 0)
+                return KN_FAIL;
+        }
+        *out = it;
+        return 0;
+    }
+    case V_OBJ:
+        if (v->src < 0 && !(Py_TYPE(v->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) && v->attrs == NULL)
+            return iter_real(r, v->obj, 1, out);   /* a builtin container made at record time */
+        if (isinstance_of(v->obj, "ModuleList") || isinstance_of(v->obj, "Sequential"))
+            return module_children(r, v, 1, out);
+        if (isinstance_of(v->obj, "ModuleDict"))
+            return module_children(r, v, 0, out);
+        return kn_brk(r, "iteration over a %s", Py_TYPE(v->obj)->tp_name);
+    default:
+        return kn_brk(r, "iteration over a value kiln does not model");
+    }
+}
+
+int
+kn_truth(kn_rec *r, kn_val *v, int *out)
+{
+    switch (v->kind) {
+    case V_CONST: {
+        int t = PyObject_IsTrue(v->obj);
+        if (t < 0) {
+            PyErr_Clear();
+            return kn_brk(r, "truth value raises");
+        }
+        *out = t;
+        return 0;
+    }
+    case V_TUPLE:
+    case V_LIST:
+    case V_DICT:
+        *out = v->n > 0;
+        return 0;
+    case V_TENSOR:
+        return kn_brk(r, "a branch on tensor data");
+    case V_NULL:
+        return kn_brk(r, "truth of NULL");
+    case V_OBJ: {
+        PyTypeObject *t = Py_TYPE(v->obj);
+        if (isinstance_of(v->obj, "ModuleList") || isinstance_of(v->obj, "Sequential") ||
+            isinstance_of(v->obj, "ModuleDict")) {
+            kn_val *it;
+            CHECK(module_children(r, v, 0, &it));
+            *out = it->n > 0;
+            return 0;
+        }
+        if ((t->tp_as_number && t->tp_as_number->nb_bool) || (t->tp_as_mapping && t->tp_as_mapping->mp_length) ||
+            (t->tp_as_sequence && t->tp_as_sequence->sq_length))
+            return kn_brk(r, "truth of a %s", t->tp_name);
+        *out = 1;
+        return 0;
+    }
+    case V_ITER:
+    default:
+        *out = 1;
+        return 0;
+    }
+}
+
+static int
+fn_named(PyObject *f, const char *name)
+{
+    PyObject *n = PyObject_GetAttrString(f, "__name__");
+    if (n == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int eq = PyUnicode_CompareWithASCIIString(n, name) == 0;
+    Py_DECREF(n);
+    return eq;
+}
+
+int
+kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out)
+{
+    if (a->kind == V_TENSOR || b->kind == V_TENSOR) {
+        kn_val *args[2] = {a, b};
+        return kn_torch_op(r, opfn, 0, args, 2, NULL, out);
+    }
+    PyObject *x = kn_const_of(r, a), *y = x ? kn_const_of(r, b) : NULL;
+    if (x && y) {
+        PyObject *res = PyObject_CallFunctionObjArgs(opfn, x, y, NULL);
+        Py_DECREF(x);
+        Py_DECREF(y);
+        if (res == NULL) {
+            PyErr_Clear();
+            return kn_brk(r, "a Python operator raises");
+        }
+        *out = kn_v_const_steal(r, res);
+        return *out ? 0 : KN_FAIL;
+    }
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    int add = fn_named(opfn, "add"), iadd = fn_named(opfn, "iadd"), mul = fn_named(opfn, "mul");
+    if ((add || iadd) && (a->kind == V_TUPLE || a->kind == V_LIST) &&
+        (b->kind == V_TUPLE || b->kind == V_LIST || b->kind == V_CONST)) {
+        kn_val *bi;
+        CHECK(kn_iter_items(r, b, &bi));
+        if (iadd && a->kind == V_LIST) {
+            for (int i = 0; i < bi->n; i++)
+                if (kn_v_add(r, a, bi->items[i]) < 0)
+                    return KN_FAIL;
+            a->mutated = 1;
+            *out = a;
+            return 0;
+        }
+        if (a->kind != b->kind && b->kind != V_CONST)
+            return kn_brk(r, "concatenating a list and a tuple");
+        kn_val *res = kn_v_new(r, a->kind);
+        if (res == NULL)
+            return KN_FAIL;
+        for (int i = 0; i < a->n; i++)
+            if (kn_v_add(r, res, a->items[i]) < 0)
+                return KN_FAIL;
+        for (int i = 0; i < bi->n; i++)
+            if (kn_v_add(r, res, bi->items[i]) < 0)
+                return KN_FAIL;
+        *out = res;
+        return 0;
+    }
+    if (add && a->kind == V_CONST && PyTuple_Check(a->obj) && b->kind == V_TUPLE) {
+        kn_val *ai;
+        CHECK(kn_iter_items(r, a, &ai));
+        kn_val *res = kn_v_new(r, V_TUPLE);
+        if (res == NULL)
+            return KN_FAIL;
+        for (int i = 0; i < ai->n; i++)
+            if (kn_v_add(r, res, ai->items[i]) < 0)
+                return KN_FAIL;
+        for (int i = 0; i < b->n; i++)
+            if (kn_v_add(r, res, b->items[i]) < 0)
+                return KN_FAIL;
+        *out = res;
+        return 0;
+    }
+    if (mul && (a->kind == V_TUPLE || a->kind == V_LIST) && b->kind == V_CONST && PyLong_Check(b->obj)) {
+        long k = PyLong_AsLong(b->obj);
+        kn_val *res = kn_v_new(r, a->kind);
+        if (res == NULL)
+            return KN_FAIL;
+        for (long j = 0; j < k; j++)
+            for (int i = 0; i < a->n; i++)
+                if (kn_v_add(r, res, a->items[i]) < 0)
+                    return KN_FAIL;
+        *out = res;
+        return 0;
+    }
+    return kn_brk(r, "a Python operator on values kiln does not model");
+}
+
+/* ------------------------------------------------------------------ attributes */
+
+/* A source for cls.name when cls is a user class (its attributes may be
+ * rebound between calls); -1 for classes of torch and builtins. */
+static int
+class_attr_src(kn_rec *r, PyObject *cls, PyObject *name)
+{
+    if (!PyType_Check(cls) || !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return -1;
+    PyObject *mod = PyObject_GetAttrString(cls, "__module__");
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    int skip = m == NULL || strncmp(m, "torch", 5) == 0 || strncmp(m, "transformers", 12) == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    if (skip)
+        return -1;
+    int cs = kn_src_add(r, KN_SRC_CONST, -1, cls, 0);
+    return cs >= 0 ? kn_src_add(r, KN_SRC_ATTR, cs, name, 0) : -1;
+}
+
+static int
+obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
+{
+    PyObject *o = v->obj;
+    PyTypeObject *tp = Py_TYPE(o);
+    for (kn_attr *at = v->attrs; at; at = at->next) {
+        if (PyUnicode_Compare(at->name, name) == 0) {
+            if (at->val == NULL)
+                return kn_brk(r, "attribute deleted while recording");
+            *out = at->val;
+            return 0;
+        }
+    }
+    PyObject *d = _PyType_Lookup(tp, name);   /* borrowed */
+    if (d && Py_TYPE(d)->tp_descr_set) {
+        if (PyObject_TypeCheck(d, &PyProperty_Type)) {
+            PyObject *fget = PyObject_GetAttrString(d, "fget");
+            if (fget == NULL)
+                return KN_ERR;
+            if (fget == Py_None) {
+                Py_DECREF(fget);
+                return kn_brk(r, "write-only property");
+            }
+            kn_val *fv = kn_v_const(r, fget);
+            Py_DECREF(fget);
+            if (fv == NULL)
+                return KN_FAIL;
+            return kn_call(r, fr, fv, &v, 1, NULL, out);
+        }
+        if (Py_TYPE(d) == &PyMemberDescr_Type || Py_TYPE(d) == &PyGetSetDescr_Type) {
+            PyObject *val = PyObject_GetAttr(o, name);
+            if (val == NULL) {
+                PyErr_Clear();
+                return kn_brk(r, "attribute raises");
+            }
+            int s = v->src >= 0 ? kn_src_add(r, KN_SRC_ATTR, v->src, name, 0) : -1;
+            *out = kn_wrap(r, val, s);
+            Py_DECREF(val);
+            return *out ? 0 : KN_FAIL;
+        }
+        return kn_brk(r, "data descriptor %s.%s", tp->tp_name, PyUnicode_AsUTF8(name));
+    }
+    /* the instance dict */
+    if (tp->tp_dictoffset != 0 || (tp->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
+        PyObject *idict = PyObject_GenericGetDict(o, NULL);
+        if (idict == NULL)
+            PyErr_Clear();
+        PyObject *val = idict ? PyDict_GetItemWithError(idict, name) : NULL;
+        if (val) {
+            Py_INCREF(val);
+            int is = v->src >= 0 ? kn_src_add(r, KN_SRC_INSTDICT, v->src, NULL, 0) : -1;
+            int s = is >= 0 ? kn_src_add(r, KN_SRC_DICT, is, name, 0) : -1;
+            *out = kn_wrap(r, val, s);
+            Py_DECREF(val);
+            Py_DECREF(idict);
+            if (*out && v->src < 0 && kn_rebuildable(v) && PyList_Append(r->pins, name) == 0)
+                kn_set_rpath(*out, v, 1, name);
+            return *out ? 0 : KN_FAIL;
+        }
+        Py_XDECREF(idict);
+        PyErr_Clear();
+    }
+    if (d) {
+        kn_val *m;
+        if (PyFunction_Check(d)) {
+            m = kn_v_new(r, V_METHOD);
+            if (m == NULL || (m->fn = kn_v_const(r, d)) == NULL)
+                return KN_FAIL;
+            m->self = v;
+            *out = m;
+            return 0;
+        }
+        if (Py_IS_TYPE(d, &PyClassMethod_Type) || Py_IS_TYPE(d, &PyStaticMethod_Type)) {
+            PyObject *f = PyObject_GetAttrString(d, "__func__");
+            if (f == NULL)
+                return KN_ERR;
+            kn_val *fv = kn_v_const(r, f);
+            Py_DECREF(f);
+            if (fv == NULL)
+                return KN_FAIL;
+            if (Py_IS_TYPE(d, &PyStaticMethod_Type)) {
+                *out = fv;
+                return 0;
+            }
+            m = kn_v_new(r, V_METHOD);
+            if (m == NULL || (m->self = kn_v_const(r, (PyObject *)tp)) == NULL)
+                return KN_FAIL;
+            m->fn = fv;
+            *out = m;
+            return 0;
+        }
+        if (Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) {
+            /* a C method: bound to the value, not to the object seen while recording */
+            m = kn_v_new(r, V_METHOD);
+            if (m == NULL || (m->fn = kn_v_const(r, d)) == NULL)
+                return KN_FAIL;
+            m->self = v;
+            *out = m;
+            return 0;
+        }
+        if (Py_TYPE(d)->tp_descr_get)
+            return kn_brk(r, "descriptor %s on %s", Py_TYPE(d)->tp_name, tp->tp_name);
+        /* a plain class attribute */
+        if (is_tensor_obj(d))
+            return kn_brk(r, "tensor class attribute");
+        *out = kn_wrap(r, d, class_attr_src(r, (PyObject *)tp, name));
+        return *out ? 0 : KN_FAIL;
+    }
+    if (PyObject_IsInstance(o, kn_cenv.nn_module) == 1) {
+        PyObject *which[3] = {kn_cenv.s_parameters, kn_cenv.s_buffers, kn_cenv.s_modules};
+        for (int k = 0; k < 3; k++) {
+            int ds;
+            PyObject *dd = module_dict(r, v, which[k], &ds);
+            if (dd == NULL)
+                continue;
+            PyObject *val = PyDict_GetItemWithError(dd, name);
+            if (val) {
+                Py_INCREF(val);
+                int s = ds >= 0 ? kn_src_add(r, KN_SRC_DICT, ds, name, 0) : -1;
+                *out = kn_wrap(r, val, s);
+                Py_DECREF(val);
+                Py_DECREF(dd);
+                return *out ? 0 : KN_FAIL;
+            }
+            Py_DECREF(dd);
+        }
+    }
+    return kn_brk(r, "%s has no attribute %s kiln can see", tp->tp_name, PyUnicode_AsUTF8(name));
+}
+
+static const char *const list_methods[] = {"append", "extend", "pop", "insert", "index", "count", "copy",
+                                           "clear", "reverse", "remove", NULL};
+static const char *const dict_methods[] = {"get", "keys", "values", "items", "update", "pop", "setdefault",
+                                           "copy", "clear", NULL};
+
+static int
+in_list(const char *s, const char *const *l)
+{
+    for (int i = 0; l[i]; i++)
+        if (strcmp(s, l[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int
+kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
+{
+    const char *nm = PyUnicode_AsUTF8(name);
+    if (nm == NULL)
+        return KN_ERR;
+    switch (v->kind) {
+    case V_TENSOR: {
+        if (!strcmp(nm, "grad") || !strcmp(nm, "data") || !strcmp(nm, "_version") || !strcmp(nm, "grad_fn") ||
+            !strcmp(nm, "_base"))
+            return kn_brk(r, "Tensor.%s", nm);
+        PyObject *d = _PyType_Lookup((PyTypeObject *)kn_cenv.torch_tensor, name);
+        if (d && (Py_TYPE(d) == &PyMethodDescr_Type || PyFunction_Check(d) || PyCFunction_Check(d) ||
+                  Py_TYPE(d) == &PyWrapperDescr_Type)) {
+            kn_val *m = kn_v_new(r, V_TMETHOD);
+            if (m == NULL || (m->obj = name, PyList_Append(r->pins, name)) < 0)
+                return KN_FAIL;
+            m->self = v;
+            *out = m;
+            return 0;
+        }
+        PyObject *val = PyObject_GetAttr(v->obj, name);
+        if (val == NULL) {
+            PyErr_Clear();
+            return kn_brk(r, "Tensor attribute %s raises on a fake tensor", nm);
+        }
+        if (is_tensor_obj(val)) {
+            PyObject *ga = kn_builtin("getattr");
+            PyObject *args = Py_BuildValue("(OO)", v->node, name);
+            PyObject *node = args ? PyObject_CallMethodObjArgs(r->graph, kn_cenv.s_call_function, ga, args, NULL)
+                                  : NULL;
+            Py_XDECREF(args);
+            if (node == NULL) {
+                Py_DECREF(val);
+                return KN_ERR;
+            }
+            r->nops++;
+            *out = wrap_result(r, node, val);
+            Py_DECREF(node);
+        } else {
+            *out = kn_v_const(r, val);
+        }
+        Py_DECREF(val);
+        return *out ? 0 : KN_FAIL;
+    }
+    case V_OBJ:
+        return obj_getattr(r, fr, v, name, out);
+    case V_CONST: {
+        PyObject *o = v->obj;
+        PyObject *val = PyObject_GetAttr(o, name);
+        if (val == NULL) {
+            PyErr_Clear();
+            return kn_brk(r, "attribute %s raises", nm);
+        }
+        if (PyModule_Check(o)) {
+            const char *mn = PyModule_GetName(o);
+            if (mn == NULL)
+                PyErr_Clear();
+            int trusted = mn && (!strncmp(mn, "torch", 5) || !strcmp(mn, "math") || !strcmp(mn, "operator") ||
+                                 !strcmp(mn, "functools") || !strcmp(mn, "builtins") || !strcmp(mn, "itertools") ||
+                                 !strcmp(mn, "collections") || !strcmp(mn, "typing") || !strcmp(mn, "numbers"));
+            if (!trusted || is_tensor_obj(val)) {
+                int s = v->src >= 0 ? kn_src_add(r, KN_SRC_ATTR, v->src, name, 0) : -1;
+                *out = kn_wrap(r, val, s);
+                Py_DECREF(val);
+                return *out ? 0 : KN_FAIL;
+            }
+        }
+        if (PyType_Check(o) && !PyFunction_Check(val) && !PyType_Check(val)) {
+            int s = class_attr_src(r, o, name);
+            if (s >= 0) {
+                *out = kn_wrap(r, val, s);
+                Py_DECREF(val);
+                return *out ? 0 : KN_FAIL;
+            }
+        }
+        if (is_tensor_obj(val)) {
+            Py_DECREF(val);
+            return kn_brk(r, "tensor attribute of a constant");
+        }
+        *out = kn_v_const_steal(r, val);
+        return *out ? 0 : KN_FAIL;
+    }
+    case V_SUPER: {
+        kn_val *self = v->self;
+        PyObject *obj = self->kind == V_OBJ || self->kind == V_CONST ? self->obj : NULL;
+        if (obj == NULL)
+            return kn_brk(r, "super() of a value kiln does not model");
+        PyObject *tp = PyType_Check(obj) && self->kind == V_CONST ? obj : (PyObject *)Py_TYPE(obj);
+        PyObject *mro = ((PyTypeObject *)tp)->tp_mro;
+        Py_ssize_t i = 0, n = PyTuple_GET_SIZE(mro);
+        while (i < n && PyTuple_GET_ITEM(mro, i) != v->obj)
+            i++;
+        for (i++; i < n; i++) {
+            PyObject *cd = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
+            PyObject *d = PyDict_GetItemWithError(cd, name);
+            if (d == NULL)
+                continue;
+            if (PyFunction_Check(d)) {
+                kn_val *m = kn_v_new(r, V_METHOD);
+                if (m == NULL || (m->fn = kn_v_const(r, d)) == NULL)
+                    return KN_FAIL;
+                m->self = self;
+                *out = m;
+                return 0;
+            }
+            if (PyObject_TypeCheck(d, &PyProperty_Type)) {
+                PyObject *fget = PyObject_GetAttrString(d, "fget");
+                kn_val *fv = fget ? kn_v_const(r, fget) : NULL;
+                Py_XDECREF(fget);
+                if (fv == NULL)
+                    return KN_FAIL;
+                return kn_call(r, fr, fv, &self, 1, NULL, out);
+            }
+            if (Py_IS_TYPE(d, &PyStaticMethod_Type) || Py_IS_TYPE(d, &PyClassMethod_Type)) {
+                PyObject *f = PyObject_GetAttrString(d, "__func__");
+                kn_val *fv = f ? kn_v_const(r, f) : NULL;
+                Py_XDECREF(f);
+                if (fv == NULL)
+                    return KN_FAIL;
+                if (Py_IS_TYPE(d, &PyStaticMethod_Type)) {
+                    *out = fv;
+                    return 0;
+                }
+                kn_val *m = kn_v_new(r, V_METHOD);
+                if (m == NULL || (m->self = kn_v_const(r, tp)) == NULL)
+                    return KN_FAIL;
+                m->fn = fv;
+                *out = m;
+                return 0;
+            }
+            if (Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) {
+                /* object.__init__ and friends: bound for real */
+                PyObject *sup = PyObject_CallFunctionObjArgs((PyObject *)&PySuper_Type, v->obj, obj, NULL);
+                PyObject *b = sup ? PyObject_GetAttr(sup, name) : NULL;
+                Py_XDECREF(sup);
+                if (b == NULL) {
+                    PyErr_Clear();
+                    return kn_brk(r, "super attribute raises");
+                }
+                *out = kn_v_const_steal(r, b);
+                return *out ? 0 : KN_FAIL;
+            }
+            *out = kn_v_const(r, d);
+            return *out ? 0 : KN_FAIL;
+        }
+        if (PyErr_Occurred())
+            return KN_ERR;
+        return kn_brk(r, "super() has no attribute %s", nm);
+    }
+    case V_TUPLE:
+    case V_LIST:
+    case V_DICT:
+        if (v->kind == V_TUPLE && v->ttype) {
+            PyObject *fields = PyObject_GetAttrString(v->ttype, "__match_args__");
+            if (fields && PyTuple_Check(fields)) {
+                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields) && i < v->n; i++) {
+                    if (PyUnicode_Compare(PyTuple_GET_ITEM(fields, i), name) == 0) {
+                        Py_DECREF(fields);
+                        *out = v->items[i];
+                        return 0;
+                    }
+                }
+            }
+            Py_XDECREF(fields);
+            PyErr_Clear();
+        }
+        if ((v->kind == V_DICT && in_list(nm, dict_methods)) ||
+            (v->kind == V_LIST && in_list(nm, list_methods)) ||
+            (v->kind == V_TUPLE && (!strcmp(nm, "index") || !strcmp(nm, "count")))) {
+            kn_val *m = kn_v_new(r, V_BMETHOD);
+            if (m == NULL || PyList_Append(r->pins, name) < 0)
+                return KN_FAIL;
+            m->obj = name;
+            m->self = v;
+            *out = m;
+            return 0;
+        }
+        return kn_brk(r, "method %s of a container", nm);
+    case V_FUNC:
+        if (!strcmp(nm, "__name__") || !strcmp(nm, "__qualname__")) {
+            *out = kn_v_const(r, ((PyCodeObject *)v->obj)->co_name);
+            return *out ? 0 : KN_FAIL;
+        }
+        return kn_brk(r, "attribute of a nested function");
+    default:
+        return kn_brk(r, "attribute %s of a value kiln does not model", nm);
+    }
+}
