@@ -244,7 +244,7 @@ kn_guard_add(kn_rec *r, int kind, int src, PyObject *obj, PyObject *obj2, PyObje
     if (grow((void **)&r->guards, &r->capguard, r->nguard, sizeof(kn_guard)) < 0)
         return -1;
     if (kind == KN_G_ID && obj && !PyType_Check(obj) && !PyModule_Check(obj) && !PyCode_Check(obj) &&
-        !PyFunction_Check(obj) && Py_TYPE(obj)->tp_weaklistoffset > 0) {
+        !PyFunction_Check(obj) && Py_TYPE(obj)->tp_weaklistoffset != 0) {   /* < 0: managed (3.12) */
         /* an identity guard on a user object (a module, say) must not keep it
          * alive: hold a weak reference; a dead referent fails the guard */
         PyObject *ref = PyWeakref_NewRef(obj, NULL);
