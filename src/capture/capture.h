@@ -195,6 +195,7 @@ typedef struct {
     int *noinline;               /* root call offsets not to inline */
     int nnoinline, capnoinline;
     int eager;                   /* too many entries or a hard failure: run as Python */
+    int ret_index;               /* a RETURN_VALUE instruction's index + 1; 0 unknown */
 } kn_codeinfo;
 
 /* ---------------------------------------------------------------- runtime API */

@@ -566,15 +566,63 @@ release_vals(kn_seg *s, PyObject **vals)
         Py_CLEAR(vals[i]);
 }
 
+/* Index of a RETURN_VALUE instruction in code, or -1. */
+static int
+find_return(PyCodeObject *code)
+{
+    PyObject *b = PyCode_GetCode(code);
+    if (b == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    const unsigned char *c = (const unsigned char *)PyBytes_AS_STRING(b);
+    int n = (int)(PyBytes_GET_SIZE(b) / 2), found = -1;
+    for (int i = 0; i < n; i += 1 + kn_opcaches[c[2 * i]]) {
+        if (kn_opmap[c[2 * i]] == KN_OP_RETURN_VALUE) {
+            found = i;
+            break;
+        }
+    }
+    Py_DECREF(b);
+    return found;
+}
+
+/* The frame ends through CPython's own evaluator, so CPython unlinks and
+ * clears it as it does for every frame (3.12 clears entry frames inside the
+ * evaluator, 3.11 in its caller): with a result, by running one RETURN_VALUE
+ * with the result on the stack; with an exception, by raising it into the
+ * frame at instruction `at`, where the user's own handlers see it. */
+static PyObject *
+end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject *result, int at)
+{
+    PyCodeObject *code = f->f_code;
+    int nlp = code->co_nlocalsplus;
+    if (result != NULL) {
+        while (f->stacktop > nlp) {
+            f->stacktop--;
+            Py_CLEAR(f->localsplus[f->stacktop]);
+        }
+        f->localsplus[f->stacktop++] = result;   /* the frame owns it now */
+        f->prev_instr = _PyCode_CODE(code) + (info->ret_index - 1) - 1;
+        return _PyEval_EvalFrameDefault(ts, f, 0);
+    }
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_SystemError, "kiln: a compiled frame failed without an exception");
+    f->prev_instr = _PyCode_CODE(code) + at;
+    return _PyEval_EvalFrameDefault(ts, f, 1);
+}
+
 static PyObject *
 run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info)
 {
     PyCodeObject *code = f->f_code;
     prologue(f);
-    int off = code->_co_firsttraceable, cap = 128;
+    int off = code->_co_firsttraceable, cap = 128, at = off;
+    int handed = 0;   /* CPython's evaluator already took the frame over */
     PyObject *small[128] = {0}, **vals = small, *result = NULL;
     for (;;) {
         int count;
+        at = off;
         kn_seg *seg = lookup(info, f, off, &vals, &cap, small, &count);
         if (seg == NULL && PyErr_Occurred())
             goto out;
@@ -583,6 +631,7 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 warn_once(info, code, "cache_size_limit reached (guards keep failing)");
                 stat_add("cache_limit_fallbacks", 1);
                 result = fallback(ts, f, off);
+                handed = 1;
                 goto out;
             }
             int abort_kind = 0;
@@ -597,6 +646,7 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 warn_once(info, code, "capture failed");
                 stat_add("capture_failures", 1);
                 result = fallback(ts, f, off);
+                handed = 1;
                 goto out;
             }
             stat_add("segments_recorded", 1);
@@ -618,12 +668,14 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 warn_once(info, code, "a fresh recording fails its own guards (kiln bug)");
                 seg->offset = -1;   /* never use it */
                 result = fallback(ts, f, off);
+                handed = 1;
                 goto out;
             }
         }
         if (seg->term == KN_T_FALLBACK && seg->nops == 0 && seg->graph == NULL) {
             release_vals(seg, vals);
             result = fallback(ts, f, seg->term_off);
+            handed = 1;
             goto out;
         }
         seg->hits++;
@@ -636,6 +688,7 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
             PyErr_Clear();
             stat_add("graph_errors_replayed", 1);
             result = fallback(ts, f, seg->offset);
+            handed = 1;
             goto out;
         }
         if (rc < 0) {
@@ -648,13 +701,16 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
             goto out;
         case KN_T_FALLBACK:
             result = fallback(ts, f, seg->term_off);
+            handed = 1;
             goto out;
         case KN_T_CALL:
+            at = seg->term_off;   /* an exception from the call is raised there */
             if (do_call(seg, f) < 0)
                 goto out;
             off = seg->term_next;
             break;
         case KN_T_JUMP: {
+            at = seg->term_off;
             int to = do_jump(seg, f);
             if (to < 0)
                 goto out;
@@ -666,7 +722,9 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
 out:
     if (vals != small)
         PyMem_Free(vals);
-    return result;
+    if (handed)
+        return result;
+    return end_frame(ts, f, info, result, at);
 }
 
 static PyObject *
@@ -686,6 +744,12 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
     }
     if (info->eager || (info->state == 1 && (PyObject *)code != ctx->root_code))
+        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+    if (info->ret_index == 0) {   /* stored + 1; -1: none */
+        int r = find_return(code);
+        info->ret_index = r >= 0 ? r + 1 : -1;
+    }
+    if (info->ret_index < 1)   /* no `return <value>` to end the frame through */
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
     return run_frame(ctx, ts, f, info);
 }

@@ -48,3 +48,42 @@ def test_freed_module_fails_its_identity_guard_not_the_next_instance():
     x = torch.randn(2, 8)
     with torch.no_grad():
         torch.testing.assert_close(cm(x), m(x))
+
+
+def test_calls_do_not_leak_their_arguments():
+    """Every compiled call ends its frame through CPython (which drops the
+    frame's references): the arguments' reference counts stay flat."""
+    import sys
+
+    def f(x, y):
+        return torch.relu(x) + y
+
+    cf = kiln.compile(f, backend="eager")
+    x, y = torch.randn(4), torch.randn(4)
+    cf(x, y)
+    before = (sys.getrefcount(x), sys.getrefcount(y))
+    for _ in range(20):
+        cf(x, y)
+    assert (sys.getrefcount(x), sys.getrefcount(y)) == before
+
+
+def test_exception_from_a_call_kiln_runs_for_real_names_the_users_line():
+    import traceback
+
+    def boom(v):
+        raise ValueError(f"bad value {v}")
+
+    def f(x):
+        y = x * 2
+        boom(int(y.shape[0]))   # boom raises: recorded as a graph break, run for real
+        return y
+
+    cf = kiln.compile(f, backend="eager")
+    for _ in range(2):
+        try:
+            cf(torch.ones(3))
+        except ValueError as e:
+            frames = [fs.name for fs in traceback.extract_tb(e.__traceback__)]
+            assert "f" in frames and "boom" in frames and "bad value 3" in str(e)
+        else:
+            raise AssertionError("the exception was lost")
