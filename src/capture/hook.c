@@ -587,6 +587,36 @@ find_return(PyCodeObject *code)
     return found;
 }
 
+/* Index of a RETURN_CONST whose constant is `value`, or -1 (3.12 only). */
+static int
+find_return_const(PyCodeObject *code, PyObject *value)
+{
+#if KN_PY312
+    PyObject *b = PyCode_GetCode(code);
+    if (b == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    const unsigned char *c = (const unsigned char *)PyBytes_AS_STRING(b);
+    int n = (int)(PyBytes_GET_SIZE(b) / 2), found = -1, ext = 0;
+    for (int i = 0; i < n; i += 1 + kn_opcaches[c[2 * i]]) {
+        int op = kn_opmap[c[2 * i]], arg = (ext << 8) | c[2 * i + 1];
+        ext = op == KN_OP_EXTENDED_ARG ? arg : 0;
+        if (op == KN_OP_RETURN_CONST && arg < PyTuple_GET_SIZE(code->co_consts) &&
+            PyTuple_GET_ITEM(code->co_consts, arg) == value) {
+            found = i;
+            break;
+        }
+    }
+    Py_DECREF(b);
+    return found;
+#else
+    (void)code;
+    (void)value;
+    return -1;
+#endif
+}
+
 /* The frame ends through CPython's own evaluator, so CPython unlinks and
  * clears it as it does for every frame (3.12 clears entry frames inside the
  * evaluator, 3.11 in its caller): with a result, by running one RETURN_VALUE
@@ -602,8 +632,23 @@ end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject
             f->stacktop--;
             Py_CLEAR(f->localsplus[f->stacktop]);
         }
-        f->localsplus[f->stacktop++] = result;   /* the frame owns it now */
-        f->prev_instr = _PyCode_CODE(code) + (info->ret_index - 1) - 1;
+        int ret = info->ret_index - 1;
+        if (ret < 0) {
+            /* 3.12 code with no RETURN_VALUE returns only constants: end with
+             * the RETURN_CONST of this very constant (the recording returned
+             * the code's own constant object) */
+            ret = find_return_const(code, result);
+            if (ret < 0) {
+                Py_DECREF(result);
+                PyErr_SetString(PyExc_SystemError, "kiln: no instruction to return this frame's value with");
+                f->prev_instr = _PyCode_CODE(code) + at;
+                return _PyEval_EvalFrameDefault(ts, f, 1);
+            }
+            Py_DECREF(result);   /* RETURN_CONST pushes the constant itself */
+        } else {
+            f->localsplus[f->stacktop++] = result;   /* the frame owns it now */
+        }
+        f->prev_instr = _PyCode_CODE(code) + ret - 1;
         return _PyEval_EvalFrameDefault(ts, f, 0);
     }
     if (!PyErr_Occurred())
@@ -748,9 +793,11 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
     if (info->ret_index == 0) {   /* stored + 1; -1: none */
         int r = find_return(code);
         info->ret_index = r >= 0 ? r + 1 : -1;
+        /* 3.12 code returning only constants ends with RETURN_CONST (end_frame);
+         * code with no return at all (it always raises) is left to CPython */
+        if (r < 0 && !KN_PY312)
+            info->eager = 1;
     }
-    if (info->ret_index < 1)   /* no `return <value>` to end the frame through */
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
     return run_frame(ctx, ts, f, info);
 }
 
