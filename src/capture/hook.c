@@ -185,6 +185,23 @@ warn_once(kn_codeinfo *info, PyCodeObject *code, const char *what)
     PyErr_Clear();
 }
 
+/* kiln.config.debug: internal errors raise instead of warning (tests run so) */
+static int
+debug_mode(void)
+{
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_SystemError, "kiln: capture failed without an exception");
+    PyObject *exc = kn_err_take();
+    PyObject *cfg = PyImport_ImportModule("kiln.config");
+    PyObject *d = cfg ? PyObject_GetAttrString(cfg, "debug") : NULL;
+    int on = d ? PyObject_IsTrue(d) == 1 : 0;
+    Py_XDECREF(d);
+    Py_XDECREF(cfg);
+    PyErr_Clear();
+    PyErr_SetRaisedException_compat(exc);
+    return on;
+}
+
 /* ------------------------------------------------------------------ replay */
 
 static int
@@ -688,6 +705,8 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
             if (seg == NULL) {
                 if (abort_kind == 1)          /* fullgraph: the user's error */
                     goto out;
+                if (debug_mode())             /* KILN_DEBUG: an internal error fails loudly */
+                    goto out;
                 warn_once(info, code, "capture failed");
                 stat_add("capture_failures", 1);
                 result = fallback(ts, f, off);
@@ -710,6 +729,10 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 release_vals(seg, vals);
                 if (r == -1)
                     goto out;
+                if (debug_mode()) {
+                    PyErr_SetString(PyExc_SystemError, "kiln: a fresh recording fails its own guards");
+                    goto out;
+                }
                 warn_once(info, code, "a fresh recording fails its own guards (kiln bug)");
                 seg->offset = -1;   /* never use it */
                 result = fallback(ts, f, off);

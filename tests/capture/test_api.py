@@ -151,7 +151,9 @@ def test_autocast_and_nullcontext_blocks_are_recorded():
     torch.testing.assert_close(y, x @ w)
 
 
-def test_backend_error_warns_and_runs_python():
+def test_backend_error_warns_and_runs_python(monkeypatch):
+    monkeypatch.setattr(kiln.config, "debug", False)   # the tests run in debug mode, which raises instead
+
     def broken(gm, ex):
         raise RuntimeError("backend exploded")
 
@@ -160,6 +162,17 @@ def test_backend_error_warns_and_runs_python():
         warnings.simplefilter("always")
         torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 3.0))
     assert any("backend exploded" in str(x.message) for x in w)
+
+
+def test_debug_mode_raises_internal_capture_errors(monkeypatch):
+    monkeypatch.setattr(kiln.config, "debug", True)
+
+    def broken(gm, ex):
+        raise RuntimeError("backend exploded")
+
+    f = kiln.compile(lambda x: x * 3, backend=broken)
+    with pytest.raises(RuntimeError, match="backend exploded"):
+        f(torch.ones(2))
 
 
 def test_graph_error_reaches_users_except_clause():
