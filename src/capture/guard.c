@@ -107,19 +107,65 @@ seq_equal(PyObject *a, PyObject *b)
  * comparison; both are cheaper and mean the same for the graph. */
 static PyObject *s_is_contiguous, *s_is_cpu;
 
+/* The descriptors of the two exact tensor types (Tensor, Parameter), looked
+ * up once: a tensor's dtype read through its getset descriptor skips the
+ * generic attribute lookup, and is_contiguous is called unbound. */
+typedef struct {
+    PyTypeObject *tp;
+    PyObject *dtype, *shape, *rg, *cpu, *contig;   /* strong */
+} tdesc;
+static tdesc tdescs[4];
+
+static tdesc *
+tensor_desc(PyTypeObject *tp)
+{
+    int i = 0;
+    for (; i < 4 && tdescs[i].tp; i++)
+        if (tdescs[i].tp == tp)
+            return &tdescs[i];
+    if (i == 4)
+        return NULL;
+    PyObject *names[5] = {kn_cenv.s_dtype, kn_cenv.s_shape, kn_cenv.s_requires_grad, s_is_cpu, s_is_contiguous};
+    PyObject *d[5];
+    for (int k = 0; k < 5; k++) {
+        d[k] = _PyType_Lookup(tp, names[k]);   /* borrowed */
+        if (d[k] == NULL || Py_TYPE(d[k])->tp_descr_get == NULL)
+            return NULL;
+    }
+    if (Py_TYPE(d[4]) != &PyMethodDescr_Type)
+        return NULL;
+    tdesc *t = &tdescs[i];
+    t->dtype = Py_NewRef(d[0]);
+    t->shape = Py_NewRef(d[1]);
+    t->rg = Py_NewRef(d[2]);
+    t->cpu = Py_NewRef(d[3]);
+    t->contig = Py_NewRef(d[4]);
+    t->tp = (PyTypeObject *)Py_NewRef((PyObject *)tp);
+    return t;
+}
+
+static PyObject *
+tget(tdesc *td, PyObject *d, PyObject *v, PyObject *name)
+{
+    if (td)
+        return Py_TYPE(d)->tp_descr_get(d, v, (PyObject *)td->tp);
+    return PyObject_GetAttr(v, name);
+}
+
 static int
 check_tensor(kn_guard *g, PyObject *v)
 {
     if ((PyObject *)Py_TYPE(v) != g->obj)
         return 0;
-    PyObject *t = PyObject_GetAttr(v, kn_cenv.s_dtype);
+    tdesc *td = tensor_desc(Py_TYPE(v));
+    PyObject *t = tget(td, td ? td->dtype : NULL, v, kn_cenv.s_dtype);
     if (t == NULL)
         return -1;
     int ok = t == g->obj2;
     Py_DECREF(t);
     if (!ok)
         return 0;
-    t = PyObject_GetAttr(v, kn_cenv.s_shape);
+    t = tget(td, td ? td->shape : NULL, v, kn_cenv.s_shape);
     if (t == NULL)
         return -1;
     ok = seq_equal(t, PyTuple_GET_ITEM(g->obj3, 0));
@@ -127,7 +173,7 @@ check_tensor(kn_guard *g, PyObject *v)
     if (!ok)
         return 0;
     if (PyTuple_GET_ITEM(g->obj3, 2) == Py_True) {
-        t = PyObject_CallMethodNoArgs(v, s_is_contiguous);
+        t = td ? PyObject_Vectorcall(td->contig, &v, 1, NULL) : PyObject_CallMethodNoArgs(v, s_is_contiguous);
         if (t == NULL)
             return -1;
         ok = t == Py_True;
@@ -140,7 +186,7 @@ check_tensor(kn_guard *g, PyObject *v)
     Py_DECREF(t);
     if (!ok)
         return 0;
-    t = PyObject_GetAttr(v, kn_cenv.s_requires_grad);
+    t = tget(td, td ? td->rg : NULL, v, kn_cenv.s_requires_grad);
     if (t == NULL)
         return -1;
     ok = (t == Py_True) == (g->n != 0);
@@ -148,7 +194,7 @@ check_tensor(kn_guard *g, PyObject *v)
     if (!ok)
         return 0;
     if (PyTuple_GET_ITEM(g->obj3, 3) == Py_True) {
-        t = PyObject_GetAttr(v, s_is_cpu);
+        t = tget(td, td ? td->cpu : NULL, v, s_is_cpu);
         if (t == NULL)
             return -1;
         ok = t == Py_True;
