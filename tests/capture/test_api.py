@@ -245,3 +245,31 @@ def test_dump_guards_prints_each_recording():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "recorded f" in out.stdout and "n == 3" in out.stdout and "x: Tensor" in out.stdout
+
+
+def test_bound_methods_and_callable_objects_compile_and_guard_their_state():
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+
+        def apply(self, x):
+            return torch.tanh(x) * self.k
+
+        def __call__(self, x):
+            return x.cos() + self.k
+
+    graphs = []
+
+    def backend(gm, ex):
+        graphs.append(gm)
+        return gm.forward
+
+    s = Scaler(3.0)
+    x = torch.randn(4)
+    f = kiln.compile(s.apply, backend=backend)
+    torch.testing.assert_close(f(x), s.apply(x))
+    s.k = 5.0                      # the attribute is guarded: a new recording
+    torch.testing.assert_close(f(x), s.apply(x))
+    g = kiln.compile(s, backend=backend)
+    torch.testing.assert_close(g(x), s(x))
+    assert len(graphs) == 3
