@@ -30,6 +30,19 @@ kn_v_new(kn_rec *r, int kind)
     return v;
 }
 
+kn_val *
+kn_v_method(kn_rec *r, kn_val *fn, kn_val *self)
+{
+    if (fn == NULL || self == NULL)
+        return NULL;
+    kn_val *m = kn_v_new(r, V_METHOD);
+    if (m) {
+        m->fn = fn;
+        m->self = self;
+    }
+    return m;
+}
+
 static PyObject *
 pin(kn_rec *r, PyObject *o)            /* borrows o; returns it, kept alive by the recording */
 {
@@ -497,13 +510,9 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         }
         kn_val *fn = kn_wrap(r, PyMethod_GET_FUNCTION(obj), s1);
         kn_val *self = fn ? kn_wrap(r, PyMethod_GET_SELF(obj), s2) : NULL;
-        if (self == NULL)
-            return NULL;
-        v = kn_v_new(r, V_METHOD);
+        v = kn_v_method(r, fn, self);
         if (v == NULL)
             return NULL;
-        v->fn = fn;
-        v->self = self;
     } else if (t == &PyCell_Type) {
         v = kn_v_new(r, V_CELL);
         if (v == NULL || pin(r, obj) == NULL)
@@ -636,13 +645,6 @@ kn_set_grad(kn_rec *r, int mode)
 #define POP() (fr->stack[--fr->sp])
 #define TOP() (fr->stack[fr->sp - 1])
 #define PEEK(i) (fr->stack[fr->sp - (i)])
-#define CHECK(call)                                              \
-    do {                                                         \
-        int _rc = (call);                                        \
-        if (_rc != 0)                                            \
-            return _rc;                                          \
-    } while (0)
-
 static const char *const binop_names[] = {
     "add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow", "rshift", "sub", "truediv", "xor",
     "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod", "ior", "ipow", "irshift", "isub", "itruediv",
@@ -657,6 +659,43 @@ opfn(const char *name)
     if (op_mod == NULL && (op_mod = PyImport_ImportModule("operator")) == NULL)
         return NULL;
     return PyObject_GetAttrString(op_mod, name);
+}
+
+/* -a, ~a, +a on a tensor (a graph node) or a known Python value */
+static int
+unary(kn_rec *r, const char *name, kn_val *a, kn_val **out)
+{
+    if (a->kind != V_TENSOR && a->kind != V_CONST)
+        return kn_brk(r, "unary operator on a Python value kiln does not model");
+    PyObject *f = opfn(name);
+    if (f == NULL)
+        return KN_FAIL;
+    int rc;
+    if (a->kind == V_TENSOR) {
+        rc = kn_torch_op(r, f, 0, &a, 1, NULL, out);
+    } else {
+        PyObject *x = PyObject_CallOneArg(f, a->obj);
+        if (x == NULL) {
+            PyErr_Clear();
+            rc = kn_brk(r, "unary operator raises");
+        } else {
+            *out = kn_v_const_steal(r, x);
+            rc = *out ? 0 : KN_FAIL;
+        }
+    }
+    Py_DECREF(f);
+    return rc;
+}
+
+/* tuple(a) for a list built while recording (LIST_TO_TUPLE, its 3.12 intrinsic) */
+static kn_val *
+as_tuple(kn_rec *r, kn_val *a)
+{
+    kn_val *t = kn_v_new(r, V_TUPLE);
+    for (int i = 0; t && i < a->n; i++)
+        if (kn_v_add(r, t, a->items[i]) < 0)
+            return NULL;
+    return t;
 }
 
 static int
@@ -1230,7 +1269,7 @@ run_one(kn_rec *r, rframe *fr)
         /* try blocks are recorded on their no-exception path: a graph that
          * raises sends the frame back to CPython at the segment's start (see
          * hook.c), where the user's handlers run */
-        kn_val *a, *b, *c, *res;
+        kn_val *a = NULL, *b = NULL, *c = NULL, *res = NULL;
         PyObject *name;
         int t;
         switch (op) {
@@ -1391,33 +1430,11 @@ run_one(kn_rec *r, rframe *fr)
         }
         case KN_OP_UNARY_NEGATIVE:
         case KN_OP_UNARY_INVERT:
-        case KN_OP_UNARY_POSITIVE: {
+        case KN_OP_UNARY_POSITIVE:
             a = POP();
-            const char *n = op == KN_OP_UNARY_NEGATIVE ? "neg" : op == KN_OP_UNARY_INVERT ? "invert" : "pos";
-            PyObject *f = opfn(n);
-            if (f == NULL)
-                return KN_FAIL;
-            int rc;
-            if (a->kind == V_TENSOR) {
-                rc = kn_torch_op(r, f, 0, &a, 1, NULL, &res);
-            } else if (a->kind == V_CONST) {
-                PyObject *x = PyObject_CallOneArg(f, a->obj);
-                if (x == NULL) {
-                    PyErr_Clear();
-                    rc = kn_brk(r, "unary operator raises");
-                } else {
-                    res = kn_v_const_steal(r, x);
-                    rc = res ? 0 : KN_ERR;
-                }
-            } else {
-                rc = kn_brk(r, "unary operator on a Python value kiln does not model");
-            }
-            Py_DECREF(f);
-            if (rc)
-                return rc;
+            CHECK(unary(r, op == KN_OP_UNARY_NEGATIVE ? "neg" : op == KN_OP_UNARY_INVERT ? "invert" : "pos", a, &res));
             PUSH(res);
             break;
-        }
         case KN_OP_UNARY_NOT:
             a = POP();
             CHECK(kn_truth(r, a, &t));
@@ -1505,13 +1522,7 @@ run_one(kn_rec *r, rframe *fr)
             break;
         case KN_OP_LIST_TO_TUPLE:
             a = POP();
-            res = kn_v_new(r, V_TUPLE);
-            if (res == NULL)
-                return KN_FAIL;
-            for (int i = 0; i < a->n; i++)
-                if (kn_v_add(r, res, a->items[i]) < 0)
-                    return KN_FAIL;
-            PUSH(res);
+            PUSH(as_tuple(r, a));
             break;
         case KN_OP_BUILD_MAP:
         case KN_OP_BUILD_CONST_KEY_MAP: {
@@ -1795,28 +1806,11 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_CALL_INTRINSIC_1:
             if (arg == 5) {          /* unary + */
                 a = POP();
-                PyObject *f = opfn("pos");
-                int rc;
-                if (a->kind == V_TENSOR)
-                    rc = kn_torch_op(r, f, 0, &a, 1, NULL, &res);
-                else if (a->kind == V_CONST) {
-                    res = kn_v_const_steal(r, PyNumber_Positive(a->obj));
-                    rc = res ? 0 : KN_ERR;
-                } else
-                    rc = kn_brk(r, "unary + on a Python value");
-                Py_XDECREF(f);
-                if (rc)
-                    return rc;
+                CHECK(unary(r, "pos", a, &res));
                 PUSH(res);
             } else if (arg == 6) {   /* list -> tuple */
                 a = POP();
-                res = kn_v_new(r, V_TUPLE);
-                if (res == NULL)
-                    return KN_FAIL;
-                for (int i = 0; i < a->n; i++)
-                    if (kn_v_add(r, res, a->items[i]) < 0)
-                        return KN_FAIL;
-                PUSH(res);
+            PUSH(as_tuple(r, a));
             } else {
                 return kn_brk(r, "intrinsic %d", arg);
             }

@@ -122,6 +122,14 @@ typedef struct {
 /* break: returns this with rec->reason set */
 #define KN_BREAK 1
 #define KN_ERR (-1)
+/* return a step's non-zero status (break or error) to the caller */
+#define CHECK(call)                   \
+    do {                              \
+        int _rc = (call);             \
+        if (_rc != 0)                 \
+            return _rc;               \
+    } while (0)
+
 /* a failed step: an error if an exception is set, else a break (reason set) */
 #define KN_FAIL (PyErr_Occurred() ? KN_ERR : KN_BREAK)
 
@@ -132,6 +140,7 @@ extern kn_val kn_lazy;       /* marker: a root local not read yet */
 kn_val *kn_v_new(kn_rec *r, int kind);
 kn_val *kn_v_const(kn_rec *r, PyObject *obj);              /* borrows obj, pins it */
 kn_val *kn_v_const_steal(kn_rec *r, PyObject *obj);        /* steals obj (NULL passes through) */
+kn_val *kn_v_method(kn_rec *r, kn_val *fn, kn_val *self);   /* fn bound to self; NULL on failure */
 int kn_v_add(kn_rec *r, kn_val *c, kn_val *item);
 int kn_src_add(kn_rec *r, int kind, int parent, PyObject *key, Py_ssize_t idx);
 int kn_guard_add(kn_rec *r, int kind, int src, PyObject *obj, PyObject *obj2, PyObject *obj3, PyObject *obj4,

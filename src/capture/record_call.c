@@ -12,13 +12,6 @@
 int kn_with_exit(kn_rec *r, kn_val *ctx);
 int kn_rec_noinline(kn_rec *r, rframe *fr);
 
-#define CHECK(call)                   \
-    do {                              \
-        int _rc = (call);             \
-        if (_rc != 0)                 \
-            return _rc;               \
-    } while (0)
-
 /* ------------------------------------------------------------------ inlining */
 
 static int
@@ -1306,16 +1299,10 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         if (PyFunction_Check(f))
             return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);
         if (Py_TYPE(f) == &PyMethod_Type) {
-            kn_val *m;
             kn_val *self = kn_wrap(r, PyMethod_GET_SELF(f), -1);
-            kn_val *fun = self ? kn_v_const(r, PyMethod_GET_FUNCTION(f)) : NULL;
-            if (fun == NULL)
-                return KN_FAIL;
-            m = kn_v_new(r, V_METHOD);
+            kn_val *m = kn_v_method(r, self ? kn_v_const(r, PyMethod_GET_FUNCTION(f)) : NULL, self);
             if (m == NULL)
                 return KN_FAIL;
-            m->self = self;
-            m->fn = fun;
             return kn_call(r, fr, m, args, nargs, kwnames, out);
         }
         return kn_brk(r, "inline of a non-function");

@@ -13,13 +13,6 @@
 int kn_with_exit(kn_rec *r, kn_val *ctx);
 int kn_rec_noinline(kn_rec *r, rframe *fr);
 
-#define CHECK(call)                   \
-    do {                              \
-        int _rc = (call);             \
-        if (_rc != 0)                 \
-            return _rc;               \
-    } while (0)
-
 PyObject *
 kn_builtin(const char *name)
 {
@@ -662,14 +655,9 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
         PyErr_Clear();
     }
     if (d) {
-        kn_val *m;
         if (PyFunction_Check(d)) {
-            m = kn_v_new(r, V_METHOD);
-            if (m == NULL || (m->fn = kn_v_const(r, d)) == NULL)
-                return KN_FAIL;
-            m->self = v;
-            *out = m;
-            return 0;
+            *out = kn_v_method(r, kn_v_const(r, d), v);
+            return *out ? 0 : KN_FAIL;
         }
         if (Py_IS_TYPE(d, &PyClassMethod_Type) || Py_IS_TYPE(d, &PyStaticMethod_Type)) {
             PyObject *f = PyObject_GetAttrString(d, "__func__");
@@ -683,21 +671,13 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                 *out = fv;
                 return 0;
             }
-            m = kn_v_new(r, V_METHOD);
-            if (m == NULL || (m->self = kn_v_const(r, (PyObject *)tp)) == NULL)
-                return KN_FAIL;
-            m->fn = fv;
-            *out = m;
-            return 0;
+            *out = kn_v_method(r, fv, kn_v_const(r, (PyObject *)tp));
+            return *out ? 0 : KN_FAIL;
         }
         if (Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) {
             /* a C method: bound to the value, not to the object seen while recording */
-            m = kn_v_new(r, V_METHOD);
-            if (m == NULL || (m->fn = kn_v_const(r, d)) == NULL)
-                return KN_FAIL;
-            m->self = v;
-            *out = m;
-            return 0;
+            *out = kn_v_method(r, kn_v_const(r, d), v);
+            return *out ? 0 : KN_FAIL;
         }
         if (Py_TYPE(d)->tp_descr_get)
             return kn_brk(r, "descriptor %s on %s", Py_TYPE(d)->tp_name, tp->tp_name);
@@ -842,12 +822,8 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             if (d == NULL)
                 continue;
             if (PyFunction_Check(d)) {
-                kn_val *m = kn_v_new(r, V_METHOD);
-                if (m == NULL || (m->fn = kn_v_const(r, d)) == NULL)
-                    return KN_FAIL;
-                m->self = self;
-                *out = m;
-                return 0;
+                *out = kn_v_method(r, kn_v_const(r, d), self);
+                return *out ? 0 : KN_FAIL;
             }
             if (PyObject_TypeCheck(d, &PyProperty_Type)) {
                 PyObject *fget = PyObject_GetAttrString(d, "fget");
@@ -867,12 +843,8 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                     *out = fv;
                     return 0;
                 }
-                kn_val *m = kn_v_new(r, V_METHOD);
-                if (m == NULL || (m->self = kn_v_const(r, tp)) == NULL)
-                    return KN_FAIL;
-                m->fn = fv;
-                *out = m;
-                return 0;
+                *out = kn_v_method(r, fv, kn_v_const(r, tp));
+                return *out ? 0 : KN_FAIL;
             }
             if (Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) {
                 /* object.__init__ and friends: bound for real */
