@@ -592,6 +592,19 @@ class_attr_src(kn_rec *r, PyObject *cls, PyObject *name)
     return cs >= 0 ? kn_src_add(r, KN_SRC_ATTR, cs, name, 0) : -1;
 }
 
+/* A staticmethod's function, or a classmethod's function bound to class tp. */
+static int
+wrapped_method(kn_rec *r, PyObject *d, PyObject *tp, kn_val **out)
+{
+    PyObject *f = PyObject_GetAttrString(d, "__func__");
+    kn_val *fv = f ? kn_v_const(r, f) : NULL;
+    Py_XDECREF(f);
+    if (fv == NULL)
+        return KN_FAIL;
+    *out = Py_IS_TYPE(d, &PyStaticMethod_Type) ? fv : kn_v_method(r, fv, kn_v_const(r, tp));
+    return *out ? 0 : KN_FAIL;
+}
+
 static int
 obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
 {
@@ -659,21 +672,8 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             *out = kn_v_method(r, kn_v_const(r, d), v);
             return *out ? 0 : KN_FAIL;
         }
-        if (Py_IS_TYPE(d, &PyClassMethod_Type) || Py_IS_TYPE(d, &PyStaticMethod_Type)) {
-            PyObject *f = PyObject_GetAttrString(d, "__func__");
-            if (f == NULL)
-                return KN_ERR;
-            kn_val *fv = kn_v_const(r, f);
-            Py_DECREF(f);
-            if (fv == NULL)
-                return KN_FAIL;
-            if (Py_IS_TYPE(d, &PyStaticMethod_Type)) {
-                *out = fv;
-                return 0;
-            }
-            *out = kn_v_method(r, fv, kn_v_const(r, (PyObject *)tp));
-            return *out ? 0 : KN_FAIL;
-        }
+        if (Py_IS_TYPE(d, &PyClassMethod_Type) || Py_IS_TYPE(d, &PyStaticMethod_Type))
+            return wrapped_method(r, d, (PyObject *)tp, out);
         if (Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) {
             /* a C method: bound to the value, not to the object seen while recording */
             *out = kn_v_method(r, kn_v_const(r, d), v);
@@ -833,19 +833,8 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                     return KN_FAIL;
                 return kn_call(r, fr, fv, &self, 1, NULL, out);
             }
-            if (Py_IS_TYPE(d, &PyStaticMethod_Type) || Py_IS_TYPE(d, &PyClassMethod_Type)) {
-                PyObject *f = PyObject_GetAttrString(d, "__func__");
-                kn_val *fv = f ? kn_v_const(r, f) : NULL;
-                Py_XDECREF(f);
-                if (fv == NULL)
-                    return KN_FAIL;
-                if (Py_IS_TYPE(d, &PyStaticMethod_Type)) {
-                    *out = fv;
-                    return 0;
-                }
-                *out = kn_v_method(r, fv, kn_v_const(r, tp));
-                return *out ? 0 : KN_FAIL;
-            }
+            if (Py_IS_TYPE(d, &PyStaticMethod_Type) || Py_IS_TYPE(d, &PyClassMethod_Type))
+                return wrapped_method(r, d, tp, out);
             if (Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) {
                 /* object.__init__ and friends: bound for real */
                 PyObject *sup = PyObject_CallFunctionObjArgs((PyObject *)&PySuper_Type, v->obj, obj, NULL);
