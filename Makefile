@@ -41,4 +41,4 @@ asan: build
 	$(VPY) setup.py -q build_ext --inplace --force; exit $$rc
 
 clean:
-	rm -rf build *.egg-info kiln/*.so src/codegen/prelude.inc .kiln-cache
+	rm -rf build *.egg-info kiln/*.so src/codegen/prelude.inc src/codegen/prelude_cuda.inc .kiln-cache

@@ -43,6 +43,22 @@ def _check_backend(backend):
                         f"got {type(backend).__name__}")
 
 
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _check_mode(mode):
+    if mode not in _MODES:
+        raise ValueError(f"kiln.compile: unknown mode {mode!r}; use one of {list(_MODES)}")
+
+
+def _with_mode(backend, mode):
+    """mode="reduce-overhead" (and "max-autotune", which implies CUDA graphs in
+    torch.compile too) replays each compiled CUDA graph as a CUDA graph."""
+    if backend == "kiln" and mode in ("reduce-overhead", "max-autotune"):
+        return backends.kiln_cudagraphs
+    return backend
+
+
 def _root_code(fn):
     if isinstance(fn, torch.nn.Module):
         fwd = type(fn).forward
@@ -152,11 +168,13 @@ def compile(fn=None, *, backend="kiln", fullgraph=False, dynamic=None, mode=None
     if not callable(fn):
         raise TypeError(f"kiln.compile expects a function or torch.nn.Module, got {type(fn).__name__}")
     _check_backend(backend)
+    _check_mode(mode)
     if config.disable:
         return fn
+    backend = _with_mode(backend, mode)
     if config.capture == "dynamo":
         b = {"kiln": backends.kiln}.get(backend, backend) if isinstance(backend, str) else backend
-        kw = {"mode": mode} if mode is not None else {}
+        kw = {"mode": mode} if mode is not None and b == "inductor" else {}
         return torch.compile(fn, backend=b, fullgraph=fullgraph, dynamic=dynamic, **kw)
     captured = _C.Captured(fn, backend, _root_code(fn), bool(fullgraph), int(config.cache_size_limit))
     if isinstance(fn, torch.nn.Module):

@@ -176,21 +176,39 @@ def _salt():
     return f"kiln {__version__} recipe 2 | cc {config.cc} | torch {torch.__version__}"
 
 
-def _prepare(gm, prefix):
-    """ATen graph -> (Program, constants, single).  Raises on failure."""
+def _prepare(gm, prefix, device=None):
+    """ATen graph -> (Program, constants, single).  Raises on failure.  A
+    graph on a CUDA device gets CUDA C (see kiln/cuda.py for the build)."""
     if "graph" in config.dump:
         print(f"[kiln] ATen graph:\n{gm.graph}")
-    desc, constants, single = fx_bridge.describe(gm)
-    program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear)
+    dev = device if device is not None else torch.device("cpu")
+    desc, constants, single = fx_bridge.describe(gm, dev.type)
+    if dev.type == "cuda":
+        from . import cuda
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, cuda.sms(index))
+    else:
+        program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear)
     if "loops" in config.dump:
         print(f"[kiln] loops:\n{program.loops}")
     if "code" in config.dump:
-        print(f"[kiln] generated C (kernels; the prelude is kiln._C.prelude()):\n{program.source}")
+        what = "CUDA C (kernels; the prelude is kiln._C.prelude_cuda())" if program.cuda else \
+            "C (kernels; the prelude is kiln._C.prelude())"
+        print(f"[kiln] generated {what}:\n{program.source}")
     return program, constants, single
 
 
-def _build(programs):
-    """Compile the kernels of all programs into one cached shared object."""
+def _build(programs, device=None):
+    """Compile the kernels of all programs into one cached shared object (a
+    cubin for programs on a CUDA device)."""
+    if device is not None and device.type == "cuda":
+        from . import cuda
+        programs = [p for p in programs if p.num_kernels]
+        if not programs:
+            return None
+        path, cached = cuda.build(programs, device)
+        build_counts["cached" if cached else "compiled"] += 1
+        return path
     prelude = _C.prelude()
     units = []
     for p in programs:
@@ -214,8 +232,9 @@ def compile_graph(gm, example_inputs=None):
     an internal failure warns once and returns an eager runner."""
     t0 = time.perf_counter()
     try:
-        program, constants, single = _prepare(gm, "kn_")
-        so = _build([program])
+        dev = fx_bridge.graph_device(gm)
+        program, constants, single = _prepare(gm, "kn_", dev)
+        so = _build([program], dev)
         stats = dict(program.stats)
         stats["compile_s"] = time.perf_counter() - t0
         cg = CompiledGraph(program, constants, single, stats, so)
@@ -280,9 +299,10 @@ def _lowered_key(gm, example_inputs):
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
     h.update(f"lowering recipe 1 packed {config.packed_linear}".encode())
+    # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
     for t in example_inputs:
-        h.update(repr((t.dtype, tuple(t.shape), t.stride(), t.device.type, t.requires_grad)).encode())
+        h.update(repr((t.dtype, tuple(t.shape), t.stride(), str(t.device), t.requires_grad)).encode())
     return h.hexdigest()
 
 
@@ -351,15 +371,29 @@ class _Flat:
         return cg.run(*args) if isinstance(cg, CompiledGraph) else cg(*args)
 
 
+def _devices(example_inputs):
+    return {t.device for t in example_inputs if isinstance(t, torch.Tensor)}
+
+
 def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
     dev = _non_cpu(example_inputs)
+    reason = None
     if dev is not None:
-        # kiln generates CPU code only (CUDA is issue 4): run the captured
-        # graph as it is, not a decomposed one
-        _warn_once(f"kiln: no code generation for {dev.type} yet; graphs on {dev.type} run eagerly")
+        if dev.type != "cuda":
+            reason = f"kiln generates code for CPUs and CUDA GPUs, not {dev.type}"
+        elif len(_devices(example_inputs)) > 1:
+            reason = "inputs on several devices"
+        else:
+            from . import cuda
+            ok, why, _ = cuda.available()
+            if not ok:
+                reason = f"CUDA code generation is unavailable here ({why})"
+    if reason is not None:
+        # run the captured graph as it is (ATen's own kernels), not a decomposed one
+        _warn_once(f"kiln: {reason}; graphs on {dev} run through ATen")
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
-                                "extern_ops": [], "reason": f"inputs on {dev}"})
+                                "extern_ops": [], "reason": reason})
         return gm.forward
     try:
         g, unwrap = _tupled(gm)
@@ -385,6 +419,91 @@ def kiln(gm, example_inputs):
         compiled_graphs.append({"aten_ops": 0, "kernels": 0, "externs": 0, "fallbacks": 1, "extern_ops": [],
                                 "reason": f"{type(e).__name__}: {e}"})
         return gm.forward
+
+
+def kiln_cudagraphs(gm, example_inputs):
+    """The kiln backend with mode="reduce-overhead": a graph whose inputs are
+    on a CUDA device (and that computes no gradients) is replayed as a CUDA
+    graph.  Elsewhere it is the plain kiln backend."""
+    fn = kiln(gm, example_inputs)
+    dev = _non_cpu(example_inputs)
+    if dev is None or dev.type != "cuda" or any(getattr(t, "requires_grad", False) for t in example_inputs):
+        return fn
+    return CudaGraphed(fn, dev)
+
+
+class CudaGraphed:
+    """A compiled graph replayed as a CUDA graph, as torch.compile's
+    reduce-overhead mode does.
+
+    The first call runs normally; the second records which inputs kept their
+    address (parameters, buffers: read in place by the graph) and which moved
+    (activations: copied into static buffers before each replay), then
+    captures.  A replay whose in-place input has moved runs without the graph.
+    Outputs are copied out of the graph's memory, so a result stays valid
+    after the next call."""
+
+    def __init__(self, fn, device):
+        self.fn = fn
+        self.device = device
+        self.kiln_stats = getattr(fn, "kiln_stats", None)
+        self.graph = None
+        self.failed = False
+        self.calls = 0
+        self.first_ptrs = None
+
+    @staticmethod
+    def _ptrs(args):
+        return [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+
+    def __call__(self, *args):
+        if self.graph is not None:
+            return self._replay(args)
+        self.calls += 1
+        if self.failed or torch.is_grad_enabled() and any(getattr(a, "requires_grad", False) for a in args):
+            return self.fn(*args)
+        if self.calls == 1:
+            self.first_ptrs = self._ptrs(args)
+            return self.fn(*args)
+        try:
+            return self._capture(args)
+        except Exception as e:  # capture is an optimisation: never fail the user's call
+            if config.debug:
+                raise
+            _warn_once(f"kiln: CUDA graph capture failed, running without it: {type(e).__name__}: {e}")
+            self.failed = True
+            self.graph = None
+            return self.fn(*args)
+
+    def _capture(self, args):
+        ptrs = self._ptrs(args)
+        self.copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and ptrs[i] != self.first_ptrs[i]]
+        self.static = list(args)
+        for i in self.copied:
+            self.static[i] = args[i].clone()
+        self.inplace = [(i, ptrs[i]) for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.copied]
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            self.fn(*self.static)   # warm-up on the side stream, as CUDA graph capture wants
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.outputs = self.fn(*self.static)
+        self.graph = graph
+        return self._replay(args)
+
+    def _replay(self, args):
+        for i, p in self.inplace:
+            if args[i].data_ptr() != p:
+                return self.fn(*args)
+        for i in self.copied:
+            self.static[i].copy_(args[i])
+        self.graph.replay()
+        out = self.outputs
+        if isinstance(out, torch.Tensor):
+            return out.clone()
+        return type(out)(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
 
 
 def _data_dependent(e):
@@ -431,17 +550,23 @@ def compile_many(items):
             f = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
             mine = []
         results.append((f, mine))
-    programs, owners = [], []
+    by_device = {}
     for i, d in enumerate(deferred):
         try:
-            prog, consts, single = _prepare(d.gm, f"g{i}_")
-            programs.append(prog)
-            owners.append((d, prog, consts, single))
+            dev = fx_bridge.graph_device(d.gm)
+            prog, consts, single = _prepare(d.gm, f"g{i}_", dev)
+            by_device.setdefault(dev, []).append((d, prog, consts, single))
         except Exception as e:
             d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
             d.kiln_stats = d.target.kiln_stats
+    for dev, owners in by_device.items():
+        _build_owned(owners, dev)
+    return _gather(results)
+
+
+def _build_owned(owners, dev):
     try:
-        so = _build(programs)
+        so = _build([o[1] for o in owners], dev)
         for d, prog, consts, single in owners:
             d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
             d.kiln_stats = d.target.kiln_stats
@@ -449,11 +574,14 @@ def compile_many(items):
         # one bad unit must not take the others down: build each alone
         for d, prog, consts, single in owners:
             try:
-                so = _build([prog])
+                so = _build([prog], dev)
                 d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
             except Exception as e:
                 d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
             d.kiln_stats = d.target.kiln_stats
+
+
+def _gather(results):
     out = []
     for f, mine in results:
         if isinstance(f, EagerGraph):

@@ -23,9 +23,9 @@ class Unsupported(Exception):
     """The graph cannot be compiled by kiln (it runs eagerly instead)."""
 
 
-def _meta_of(val):
+def _meta_of(val, device="cpu"):
     if isinstance(val, torch.Tensor):
-        if val.layout != torch.strided or val.dtype not in DTYPE_CODE or val.device.type != "cpu":
+        if val.layout != torch.strided or val.dtype not in DTYPE_CODE or val.device.type != device:
             return None
         try:
             return (tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride()), DTYPE_CODE[val.dtype])
@@ -77,9 +77,22 @@ def _schema_args(target, args, kwargs):
     return out
 
 
-def describe(gm):
+def graph_device(gm):
+    """The device of a graph's tensor inputs (cpu when it has none)."""
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            val = n.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.device.type != "cpu":
+                return val.device
+    return torch.device("cpu")
+
+
+def describe(gm, device="cpu"):
     """Returns (desc, constants): desc is the tuple src/graph/graph.c parses;
-    constants are tensors of get_attr nodes, passed after the real inputs."""
+    constants are tensors of get_attr nodes, passed after the real inputs.
+    `device` is the device type kernels are generated for: tensors elsewhere
+    have no metadata for the C core (their ops run in ATen)."""
+    _meta = lambda v: _meta_of(v, device)
     nodes, inputs, outputs, constants = [], [], [], []
     index = {}
     graph = gm.graph
@@ -92,24 +105,26 @@ def describe(gm):
         if n.op == "placeholder":
             if val is not None and not isinstance(val, torch.Tensor):
                 raise Unsupported(f"non-tensor input {n.name}")
-            if isinstance(val, torch.Tensor) and val.device.type != "cpu":
-                raise Unsupported(f"input {n.name} is on {val.device}")
+            if isinstance(val, torch.Tensor) and val.device.type != device:
+                raise Unsupported(f"input {n.name} is on {val.device}, not {device}")
             inputs.append(len(nodes))
-            nodes.append(("input", (), (_meta_of(val),) if val is not None else None, False, uses, None, (), {}))
+            nodes.append(("input", (), (_meta(val),) if val is not None else None, False, uses, None, (), {}))
         elif n.op == "get_attr":
             t = gm
             for part in str(n.target).split("."):
                 t = getattr(t, part, None)
             if not isinstance(t, torch.Tensor):
                 raise Unsupported(f"get_attr {n.target} is not a tensor")
+            if t.device.type != device:
+                raise Unsupported(f"constant {n.target} is on {t.device}, not {device}")
             constants.append(t)
             inputs.append(len(nodes))
-            nodes.append(("input", (), (_meta_of(t),), False, uses, None, (), {}))
+            nodes.append(("input", (), (_meta(t),), False, uses, None, (), {}))
         elif n.op == "call_function":
             tgt = n.target
             if tgt is operator.getitem:
                 src, i = n.args
-                nodes.append(("getitem", (Ref(index[src]), int(i)), (_meta_of(val),), False, uses, None, (), {}))
+                nodes.append(("getitem", (Ref(index[src]), int(i)), (_meta(val),), False, uses, None, (), {}))
                 continue
             if not isinstance(tgt, torch._ops.OpOverload):
                 raise Unsupported(f"call of {tgt}")
@@ -118,12 +133,12 @@ def describe(gm):
             conv = [_convert(a, index) for a in full]
             if name == "aten._to_copy.default":
                 dev = n.kwargs.get("device")
-                if dev is not None and torch.device(dev).type != "cpu":
+                if dev is not None and torch.device(dev).type != device:
                     conv.append("device-change")
             if isinstance(val, (tuple, list)):
-                metas, is_tuple = tuple(_meta_of(v) for v in val), True
+                metas, is_tuple = tuple(_meta(v) for v in val), True
             else:
-                metas, is_tuple = (_meta_of(val),), False
+                metas, is_tuple = (_meta(val),), False
             cargs = tuple(_call_value(a, index) for a in n.args)
             ckw = {k: _call_value(v, index) for k, v in n.kwargs.items()}
             # the extern call goes straight to the C++ operator (OpOverload's

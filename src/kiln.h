@@ -284,6 +284,12 @@ typedef struct {
     int64_t work;         /* elements touched, for the parallel threshold */
     int permuted;         /* loop order differs from the logical dim order */
     int perm[2 * KN_MAXDIM]; /* logical position (in O ++ I) -> loop position */
+    /* CUDA launch (codegen/cuda.c): threads per block, blocks, and the
+       buffer ids passed as the kernel's pointer arguments, in order */
+    int cu_threads;
+    int64_t cu_blocks;
+    int cu_nparams;
+    int *cu_params;
 } kn_kernel;
 
 struct kn_ctx {
@@ -312,6 +318,8 @@ struct kn_ctx {
     int packed_linear;        /* oneDNN packed linear is available */
     const char *prefix;       /* symbol prefix for generated functions */
     int dump_loops;
+    int cuda;                 /* target: 0 C for the CPU, 1 CUDA C */
+    int cuda_sms;             /* CUDA: multiprocessors of the device (launch sizing) */
 };
 
 kn_buf *kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *size);
@@ -343,6 +351,10 @@ void kn_dump_loops(kn_ctx *c, kn_str *s);
 /* codegen/c.c */
 int kn_codegen_c(kn_ctx *c, kn_str *out);
 const char *kn_codegen_prelude(void);
+/* codegen/cuda.c: one extern "C" __global__ function per kernel; fills each
+   kernel's cu_* launch fields */
+int kn_codegen_cuda(kn_ctx *c, kn_str *out);
+const char *kn_codegen_prelude_cuda(void);
 
 /* runtime/load.c */
 PyObject *kn_py_build(PyObject *self, PyObject *args);

@@ -1,10 +1,13 @@
 /* module.c — the kiln._C extension module: entry points called by kiln's
  * Python shell.
  *
- *   compile(desc, prefix, want_loops[, packed_linear]) -> Program
+ *   compile(desc, prefix, want_loops[, packed_linear, cuda, sms]) -> Program
  *                                                   parse, lower, fuse, plan, generate C
+ *                                                   (CUDA C when cuda: sms sizes launches)
  *   build(units, cache_dir, cc, cflags, salt, jobs) -> (so_path, was_cached)
  *   prelude() -> str                                text heading every generated unit
+ *   prelude_cuda() -> str                           text heading every generated CUDA program
+ *   nvrtc_compile(src, arch[, nvrtc]) -> (cubin, log)  NVRTC only (no GPU needed)
  *   lowered_ops() -> list[str]                      ATen ops lowered in C (graph/ops.def)
  *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref[, reorder, linear])
  *   set_linear_mode(-1 | 0 | 1)                     how linear layers choose oneDNN or ATen
@@ -15,12 +18,14 @@
 int kn_capture_init(PyObject *module);   /* capture/hook.c */
 extern PyTypeObject kn_CudaModuleType;  /* runtime/cuda.c */
 PyObject *kn_py_cuda_available(PyObject *self, PyObject *args);
+PyObject *kn_py_nvrtc_compile(PyObject *self, PyObject *args);
 #include <string.h>
 
 PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops);
 PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
 int kn_runtime_packed_linear(void);
 PyObject *kn_py_set_linear_mode(PyObject *self, PyObject *arg);
+PyObject *kn_py_set_cuda_stream(PyObject *self, PyObject *fn);
 PyObject *kn_compiler_error_type(void);
 extern PyTypeObject kn_LibraryType, kn_ProgramType;
 
@@ -39,12 +44,14 @@ py_compile(PyObject *self, PyObject *args)
     (void)self;
     PyObject *desc;
     const char *prefix;
-    int want_loops, packed_linear = 0;
-    if (!PyArg_ParseTuple(args, "O!sp|p", &PyTuple_Type, &desc, &prefix, &want_loops, &packed_linear))
+    int want_loops, packed_linear = 0, cuda = 0, sms = 0;
+    if (!PyArg_ParseTuple(args, "O!sp|ppi", &PyTuple_Type, &desc, &prefix, &want_loops, &packed_linear, &cuda, &sms))
         return NULL;
     kn_ctx c;
     memset(&c, 0, sizeof c);
-    c.packed_linear = packed_linear && kn_runtime_packed_linear();
+    c.cuda = cuda;
+    c.cuda_sms = sms;
+    c.packed_linear = !cuda && packed_linear && kn_runtime_packed_linear();
     kn_str src = {0}, loops = {0};
     PyObject *source = NULL, *loops_s = NULL, *prog = NULL;
     c.prefix = prefix;
@@ -53,7 +60,7 @@ py_compile(PyObject *self, PyObject *args)
         goto done;
     if (kn_graph_parse(&c, desc, &c.g) < 0 || kn_lower_graph(&c) < 0 || kn_fuse(&c) < 0 || kn_plan(&c) < 0)
         goto done;
-    if (kn_codegen_c(&c, &src) < 0)
+    if ((cuda ? kn_codegen_cuda(&c, &src) : kn_codegen_c(&c, &src)) < 0)
         goto done;
     if (src.oom) {
         PyErr_NoMemory();
@@ -86,6 +93,14 @@ py_prelude(PyObject *self, PyObject *unused)
 }
 
 static PyObject *
+py_prelude_cuda(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyUnicode_FromString(kn_codegen_prelude_cuda());
+}
+
+static PyObject *
 py_lowered_ops(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -97,8 +112,13 @@ static PyMethodDef methods[] = {
     {"compile", py_compile, METH_VARARGS, "Compile a graph description into a Program (not yet loaded)."},
     {"build", kn_py_build, METH_VARARGS, "Compile C units into a cached shared object; returns (path, cached)."},
     {"prelude", py_prelude, METH_NOARGS, "The C text that heads every generated unit."},
+    {"prelude_cuda", py_prelude_cuda, METH_NOARGS, "The CUDA C text that heads every generated CUDA program."},
+    {"nvrtc_compile", kn_py_nvrtc_compile, METH_VARARGS,
+     "nvrtc_compile(source, arch, nvrtc_path=None) -> (cubin, log): compile CUDA C with NVRTC alone."},
     {"lowered_ops", py_lowered_ops, METH_NOARGS, "Names of the ATen ops kiln lowers itself."},
     {"set_runtime", kn_py_set_runtime, METH_VARARGS, "Hand the C runtime torch's allocation functions."},
+    {"set_cuda_stream", kn_py_set_cuda_stream, METH_O,
+     "Hand the C runtime a function: device index -> torch's current CUDA stream (an int)."},
     {"set_linear_mode", kn_py_set_linear_mode, METH_O,
      "Linear layers: -1 time oneDNN-packed against ATen per shape (default), 0 always ATen, 1 always packed."},
     {"cuda_available", kn_py_cuda_available, METH_VARARGS,

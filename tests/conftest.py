@@ -11,3 +11,21 @@ import kiln  # noqa: E402
 
 kiln.config.cache_dir = _cache
 kiln.config.debug = True
+
+
+import pytest  # noqa: E402
+import kiln.cuda  # noqa: E402
+
+_CUDA = None
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def dev(request):
+    """Run a test on the CPU and, where kiln can use one, a CUDA GPU."""
+    global _CUDA
+    if request.param == "cuda":
+        if _CUDA is None:
+            _CUDA = kiln.cuda.available()[0]
+        if not _CUDA:
+            pytest.skip("no CUDA device usable by kiln here")
+    return request.param

@@ -1,4 +1,6 @@
-"""Golden fusion tests: how many kernels kiln generates for common patterns.
+"""Golden fusion tests: how many kernels kiln generates for common patterns,
+on the CPU and (where there is one) a CUDA GPU: both render the same fused
+loop IR.
 
 A reduction fuses with the pointwise work before and after it, so the
 normalisations are one kernel each."""
@@ -11,43 +13,48 @@ import kiln
 def kernels(fn, *args):
     e = kiln.explain(fn)(*args)
     assert e.fallbacks_per_graph == [0] * e.graph_count
+    # and the fused kernels compute what eager does
+    with torch.no_grad():
+        want, got = fn(*args), kiln.compile(fn)(*args)
+    for w, g in zip(torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
     return e.kernels_per_graph
 
 
-def test_pointwise_then_sum_is_one_kernel():
-    assert kernels(lambda x: (x * 2 + 1).relu().sum(-1), torch.randn(64, 1000)) == [1]
+def test_pointwise_then_sum_is_one_kernel(dev):
+    assert kernels(lambda x: (x * 2 + 1).relu().sum(-1), torch.randn(64, 1000, device=dev)) == [1]
 
 
-def test_softmax_is_one_kernel():
-    assert kernels(lambda x: x.softmax(-1), torch.randn(64, 1000)) == [1]
+def test_softmax_is_one_kernel(dev):
+    assert kernels(lambda x: x.softmax(-1), torch.randn(64, 1000, device=dev)) == [1]
 
 
-def test_log_softmax_is_one_kernel():
-    assert kernels(lambda x: F.log_softmax(x, -1), torch.randn(64, 1000)) == [1]
+def test_log_softmax_is_one_kernel(dev):
+    assert kernels(lambda x: F.log_softmax(x, -1), torch.randn(64, 1000, device=dev)) == [1]
 
 
-def test_layer_norm_is_one_kernel():
-    w, b = torch.randn(256), torch.randn(256)
-    assert kernels(lambda x: F.layer_norm(x, (256,), w, b), torch.randn(8, 32, 256)) == [1]
+def test_layer_norm_is_one_kernel(dev):
+    w, b = torch.randn(256, device=dev), torch.randn(256, device=dev)
+    assert kernels(lambda x: F.layer_norm(x, (256,), w, b), torch.randn(8, 32, 256, device=dev)) == [1]
 
 
-def test_rms_norm_is_one_kernel():
-    w = torch.randn(256)
+def test_rms_norm_is_one_kernel(dev):
+    w = torch.randn(256, device=dev)
 
     def rms(x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
 
-    assert kernels(rms, torch.randn(8, 32, 256)) == [1]
+    assert kernels(rms, torch.randn(8, 32, 256, device=dev)) == [1]
 
 
-def test_residual_add_and_layer_norm_share_a_kernel():
-    w, b = torch.randn(256), torch.randn(256)
+def test_residual_add_and_layer_norm_share_a_kernel(dev):
+    w, b = torch.randn(256, device=dev), torch.randn(256, device=dev)
 
     def f(x, y):
         h = x + y
         return h, F.layer_norm(h, (256,), w, b)
 
-    assert kernels(f, torch.randn(4, 16, 256), torch.randn(4, 16, 256)) == [1]
+    assert kernels(f, torch.randn(4, 16, 256, device=dev), torch.randn(4, 16, 256, device=dev)) == [1]
 
 
 class GPT2Block(torch.nn.Module):
@@ -70,7 +77,7 @@ class GPT2Block(torch.nn.Module):
         return x + self.c_out(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
 
-def test_gpt2_block_kernel_count():
+def test_gpt2_block_kernel_count(dev):
     """One GPT-2 block is 3 kernels: ln_1 (layer norm stored straight into the
     qkv matmul's input); residual add + ln_2 (one kernel: the residual stream
     is stored for the final add, the normalised rows for the fc matmul); and
@@ -79,18 +86,18 @@ def test_gpt2_block_kernel_count():
     reaches the projection as a view: no copies.  The final residual add is
     the projection matmul's epilogue and lands in a 4th kernel, since an extern
     call ends a kernel."""
-    m = GPT2Block().eval()
-    x = torch.randn(2, 32, 128)
+    m = GPT2Block().eval().to(dev)
+    x = torch.randn(2, 32, 128, device=dev)
     with torch.no_grad():
         assert kernels(m, x) == [4]
 
 
-def test_transformers_gpt2_fuses_to_a_few_kernels_per_layer():
+def test_transformers_gpt2_fuses_to_a_few_kernels_per_layer(dev):
     import transformers
 
     cfg = transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000, n_positions=64)
-    m = transformers.GPT2Model(cfg).eval()
-    x = torch.randint(0, 1000, (2, 32))
+    m = transformers.GPT2Model(cfg).eval().to(dev)
+    x = torch.randint(0, 1000, (2, 32), device=dev)
     with torch.no_grad():
         e = kiln.explain(m)(x)
     assert e.graph_count == 1 and e.fallbacks_per_graph == [0]

@@ -14,7 +14,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "emit.h"
 #include "prelude.inc" /* static const char kn_prelude_text[] (from prelude.h) */
+#include "prelude_cuda.inc" /* kn_prelude_cuda_text (from prelude_cuda.h) */
 
 const kn_sop_info kn_sops[KN_S__COUNT] = {
 #define SOP(name, nargs, cls, tmpl) {#name, nargs, KN_SC_##cls, tmpl},
@@ -28,25 +30,31 @@ kn_codegen_prelude(void)
     return kn_prelude_text;
 }
 
+const char *
+kn_codegen_prelude_cuda(void)
+{
+    return kn_prelude_cuda_text;
+}
+
 
 static const char *ctype_of[KN_NDTYPES] = {"b_t", "uint8_t", "int8_t", "int16_t", "int32_t", "int64_t",
                                             "float", "float", "float", "double"};
 static const char *tag_of[KN_NDTYPES] = {"b", "u8", "i8", "i16", "i32", "i64", "f32", "f32", "f32", "f64"};
 
-/* ---------------------------------------------------------------- emission state */
-typedef struct {
-    kn_ctx *c;
-    kn_str *s;
-    const kn_kernel *k;
-    int kid;
-    int scope[8];        /* active scope tokens */
-    int nscope;
-    int indent;
-    int par_red;         /* parallelise reduction loops themselves */
-} gen;
+const char *
+kn_cg_ctype(kn_dtype dt)
+{
+    return ctype_of[dt];
+}
+
+const char *
+kn_cg_tag(kn_dtype dt)
+{
+    return tag_of[dt];
+}
 
 static int
-active(gen *g, int mark)
+active(kn_gen *g, int mark)
 {
     for (int i = 0; i < g->nscope; i++)
         if (g->scope[i] == mark)
@@ -58,29 +66,40 @@ active(gen *g, int mark)
    numbers that fuse.c and plan.c leave in kn_expr.mark. */
 static int token_counter = 100000000;
 
-static void
-open_scope(gen *g)
+void
+kn_cg_open_scope(kn_gen *g)
 {
     g->scope[g->nscope++] = ++token_counter;
     g->indent++;
 }
 
-static void
-close_scope(gen *g)
+void
+kn_cg_close_scope(kn_gen *g)
 {
     g->nscope--;
     g->indent--;
 }
 
-static void
-ind(gen *g)
+void
+kn_cg_ind(kn_gen *g)
 {
     for (int i = 0; i < g->indent; i++)
         kn_str_printf(g->s, "  ");
 }
 
+/* CUDA: a pure index expression whose range fits in int32 is computed in
+   32-bit arithmetic (64-bit division is a long instruction sequence on GPUs). */
+static int
+is32(kn_gen *g, kn_expr *e)
+{
+    int64_t lo, hi;
+    if (!g->cuda || !g->ix32 || e->dt != KN_I64)
+        return 0;
+    return kn_expr_range(e, &lo, &hi) && lo >= INT32_MIN && hi <= INT32_MAX;
+}
+
 static void
-render_const(kn_str *s, kn_expr *e)
+render_const(kn_str *s, kn_expr *e, int plain)
 {
     switch ((kn_dtype)e->dt) {
     case KN_F32:
@@ -101,7 +120,9 @@ render_const(kn_str *s, kn_expr *e)
         kn_str_printf(s, "%d", e->i ? 1 : 0);
         break;
     case KN_I64:
-        if (e->i == INT64_MIN)
+        if (plain)
+            kn_str_printf(s, "%lld", (long long)e->i);
+        else if (e->i == INT64_MIN)
             kn_str_printf(s, "INT64_MIN");
         else
             kn_str_printf(s, "INT64_C(%lld)", (long long)e->i);
@@ -111,34 +132,33 @@ render_const(kn_str *s, kn_expr *e)
     }
 }
 
-static void emit_ref(gen *g, kn_expr *e, kn_str *out);
-static int is_outer_member(const kn_kernel *k, const kn_buf *b);
+static void emit_ref(kn_gen *g, kn_expr *e, kn_str *out);
 
 /* Values computed once per outer point of this kernel (reductions and outer
    pointwise members) live in registers r<id>. */
-static int
-in_register(gen *g, const kn_buf *b)
+int
+kn_cg_in_register(kn_gen *g, const kn_buf *b)
 {
     if (b->kernel != g->kid)
         return 0;
     if (b->kind == KN_B_REDUCTION)
         return b->rop != KN_R_CUMSUM && b->rop != KN_R_CUMPROD;
-    return is_outer_member(g->k, b);
+    return kn_cg_is_outer_member(g->k, b);
 }
 
 /* Emit the statements needed for e in the current scope; afterwards
    emit_ref renders a reference to its value. */
-static void
-emit(gen *g, kn_expr *e)
+void
+kn_cg_emit(kn_gen *g, kn_expr *e)
 {
     if (e->op == KN_S_CONST || e->op == KN_S_VAR || e->op == KN_S_LOCAL)
         return;
     if (e->mark > 0 && active(g, e->mark))
         return;
     for (int j = 0; j < e->n; j++)
-        emit(g, e->a[j]);
+        kn_cg_emit(g, e->a[j]);
     /* A load of a value kept in a register by this kernel is that register. */
-    if (e->op == KN_S_LOAD && in_register(g, g->c->bufs[e->i]))
+    if (e->op == KN_S_LOAD && kn_cg_in_register(g, g->c->bufs[e->i]))
         return;
     /* index arithmetic stays inline; everything else becomes a temporary */
     if (e->dt == KN_I64 && (e->op == KN_S_ADD || e->op == KN_S_MUL) && e->depth > 0)
@@ -153,7 +173,7 @@ emit(gen *g, kn_expr *e)
         if (st == KN_BF16)
             kn_str_printf(&rhs, "kn_bf2f(b%d[%s])", b->id, ix.p ? ix.p : "0");
         else if (st == KN_F16)
-            kn_str_printf(&rhs, "(float)b%d[%s]", b->id, ix.p ? ix.p : "0");
+            kn_str_printf(&rhs, g->cuda ? "kn_h2f(b%d[%s])" : "(float)b%d[%s]", b->id, ix.p ? ix.p : "0");
         else
             kn_str_printf(&rhs, "b%d[%s]", b->id, ix.p ? ix.p : "0");
         kn_str_free(&ix);
@@ -205,24 +225,24 @@ emit(gen *g, kn_expr *e)
             kn_str_free(&args[j]);
     }
     }
-    ind(g);
-    kn_str_printf(g->s, "const %s t%u = %s;\n", ctype_of[e->dt], e->id, rhs.p ? rhs.p : "0");
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "const %s t%u = %s;\n", is32(g, e) ? "int" : ctype_of[e->dt], e->id, rhs.p ? rhs.p : "0");
     kn_str_free(&rhs);
     e->mark = g->scope[g->nscope - 1];
 }
 
 static void
-emit_ref(gen *g, kn_expr *e, kn_str *out)
+emit_ref(kn_gen *g, kn_expr *e, kn_str *out)
 {
     switch (e->op) {
     case KN_S_CONST:
-        render_const(out, e);
+        render_const(out, e, is32(g, e));
         return;
     case KN_S_VAR:
         kn_str_printf(out, "v%lld", (long long)e->i);
         return;
     case KN_S_LOAD:
-        if (in_register(g, g->c->bufs[e->i])) {
+        if (kn_cg_in_register(g, g->c->bufs[e->i])) {
             kn_str_printf(out, "r%lld", (long long)e->i);
             return;
         }
@@ -248,46 +268,46 @@ emit_ref(gen *g, kn_expr *e, kn_str *out)
 static uint32_t hoist_gen = 1;
 
 static void
-hoist_rec(gen *g, kn_expr *e, uint32_t stamp)
+hoist_rec(kn_gen *g, kn_expr *e, uint32_t stamp)
 {
     if (e->visit == stamp || e->op == KN_S_CONST || e->op == KN_S_VAR)
         return;
     e->visit = stamp;
     if (e->depth <= 1) {
-        emit(g, e);
+        kn_cg_emit(g, e);
         return;
     }
     for (int j = 0; j < e->n; j++)
         hoist_rec(g, e->a[j], stamp);
 }
 
-static void
-hoist(gen *g, kn_expr *e)
+void
+kn_cg_hoist(kn_gen *g, kn_expr *e)
 {
     hoist_rec(g, e, ++hoist_gen);
 }
 
 /* Emit everything e needs, then return its reference text (caller frees). */
-static kn_str
-value(gen *g, kn_expr *e)
+kn_str
+kn_cg_value(kn_gen *g, kn_expr *e)
 {
-    emit(g, e);
+    kn_cg_emit(g, e);
     kn_str r = {0};
     emit_ref(g, e, &r);
     return r;
 }
 
-static void
-store(gen *g, kn_buf *b, kn_expr *ix, const char *val)
+void
+kn_cg_store(kn_gen *g, kn_buf *b, kn_expr *ix, const char *val)
 {
-    kn_str i = value(g, ix);
-    ind(g);
+    kn_str i = kn_cg_value(g, ix);
+    kn_cg_ind(g);
     switch (b->dt) {
     case KN_BF16:
         kn_str_printf(g->s, "b%d[%s] = kn_f2bf(%s);\n", b->id, i.p, val);
         break;
     case KN_F16:
-        kn_str_printf(g->s, "b%d[%s] = (_Float16)(%s);\n", b->id, i.p, val);
+        kn_str_printf(g->s, g->cuda ? "b%d[%s] = kn_f2h(%s);\n" : "b%d[%s] = (_Float16)(%s);\n", b->id, i.p, val);
         break;
     default:
         kn_str_printf(g->s, "b%d[%s] = (%s)(%s);\n", b->id, i.p, kn_dtype_ctype[b->dt], val);
@@ -296,40 +316,40 @@ store(gen *g, kn_buf *b, kn_expr *ix, const char *val)
 }
 
 /* ---------------------------------------------------------------- loops */
-static void
-open_loops(gen *g, int n, const int64_t *ext, int var0, int simd_last, const char *clause)
+void
+kn_cg_open_loops(kn_gen *g, int n, const int64_t *ext, int var0, int simd_last, const char *clause)
 {
     if (g->par_red && simd_last && clause && n > 0) {
         /* a reduction over a large space with little outer parallelism:
            threads split the reduction space, each with vector lanes */
-        ind(g);
+        kn_cg_ind(g);
         kn_str_printf(g->s, "#pragma omp parallel for simd collapse(%d) schedule(static) %s\n", n, clause);
         simd_last = 0;
     }
     for (int d = 0; d < n; d++) {
         if (d == n - 1 && simd_last) {
-            ind(g);
+            kn_cg_ind(g);
             kn_str_printf(g->s, "#pragma omp simd%s%s\n", clause ? " " : "", clause ? clause : "");
         }
-        ind(g);
-        kn_str_printf(g->s, "for (int64_t v%d = 0; v%d < %lld; v%d++) {\n", var0 + d, var0 + d, (long long)ext[d],
-                      var0 + d);
-        open_scope(g);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "for (%s v%d = 0; v%d < %lld; v%d++) {\n", g->cuda ? "kn_ix" : "int64_t", var0 + d,
+                      var0 + d, (long long)ext[d], var0 + d);
+        kn_cg_open_scope(g);
     }
 }
 
-static void
-close_loops(gen *g, int n)
+void
+kn_cg_close_loops(kn_gen *g, int n)
 {
     for (int d = 0; d < n; d++) {
-        close_scope(g);
-        ind(g);
+        kn_cg_close_scope(g);
+        kn_cg_ind(g);
         kn_str_printf(g->s, "}\n");
     }
 }
 
-static const char *
-acc_init(kn_rop r, kn_dtype acc, int *is_float)
+const char *
+kn_cg_acc_init(kn_rop r, kn_dtype acc, int *is_float)
 {
     *is_float = kn_dtype_is_float(acc);
     switch (r) {
@@ -366,7 +386,7 @@ acc_init(kn_rop r, kn_dtype acc, int *is_float)
 
 /* Flat index within the inner space (for argmax/argmin). */
 static void
-flat_inner(gen *g, kn_str *out)
+flat_inner(kn_gen *g, kn_str *out)
 {
     const kn_kernel *k = g->k;
     kn_str_printf(out, "(INT64_C(0)");
@@ -379,7 +399,7 @@ flat_inner(gen *g, kn_str *out)
 }
 
 static int
-gen_reduction(gen *g, kn_buf *b)
+gen_reduction(kn_gen *g, kn_buf *b)
 {
     kn_ctx *c = g->c;
     kn_subst s;
@@ -389,12 +409,12 @@ gen_reduction(gen *g, kn_buf *b)
     if (body == NULL)
         return -1;
     int isf;
-    const char *init = acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
+    const char *init = kn_cg_acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
     const char *at = b->acc_dt == KN_BOOL ? "int" : ctype_of[b->acc_dt];
     int id = b->id;
     const kn_kernel *k = g->k;
-    hoist(g, body);
-    ind(g);
+    kn_cg_hoist(g, body);
+    kn_cg_ind(g);
     switch (b->rop) {
     case KN_R_SUM: case KN_R_PROD: case KN_R_ANY: case KN_R_ALL: {
         /* an OpenMP-combinable update: a op= v (truth values for any/all) */
@@ -403,12 +423,12 @@ gen_reduction(gen *g, kn_buf *b)
         kn_str_printf(g->s, "%s a%d = %s;\n", truth ? "int" : at, id, init);
         char clause[64];
         snprintf(clause, sizeof clause, "reduction(%c:a%d)", opc, id);
-        open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
-        kn_str v = value(g, body);
-        ind(g);
+        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
+        kn_str v = kn_cg_value(g, body);
+        kn_cg_ind(g);
         kn_str_printf(g->s, truth ? "a%d %c= (%s != 0);\n" : "a%d %c= %s;\n", id, opc, v.p);
         kn_str_free(&v);
-        close_loops(g, k->ninner);
+        kn_cg_close_loops(g, k->ninner);
         break;
     }
     case KN_R_MAX: case KN_R_MIN: {
@@ -419,32 +439,32 @@ gen_reduction(gen *g, kn_buf *b)
             snprintf(clause, sizeof clause, "reduction(%s:a%d) reduction(|:n%d)", mm, id, id);
         else
             snprintf(clause, sizeof clause, "reduction(%s:a%d)", mm, id);
-        open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
-        kn_str v = value(g, body);
-        ind(g);
+        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
+        kn_str v = kn_cg_value(g, body);
+        kn_cg_ind(g);
         kn_str_printf(g->s, "a%d = (%s %s a%d) ? %s : a%d;\n", id, v.p, b->rop == KN_R_MAX ? ">" : "<", id, v.p, id);
         if (isf) {
-            ind(g);
+            kn_cg_ind(g);
             kn_str_printf(g->s, "n%d |= __builtin_isnan(%s);\n", id, v.p);
         }
         kn_str_free(&v);
-        close_loops(g, k->ninner);
+        kn_cg_close_loops(g, k->ninner);
         if (isf) {
-            ind(g);
+            kn_cg_ind(g);
             kn_str_printf(g->s, "if (n%d) a%d = NAN;\n", id, id);
         } else {
-            ind(g);
+            kn_cg_ind(g);
             kn_str_printf(g->s, "(void)n%d;\n", id);
         }
         break;
     }
     case KN_R_ARGMAX: case KN_R_ARGMIN: {
         kn_str_printf(g->s, "%s m%d = %s; int64_t a%d = 0;\n", at, id, init, id);
-        open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 0, NULL);
-        kn_str v = value(g, body);
+        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 0, NULL);
+        kn_str v = kn_cg_value(g, body);
         kn_str fi = {0};
         flat_inner(g, &fi);
-        ind(g);
+        kn_cg_ind(g);
         if (isf)
             kn_str_printf(g->s, "if ((%s %s m%d || __builtin_isnan(%s)) && !__builtin_isnan(m%d)) { m%d = %s; a%d = %s; }\n",
                           v.p, b->rop == KN_R_ARGMAX ? ">" : "<", id, v.p, id, id, v.p, id, fi.p);
@@ -453,8 +473,8 @@ gen_reduction(gen *g, kn_buf *b)
                           id, v.p, id, fi.p);
         kn_str_free(&v);
         kn_str_free(&fi);
-        close_loops(g, k->ninner);
-        ind(g);
+        kn_cg_close_loops(g, k->ninner);
+        kn_cg_ind(g);
         kn_str_printf(g->s, "(void)m%d;\n", id);
         break;
     }
@@ -464,7 +484,7 @@ gen_reduction(gen *g, kn_buf *b)
     }
     /* the result: a register r<id>, stored unless local */
     kn_dtype rdt = kn_dtype_compute(b->dt);
-    ind(g);
+    kn_cg_ind(g);
     kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", ctype_of[rdt], id, ctype_of[rdt], id);
     if (!b->local) {
         kn_expr *ix = kn_store_index(c, k, b);
@@ -472,14 +492,14 @@ gen_reduction(gen *g, kn_buf *b)
             return -1;
         char name[32];
         snprintf(name, sizeof name, "r%d", id);
-        store(g, b, ix, name);
+        kn_cg_store(g, b, ix, name);
     }
     return 0;
 }
 
 /* cumsum/cumprod: for each outer point, a sequential loop over the scan dim. */
-static int
-gen_scan(gen *g, kn_buf *b)
+int
+kn_cg_scan(kn_gen *g, kn_buf *b)
 {
     kn_ctx *c = g->c;
     kn_subst s;
@@ -504,23 +524,23 @@ gen_scan(gen *g, kn_buf *b)
         ix = kn_iadd(c, ix, kn_imul(c, v, b->stride[d]));
     }
     int isf;
-    const char *init = acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
-    ind(g);
+    const char *init = kn_cg_acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
+    kn_cg_ind(g);
     kn_str_printf(g->s, "%s a%d = %s;\n", ctype_of[b->acc_dt], b->id, init);
-    open_loops(g, g->k->ninner, g->k->inner, KN_VAR_I(0), 0, NULL);
-    kn_str v = value(g, body);
-    ind(g);
+    kn_cg_open_loops(g, g->k->ninner, g->k->inner, KN_VAR_I(0), 0, NULL);
+    kn_str v = kn_cg_value(g, body);
+    kn_cg_ind(g);
     kn_str_printf(g->s, "a%d %s= %s;\n", b->id, b->rop == KN_R_CUMSUM ? "+" : "*", v.p);
     kn_str_free(&v);
     char name[32];
     snprintf(name, sizeof name, "a%d", b->id);
-    store(g, b, ix, name);
-    close_loops(g, g->k->ninner);
+    kn_cg_store(g, b, ix, name);
+    kn_cg_close_loops(g, g->k->ninner);
     return 0;
 }
 
-static int
-is_outer_member(const kn_kernel *k, const kn_buf *b)
+int
+kn_cg_is_outer_member(const kn_kernel *k, const kn_buf *b)
 {
     if (b->kind != KN_B_POINTWISE || !k->has_reduction)
         return 0;
@@ -533,7 +553,7 @@ is_outer_member(const kn_kernel *k, const kn_buf *b)
 }
 
 static int
-gen_pointwise_value(gen *g, kn_buf *b, int outer_only)
+gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
 {
     kn_subst s;
     if (kn_member_map(g->c, g->k, b, &s) < 0)
@@ -542,23 +562,23 @@ gen_pointwise_value(gen *g, kn_buf *b, int outer_only)
     kn_expr *ix = kn_store_index(g->c, g->k, b);
     if (body == NULL || ix == NULL)
         return -1;
-    kn_str v = value(g, body);
+    kn_str v = kn_cg_value(g, body);
     if (outer_only) {
         kn_dtype rdt = kn_dtype_compute(b->dt);
-        ind(g);
+        kn_cg_ind(g);
         kn_str_printf(g->s, "const %s r%d = %s;\n", ctype_of[rdt], b->id, v.p);
         if (!b->local)
-            store(g, b, ix, v.p);
+            kn_cg_store(g, b, ix, v.p);
     } else {
-        store(g, b, ix, v.p);
+        kn_cg_store(g, b, ix, v.p);
     }
     kn_str_free(&v);
     return 0;
 }
 
 /* ---------------------------------------------------------------- kernels */
-static void
-collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen)
+void
+kn_cg_collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen)
 {
     if (e->mark == (int)gen)
         return;
@@ -566,7 +586,7 @@ collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen)
     if (e->op == KN_S_LOAD)
         used[e->i] |= 1;
     for (int j = 0; j < e->n; j++)
-        collect_bufs(e->a[j], used, gen);
+        kn_cg_collect_bufs(e->a[j], used, gen);
 }
 
 static uint32_t cg_gen = 1u << 29;
@@ -575,7 +595,7 @@ static int
 gen_kernel(kn_ctx *c, int kid, kn_str *s)
 {
     kn_kernel *k = &c->kernels[kid];
-    gen g = {0};
+    kn_gen g = {0};
     g.c = c;
     g.s = s;
     g.k = k;
@@ -588,7 +608,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     uint32_t gg = ++cg_gen;
     for (int m = 0; m < k->nmembers; m++) {
         kn_buf *b = c->bufs[k->members[m]];
-        collect_bufs(b->body, used, gg);
+        kn_cg_collect_bufs(b->body, used, gg);
         if (!b->local)
             used[b->id] |= 2;
     }
@@ -626,18 +646,18 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
         }
     }
     if (par_outer) {
-        ind(&g);
+        kn_cg_ind(&g);
         if (k->nouter > 1)
             kn_str_printf(s, "#pragma omp parallel for collapse(%d) schedule(static)\n", k->nouter);
         else
             kn_str_printf(s, "#pragma omp parallel for schedule(static)\n");
     }
-    open_loops(&g, k->nouter, k->outer, KN_VAR_O(0), 0, NULL);
+    kn_cg_open_loops(&g, k->nouter, k->outer, KN_VAR_O(0), 0, NULL);
     int m = 0;
     while (m < k->nmembers) {
         kn_buf *b = c->bufs[k->members[m]];
         if (b->kind == KN_B_REDUCTION && (b->rop == KN_R_CUMSUM || b->rop == KN_R_CUMPROD)) {
-            if (gen_scan(&g, b) < 0)
+            if (kn_cg_scan(&g, b) < 0)
                 return -1;
             m++;
             continue;
@@ -648,7 +668,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             m++;
             continue;
         }
-        if (is_outer_member(k, b)) {
+        if (kn_cg_is_outer_member(k, b)) {
             if (gen_pointwise_value(&g, b, 1) < 0)
                 return -1;
             m++;
@@ -656,12 +676,12 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
         }
         /* a run of inner pointwise members shares one inner loop */
         if (par_inner) {
-            ind(&g);
+            kn_cg_ind(&g);
             kn_str_printf(s, "#pragma omp parallel for simd schedule(static)\n");
         }
         for (int q = m; q < k->nmembers; q++) {
             kn_buf *p = c->bufs[k->members[q]];
-            if (p->kind != KN_B_POINTWISE || is_outer_member(k, p))
+            if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
                 break;
             kn_subst hs;
             if (kn_member_map(c, k, p, &hs) < 0)
@@ -669,20 +689,20 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             kn_expr *hb = kn_substitute(c, p->body, &hs);
             if (hb == NULL)
                 return -1;
-            hoist(&g, hb);
+            kn_cg_hoist(&g, hb);
         }
-        open_loops(&g, k->ninner, k->inner, KN_VAR_I(0), !par_inner, NULL);
+        kn_cg_open_loops(&g, k->ninner, k->inner, KN_VAR_I(0), !par_inner, NULL);
         while (m < k->nmembers) {
             kn_buf *p = c->bufs[k->members[m]];
-            if (p->kind != KN_B_POINTWISE || is_outer_member(k, p))
+            if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
                 break;
             if (gen_pointwise_value(&g, p, 0) < 0)
                 return -1;
             m++;
         }
-        close_loops(&g, k->ninner);
+        kn_cg_close_loops(&g, k->ninner);
     }
-    close_loops(&g, k->nouter);
+    kn_cg_close_loops(&g, k->nouter);
     kn_str_printf(s, "}\n");
     return s->oom ? (PyErr_NoMemory(), -1) : 0;
 }

@@ -126,6 +126,38 @@ use_device(int device)
     return 0;
 }
 
+/* NVRTC alone (no driver, no GPU): enough to compile CUDA C to a cubin for a
+   named architecture, which lets machines without a GPU check what kiln
+   generates.  Its own table, so a failure here does not mark CUDA unusable. */
+static struct {
+#define X(name, ret, args) ret(*name) args;
+    KN_NVRTC_FUNCS(X)
+#undef X
+    int ready;
+    char error[512];
+} nv;
+
+static int
+nvrtc_load(const char *nvrtc_path)
+{
+    if (nv.ready)
+        return nv.ready;
+    void *ln = dlopen(nvrtc_path && *nvrtc_path ? nvrtc_path : "libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+    if (ln == NULL) {
+        snprintf(nv.error, sizeof nv.error, "no NVRTC (%s): %s", nvrtc_path ? nvrtc_path : "libnvrtc.so", dlerror());
+        return nv.ready = -1;
+    }
+#define X(name, ret, args)                                                     \
+    *(void **)&nv.name = dlsym(ln, #name);                                     \
+    if (nv.name == NULL) {                                                     \
+        snprintf(nv.error, sizeof nv.error, "missing NVRTC entry point %s", #name); \
+        return nv.ready = -1;                                                  \
+    }
+    KN_NVRTC_FUNCS(X)
+#undef X
+    return nv.ready = 1;
+}
+
 /* ------------------------------------------------------------------ CudaModule */
 
 typedef struct {
@@ -137,25 +169,38 @@ typedef struct {
     int arch;             /* e.g. 90 */
 } kn_cudamod;
 
+#define compile_cubin(src, arch, log_out) compile_cubin_with(&cu.nvrtcCreateProgram, src, arch, log_out)
+
+typedef struct {
+#define X(name, ret, args) ret(*name) args;
+    KN_NVRTC_FUNCS(X)
+#undef X
+} nvrtc_fns;
+
+/* `table` points at the first NVRTC entry of `cu` or `nv`: both declare the
+   NVRTC functions with the same X-macro, in the same order, so the run of
+   members has nvrtc_fns's layout. */
 static PyObject *
-compile_cubin(const char *src, int arch, PyObject **log_out)
+compile_cubin_with(void *table, const char *src, int arch, PyObject **log_out)
 {
+    nvrtc_fns fns, *f = &fns;
+    memcpy(&fns, table, sizeof fns);
     nvrtcProgram prog;
-    nvrtcResult rc = cu.nvrtcCreateProgram(&prog, src, "kiln.cu", 0, NULL, NULL);
+    nvrtcResult rc = f->nvrtcCreateProgram(&prog, src, "kiln.cu", 0, NULL, NULL);
     if (rc != 0) {
-        PyErr_Format(PyExc_RuntimeError, "kiln: nvrtcCreateProgram: %s", cu.nvrtcGetErrorString(rc));
+        PyErr_Format(PyExc_RuntimeError, "kiln: nvrtcCreateProgram: %s", f->nvrtcGetErrorString(rc));
         return NULL;
     }
     char archopt[64];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=sm_%d", arch);
     const char *opts[] = {archopt, "--std=c++17", "-default-device"};
-    rc = cu.nvrtcCompileProgram(prog, 3, opts);
+    rc = f->nvrtcCompileProgram(prog, 3, opts);
     size_t lsz = 0;
-    cu.nvrtcGetProgramLogSize(prog, &lsz);
+    f->nvrtcGetProgramLogSize(prog, &lsz);
     char *log = PyMem_Malloc(lsz + 1);
     if (log) {
         log[0] = 0;
-        cu.nvrtcGetProgramLog(prog, log);
+        f->nvrtcGetProgramLog(prog, log);
         log[lsz] = 0;
         *log_out = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
         PyMem_Free(log);
@@ -163,15 +208,15 @@ compile_cubin(const char *src, int arch, PyObject **log_out)
     PyObject *cubin = NULL;
     if (rc != 0) {
         PyErr_Format(PyExc_RuntimeError, "kiln: NVRTC could not compile the kernels: %s\n%S",
-                     cu.nvrtcGetErrorString(rc), *log_out ? *log_out : Py_None);
+                     f->nvrtcGetErrorString(rc), *log_out ? *log_out : Py_None);
     } else {
         size_t n = 0;
-        if (cu.nvrtcGetCUBINSize(prog, &n) == 0 && n > 0 && (cubin = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n)))
-            cu.nvrtcGetCUBIN(prog, PyBytes_AS_STRING(cubin));
+        if (f->nvrtcGetCUBINSize(prog, &n) == 0 && n > 0 && (cubin = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n)))
+            f->nvrtcGetCUBIN(prog, PyBytes_AS_STRING(cubin));
         else if (!PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "kiln: NVRTC produced no cubin");
     }
-    cu.nvrtcDestroyProgram(&prog);
+    f->nvrtcDestroyProgram(&prog);
     return cubin;
 }
 
@@ -370,4 +415,54 @@ kn_py_cuda_available(PyObject *self, PyObject *args)
     int major = 0, minor = 0;
     cu.nvrtcVersion(&major, &minor);
     return Py_BuildValue("(Os(ii))", Py_True, "", major, minor);
+}
+
+/* nvrtc_compile(source, arch, nvrtc_path=None) -> (cubin bytes, log): NVRTC
+   only, no driver or GPU needed. */
+PyObject *
+kn_py_nvrtc_compile(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *src, *path = NULL;
+    int arch;
+    if (!PyArg_ParseTuple(args, "si|z", &src, &arch, &path))
+        return NULL;
+    if (nvrtc_load(path) < 0) {
+        PyErr_Format(PyExc_RuntimeError, "kiln: %s", nv.error);
+        return NULL;
+    }
+    PyObject *log = NULL;
+    PyObject *cubin = compile_cubin_with(&nv.nvrtcCreateProgram, src, arch, &log);
+    if (cubin == NULL) {
+        Py_XDECREF(log);
+        return NULL;
+    }
+    PyObject *r = Py_BuildValue("(NO)", cubin, log ? log : Py_None);
+    Py_XDECREF(log);
+    return r;
+}
+
+/* For the step runner (run.c): a kernel of a loaded module, and a launch. */
+int
+kn_cuda_is_module(PyObject *o)
+{
+    return PyObject_TypeCheck(o, &kn_CudaModuleType);
+}
+
+void *
+kn_cuda_function(PyObject *mod, const char *name)
+{
+    PyObject *cap = PyDict_GetItemString(((kn_cudamod *)mod)->funcs, name);
+    if (cap == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "kiln: kernel %s missing from the CUDA module", name);
+        return NULL;
+    }
+    return PyCapsule_GetPointer(cap, "kn_cufunction");
+}
+
+int
+kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params)
+{
+    CUresult r = cu.cuLaunchKernel((CUfunction)fn, blocks, 1, 1, threads, 1, 1, 0, (CUstream)stream, params, NULL);
+    return r == 0 ? 0 : cu_check(r, "cuLaunchKernel");
 }

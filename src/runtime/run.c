@@ -27,6 +27,20 @@ kn_runtime_packed_linear(void)
     return rt_reorder_linear != NULL && rt_linear_pointwise != NULL;
 }
 static PyObject *str_data_ptr, *str_storage_offset, *str_dtype_kw;
+/* torch's current CUDA stream of a device, as an int (set by kiln/cuda.py) */
+static PyObject *rt_cuda_stream;
+int kn_cuda_is_module(PyObject *o);
+void *kn_cuda_function(PyObject *mod, const char *name);
+int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);
+
+PyObject *kn_py_set_cuda_stream(PyObject *self, PyObject *fn);
+PyObject *
+kn_py_set_cuda_stream(PyObject *self, PyObject *fn)
+{
+    (void)self;
+    Py_XSETREF(rt_cuda_stream, Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
 static PyObject *dtype_kwargs[KN_NDTYPES]; /* {"dtype": torch dtype}, built once */
 
 PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
@@ -187,6 +201,16 @@ typedef struct {
     int *out_buf;              /* per output: buffer id or -1 */
     int64_t arena_bytes;
     PyObject *arena_cache;     /* a reusable arena tensor, or NULL while in use */
+    /* CUDA programs: kernels are launched, tensors allocated on the device */
+    int cuda;
+    PyObject *device_index;    /* int, for the stream getter */
+    PyObject *kw[KN_NDTYPES];  /* {"dtype", "device"} for allocation (NULL: CPU defaults) */
+    PyObject *cumod;           /* the loaded kiln._C.CudaModule */
+    void **cufns;
+    int *kthreads;
+    unsigned *kblocks;
+    int *knparams;
+    int **kparams;
 } ProgramObject;
 
 static PyObject *
@@ -236,6 +260,18 @@ program_dealloc(ProgramObject *self)
     Py_XDECREF(self->library);
     Py_XDECREF(self->outputs);
     Py_XDECREF(self->arena_cache);
+    Py_XDECREF(self->device_index);
+    Py_XDECREF(self->cumod);
+    for (int d = 0; d < KN_NDTYPES; d++)
+        Py_XDECREF(self->kw[d]);
+    if (self->kparams)
+        for (int k = 0; k < self->nkernels; k++)
+            free(self->kparams[k]);
+    free(self->kparams);
+    free(self->cufns);
+    free(self->kthreads);
+    free(self->kblocks);
+    free(self->knparams);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -284,6 +320,31 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
         if (!PyErr_Occurred())
             PyErr_NoMemory();
         goto error;
+    }
+    if (c->cuda) {
+        p->cuda = 1;
+        int nk = c->nkernels + 1;
+        p->cufns = calloc((size_t)nk, sizeof(void *));
+        p->kthreads = calloc((size_t)nk, sizeof(int));
+        p->kblocks = calloc((size_t)nk, sizeof(unsigned));
+        p->knparams = calloc((size_t)nk, sizeof(int));
+        p->kparams = calloc((size_t)nk, sizeof(int *));
+        if (!p->cufns || !p->kthreads || !p->kblocks || !p->knparams || !p->kparams) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        for (int k = 0; k < c->nkernels; k++) {
+            kn_kernel *kk = &c->kernels[k];
+            p->kthreads[k] = kk->cu_threads;
+            p->kblocks[k] = (unsigned)kk->cu_blocks;
+            p->knparams[k] = kk->cu_nparams;
+            p->kparams[k] = malloc(sizeof(int) * (size_t)(kk->cu_nparams + 1));
+            if (p->kparams[k] == NULL) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            memcpy(p->kparams[k], kk->cu_params, sizeof(int) * (size_t)kk->cu_nparams);
+        }
     }
     PyObject *nodes = PyTuple_GET_ITEM(desc, 0);
     for (int ni = 0; ni < c->g.nnodes; ni++)
@@ -403,6 +464,38 @@ program_load(ProgramObject *self, PyObject *lib)
     Py_RETURN_NONE;
 }
 
+/* load_cuda(module, device, device_index): bind the kernels of a loaded
+   kiln._C.CudaModule; allocations go to `device` (a torch.device). */
+static PyObject *
+program_load_cuda(ProgramObject *self, PyObject *args)
+{
+    PyObject *mod, *device, *index;
+    if (!PyArg_ParseTuple(args, "OOO!", &mod, &device, &PyLong_Type, &index))
+        return NULL;
+    if (!self->cuda || !kn_cuda_is_module(mod)) {
+        PyErr_SetString(PyExc_TypeError, "kiln: Program.load_cuda takes a CUDA program and a kiln._C.CudaModule");
+        return NULL;
+    }
+    const char *prefix = PyUnicode_AsUTF8(self->prefix);
+    if (prefix == NULL)
+        return NULL;
+    for (int k = 0; k < self->nkernels; k++) {
+        char name[256];
+        snprintf(name, sizeof name, "%sk%d", prefix, k);
+        if ((self->cufns[k] = kn_cuda_function(mod, name)) == NULL)
+            return NULL;
+    }
+    for (int d = 0; d < KN_NDTYPES; d++) {
+        PyObject *kw = Py_BuildValue("{s:O,s:O}", "dtype", PyTuple_GET_ITEM(rt_dtypes, d), "device", device);
+        if (kw == NULL)
+            return NULL;
+        Py_XSETREF(self->kw[d], kw);
+    }
+    Py_XSETREF(self->device_index, Py_NewRef(index));
+    Py_XSETREF(self->cumod, Py_NewRef(mod));
+    Py_RETURN_NONE;
+}
+
 /* ---------------------------------------------------------------- calling */
 typedef struct {
     void **ptr;
@@ -421,9 +514,9 @@ data_ptr(PyObject *t, void **out)
 }
 
 static PyObject *
-alloc_tensor(rbuf *r)
+alloc_tensor(ProgramObject *p, rbuf *r)
 {
-    return PyObject_Call(rt_empty_strided, r->alloc_args, dtype_kwargs[r->dt]);
+    return PyObject_Call(rt_empty_strided, r->alloc_args, p->kw[r->dt] ? p->kw[r->dt] : dtype_kwargs[r->dt]);
 }
 
 /* Tensor object for buffer i (creating alias views on demand). New ref. */
@@ -514,7 +607,7 @@ static PyObject *str_stride, *str_copy_;
    traced ones, or channels-last for convolutions); if ATen chose another
    layout, copy it into the expected one.  Steals t; returns a new ref. */
 static PyObject *
-expected_layout(rbuf *r, PyObject *t)
+expected_layout(ProgramObject *p, rbuf *r, PyObject *t)
 {
     if (str_stride == NULL) {
         str_stride = PyUnicode_InternFromString("stride");
@@ -537,7 +630,7 @@ expected_layout(rbuf *r, PyObject *t)
         goto error;
     if (ok)
         return t;
-    PyObject *fresh = alloc_tensor(r);
+    PyObject *fresh = alloc_tensor(p, r);
     if (fresh == NULL)
         goto error;
     PyObject *res = PyObject_CallMethodOneArg(fresh, str_copy_, t);
@@ -579,7 +672,7 @@ run_extern(ProgramObject *p, frame *f, rstep *st)
     if (r == NULL)
         return -1;
     if (st->nres == 1 && p->bufs[st->res[0]].extern_index < 0) {
-        if (p->bufs[st->res[0]].dt < KN_NDTYPES && r != Py_None && (r = expected_layout(&p->bufs[st->res[0]], r)) == NULL)
+        if (p->bufs[st->res[0]].dt < KN_NDTYPES && r != Py_None && (r = expected_layout(p, &p->bufs[st->res[0]], r)) == NULL)
             return -1;
         return set_obj(p, f, st->res[0], r);
     }
@@ -593,7 +686,7 @@ run_extern(ProgramObject *p, frame *f, rstep *st)
             break;
         PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(r, k));
         if (p->bufs[st->res[k]].dt < KN_NDTYPES && item != Py_None &&
-            (item = expected_layout(&p->bufs[st->res[k]], item)) == NULL) {
+            (item = expected_layout(p, &p->bufs[st->res[k]], item)) == NULL) {
             Py_DECREF(r);
             return -1;
         }
@@ -714,7 +807,7 @@ run_packed(ProgramObject *p, frame *f, rstep *st)
     Py_DECREF(b);
     if (r == NULL)
         return -1;
-    if ((r = expected_layout(&p->bufs[st->res[0]], r)) == NULL)
+    if ((r = expected_layout(p, &p->bufs[st->res[0]], r)) == NULL)
         return -1;
     return set_obj(p, f, st->res[0], r);
 }
@@ -776,7 +869,7 @@ static PyObject *
 program_call(ProgramObject *self, PyObject *args, PyObject *kw)
 {
     (void)kw;
-    if (self->library == NULL && self->nkernels > 0) {
+    if ((self->cuda ? self->cumod == NULL : self->library == NULL) && self->nkernels > 0) {
         PyErr_SetString(PyExc_RuntimeError, "kiln: program not loaded");
         return NULL;
     }
@@ -801,6 +894,8 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     memset(f.ptr, 0, sizeof(void *) * (size_t)n);
     memset(f.obj, 0, sizeof(PyObject *) * (size_t)n);
     PyObject *result = NULL, *arena = NULL;
+    uintptr_t stream = 0;
+    int stream_known = 0;
     for (int i = 0; i < n; i++) {
         rbuf *r = &self->bufs[i];
         if (r->kind == KN_B_INPUT) {
@@ -816,7 +911,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
             self->arena_cache = NULL;
         } else {
             PyObject *sz = Py_BuildValue("(L)", (long long)self->arena_bytes);
-            arena = sz ? PyObject_Call(rt_empty, sz, dtype_kwargs[KN_U8]) : NULL;
+            arena = sz ? PyObject_Call(rt_empty, sz, self->kw[KN_U8] ? self->kw[KN_U8] : dtype_kwargs[KN_U8]) : NULL;
             Py_XDECREF(sz);
             if (arena == NULL)
                 goto done;
@@ -833,11 +928,34 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         for (int j = 0; j < st->nalloc; j++) {
             int i = st->alloc[j];
             int from = self->bufs[i].inplace_of;
-            PyObject *t = from >= 0 && f.obj[from] ? Py_NewRef(f.obj[from]) : alloc_tensor(&self->bufs[i]);
+            PyObject *t = from >= 0 && f.obj[from] ? Py_NewRef(f.obj[from]) : alloc_tensor(self, &self->bufs[i]);
             if (t == NULL || set_obj(self, &f, i, t) < 0)
                 goto done;
         }
-        if (st->kind == KN_ST_KERNEL) {
+        if (st->kind == KN_ST_KERNEL && self->cuda) {
+            int k = st->kernel, np = self->knparams[k];
+            void *params[KN_MAXARGS * 8];
+            if (np > KN_MAXARGS * 8) {
+                PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: too many kernel arguments");
+                goto done;
+            }
+            for (int j = 0; j < np; j++)
+                params[j] = &f.ptr[self->kparams[k][j]];
+            if (!stream_known) {
+                /* torch's current stream, once per call (after any extern
+                   that might have changed it: none do) */
+                PyObject *sv = PyObject_CallOneArg(rt_cuda_stream, self->device_index);
+                if (sv == NULL)
+                    goto done;
+                stream = (uintptr_t)PyLong_AsUnsignedLongLong(sv);
+                Py_DECREF(sv);
+                if (PyErr_Occurred())
+                    goto done;
+                stream_known = 1;
+            }
+            if (kn_cuda_launch(self->cufns[k], self->kblocks[k], (unsigned)self->kthreads[k], stream, params) < 0)
+                goto done;
+        } else if (st->kind == KN_ST_KERNEL) {
             kn_kernel_fn fn = self->fns[st->kernel];
             void *const *ptrs = (void *const *)f.ptr;
             Py_BEGIN_ALLOW_THREADS
@@ -887,6 +1005,8 @@ done:
 
 static PyMethodDef program_methods[] = {
     {"load", (PyCFunction)program_load, METH_O, "Bind the kernels of a loaded kiln._C.Library."},
+    {"load_cuda", (PyCFunction)program_load_cuda, METH_VARARGS,
+     "load_cuda(module, device, device_index): bind the kernels of a kiln._C.CudaModule."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -897,6 +1017,7 @@ static PyMemberDef program_members[] = {
     {"loops", T_OBJECT, offsetof(ProgramObject, loops), READONLY, "loop-IR dump"},
     {"library", T_OBJECT, offsetof(ProgramObject, library), READONLY, "the loaded Library"},
     {"num_kernels", T_INT, offsetof(ProgramObject, nkernels), READONLY, "number of generated kernels"},
+    {"cuda", T_INT, offsetof(ProgramObject, cuda), READONLY, "1 for a CUDA program"},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -65,6 +65,8 @@ Environment variables:
                          debugging; by default each dtype is swept in a child
                          process, restarted after a crash, so that a crashing
                          or hanging kernel fails only its own sample).
+* ``KILN_OPINFO_DEVICE`` the device samples are made on (set by the CUDA
+                         variant of the test for its child processes).
 * ``KILN_OPINFO_COMPILE_TIMEOUT`` / ``KILN_OPINFO_RUN_TIMEOUT``  watchdog
                          seconds per compile batch / per compiled call in the
                          child process (default 300 / 20).
@@ -120,6 +122,7 @@ OP_FILTER = {
     s.strip() for s in os.environ.get("KILN_OPINFO_OPS", "").split(",") if s.strip()
 }
 MAX_SAMPLES = 3  # per (op, dtype) in the default (non-full) mode
+DEVICE = os.environ.get("KILN_OPINFO_DEVICE", "cpu")
 # Each dtype's sweep runs in a child process so that a crashing or hanging
 # kernel is reported as a failure of its sample instead of killing pytest.
 IN_PROCESS = os.environ.get("KILN_OPINFO_INPROCESS", "").strip() not in ("", "0")
@@ -445,7 +448,7 @@ def _is_broadcast(sample, tensors):
 
 
 def _usable_tensors(tensors):
-    return all(t.layout == torch.strided and t.device.type == "cpu" for t in tensors)
+    return all(t.layout == torch.strided and t.device.type == DEVICE for t in tensors)
 
 
 def _noncontig_variant(sample, tensors):
@@ -895,7 +898,7 @@ def _sweep(dtype, api, emit, done=frozenset(), solo=frozenset(), crumb=None, wat
             if OP_FILTER and name not in OP_FILTER and opinfo.name not in OP_FILTER:
                 continue
             try:
-                if dtype not in opinfo.supported_dtypes("cpu"):
+                if dtype not in opinfo.supported_dtypes(DEVICE):
                     continue
             except Exception:  # noqa: BLE001
                 continue
@@ -906,7 +909,7 @@ def _sweep(dtype, api, emit, done=frozenset(), solo=frozenset(), crumb=None, wat
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
-                    samples = list(opinfo.sample_inputs("cpu", dtype, requires_grad=False,
+                    samples = list(opinfo.sample_inputs(DEVICE, dtype, requires_grad=False,
                                                         set_seed=False))
                 except Exception:  # noqa: BLE001
                     samples = []
@@ -999,9 +1002,9 @@ def _child_main(argv):
     return 0
 
 
-def _sweep_in_child(dtype):
-    """Run _sweep(dtype) in child processes, restarting after crashes.
-    Returns the list of records."""
+def _sweep_in_child(dtype, device="cpu"):
+    """Run _sweep(dtype) in child processes (samples on `device`), restarting
+    after crashes.  Returns the list of records."""
     workdir = tempfile.mkdtemp(prefix="kiln_opinfo_")
     results_path = os.path.join(workdir, "results.jsonl")
     crumb_path = os.path.join(workdir, "crumb.json")
@@ -1009,6 +1012,7 @@ def _sweep_in_child(dtype):
     log_path = os.path.join(workdir, "child.log")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [os.getcwd()])
+    env["KILN_OPINFO_DEVICE"] = device
     solo = set()
     extra = []
     wall = 0.0
@@ -1154,10 +1158,10 @@ class _Stats:
 _RESULTS = {}
 
 
-def _summary_line(stats, label):
+def _summary_line(stats, label, device="cpu"):
     sk = stats.skips
     return (
-        f"kiln opinfo [{label}] {_dtype_name(stats.dtype)}: "
+        f"kiln opinfo [{label}] {'' if device == 'cpu' else device + ' '}{_dtype_name(stats.dtype)}: "
         f"{stats.opinfos} OpInfos examined, {len(stats.ops_in_scope())} use ops kiln lowers, "
         f"{len(stats.ops_lowered())} fully lowered to C, {len(stats.ops_failed())} with failures; "
         f"samples: op_db has {stats.samples_total}, {stats.selected} selected"
@@ -1259,6 +1263,38 @@ def test_opinfo_matches_eager(dtype, request):
             f"{len(stats.errors)} other kiln errors for {dtype}:\n{msg}",
             pytrace=False,
         )
+
+
+def _kiln_cuda_usable():
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import kiln.cuda
+        return kiln.cuda.available()[0]
+    except Exception:  # noqa: BLE001
+        return False
+
+
+CUDA_DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.bool]
+
+
+@pytest.mark.skipif(not _kiln_cuda_usable(), reason="no CUDA device (or no NVRTC) here")
+@pytest.mark.parametrize("dtype", CUDA_DTYPES, ids=_dtype_name)
+def test_opinfo_matches_eager_cuda(dtype, request):
+    """The same sweep with samples on the GPU: kiln generates CUDA C."""
+    api = _get_api()
+    records = _sweep_in_child(dtype, "cuda")
+    stats = _Stats(dtype, records)
+    line = _summary_line(stats, api.label, "cuda")
+    print(line)
+    _print_details(stats)
+    _emit(request.config, line)
+    problems = stats.errors + stats.failures
+    if problems:
+        shown = problems[:60]
+        msg = "\n".join(f"  {f}" for f in shown)
+        pytest.fail(f"{len(stats.failures)} failing samples and {len(stats.errors)} other kiln errors for "
+                    f"cuda {dtype}:\n{msg}", pytrace=False)
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == CHILD_FLAG:

@@ -1,0 +1,39 @@
+#!/bin/bash
+# On the GPU machine: install kiln against what is there, run the CUDA tests
+# and (with BENCH=1) the CUDA benchmarks.  Results in $OUT.
+#   STAGE=tests|opinfo|bench|all (default all); MODELS=... for the bench
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export KILN_CACHE_DIR=/tmp/kiln-cache
+REPO=$(pwd)
+STAGE=${STAGE:-all}
+python3 -m pip install --no-deps --no-build-isolation . > "$OUT/install.log" 2>&1 || { tail -50 "$OUT/install.log"; exit 1; }
+cd /tmp
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv > "$OUT/gpu.txt" 2>&1
+if [ "$STAGE" = tests ] || [ "$STAGE" = all ]; then
+  timeout ${TEST_TIMEOUT:-300} python3 -m pytest "$REPO/tests/test_cuda_codegen.py" "$REPO/tests/test_cuda_backend.py" \
+    "$REPO/tests/test_fusion.py" "$REPO/tests/test_cuda_runtime.py" -q -p no:cacheprovider ${PYTEST_ARGS:-} > "$OUT/cuda-tests.txt" 2>&1
+  echo "tests rc=$?" >> "$OUT/cuda-tests.txt"
+  tail -3 "$OUT/cuda-tests.txt"
+fi
+if [ "$STAGE" = opinfo ] || [ "$STAGE" = all ]; then
+  timeout ${OPINFO_TIMEOUT:-400} python3 -m pytest "$REPO/tests/ops/test_opinfo.py" -k cuda -q -p no:cacheprovider -rA > "$OUT/opinfo-cuda.txt" 2>&1
+  echo "opinfo rc=$?" >> "$OUT/opinfo-cuda.txt"
+  grep "kiln opinfo" "$OUT/opinfo-cuda.txt" | tail -5
+fi
+if [ "$STAGE" = bench ] || [ "$STAGE" = all ]; then
+  # the cubin of one graph, disassembled: native sm_90 code, not PTX
+  python3 - > "$OUT/cuobjdump.txt" 2>&1 <<'PY'
+import glob, os, subprocess
+c = sorted(glob.glob("/tmp/kiln-cache/cuda/*/*.cubin"), key=os.path.getsize)
+print(c[-1] if c else "no cubin")
+if c:
+    print(subprocess.run(["cuobjdump", "--list-elf", "--list-ptx", c[-1]], capture_output=True, text=True).stdout)
+    print(subprocess.run(["cuobjdump", "-sass", c[-1]], capture_output=True, text=True).stdout[:1500])
+PY
+  head -8 "$OUT/cuobjdump.txt"
+  timeout ${BW_TIMEOUT:-120} python3 -m kiln.bench --device cuda --bandwidth > "$OUT/bandwidth-cuda.txt" 2>&1; tail -12 "$OUT/bandwidth-cuda.txt"
+  timeout ${BENCH_TIMEOUT:-400} python3 -m kiln.bench --device cuda --dtype bfloat16 --models ${MODELS:-all} \
+    --repeat ${REPEAT:-20} ${BENCH_ARGS:-} --json "$OUT/bench-cuda.json" > "$OUT/bench-cuda.txt" 2>"$OUT/bench-cuda.err"
+  echo "bench rc=$?" >> "$OUT/bench-cuda.txt"; tail -40 "$OUT/bench-cuda.txt"; tail -5 "$OUT/bench-cuda.err"
+fi

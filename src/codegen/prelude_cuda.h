@@ -1,0 +1,154 @@
+/* prelude_cuda.h — text placed at the top of every generated CUDA program
+ * (embedded into the extension by setup.py, like prelude.h for C).  NVRTC
+ * compiles it with no system headers: the fixed-width types and limits are
+ * defined here, the math functions are CUDA's built-in device functions.
+ * The scalar helpers have the names and semantics of prelude.h's
+ * (kn_<op>_<tag>), so both renderers share scalar.def's templates. */
+typedef unsigned char uint8_t;
+typedef signed char int8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+typedef bool b_t;
+#define INT8_MIN (-128)
+#define INT8_MAX 127
+#define UINT8_MAX 255
+#define INT16_MIN (-32768)
+#define INT16_MAX 32767
+#define INT32_MIN (-2147483647 - 1)
+#define INT32_MAX 2147483647
+#define INT64_MAX 9223372036854775807LL
+#define INT64_MIN (-INT64_MAX - 1LL)
+#define INT64_C(v) v##LL
+#define NAN __int_as_float(0x7fc00000)
+#define INFINITY __int_as_float(0x7f800000)
+#define KN_D __device__ __forceinline__
+
+KN_D float kn_bf2f(uint16_t v) { return __uint_as_float((unsigned)v << 16); }
+KN_D uint16_t kn_f2bf(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+KN_D float kn_h2f(uint16_t v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v)); return f; }
+KN_D uint16_t kn_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+
+#define KN_FLOAT_OPS(T, tag, F)                                                                  \
+KN_D T kn_div_##tag(T a, T b) { return a / b; }                                                   \
+KN_D T kn_truncdiv_##tag(T a, T b) { return trunc##F(a / b); }                                    \
+KN_D T kn_floordiv_##tag(T a, T b) {                                                              \
+    if (b == 0) return a / b;                                                                     \
+    T m = fmod##F(a, b), d = (a - m) / b;                                                         \
+    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;                                                   \
+    if (d == 0) return copysign##F((T)0, a / b);                                                  \
+    T f = floor##F(d);                                                                            \
+    if (d - f > (T)0.5) f += 1;                                                                   \
+    return f; }                                                                                   \
+KN_D T kn_rem_##tag(T a, T b) {                                                                   \
+    T m = fmod##F(a, b);                                                                          \
+    if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
+    return m; }                                                                                   \
+KN_D T kn_fmod_##tag(T a, T b) { return fmod##F(a, b); }                                          \
+KN_D T kn_abs_##tag(T a) { return fabs##F(a); }                                                   \
+KN_D T kn_max_##tag(T a, T b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }            \
+KN_D T kn_min_##tag(T a, T b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }            \
+KN_D T kn_sign_##tag(T a) { return a != a ? a : (T)((a > 0) - (a < 0)); }                        \
+KN_D T kn_pow_##tag(T a, T b) { return pow##F(a, b); }                                            \
+KN_D T kn_rsqrt_##tag(T a) { return rsqrt##F(a); }                                                \
+KN_D T kn_recip_##tag(T a) { return (T)1 / a; }                                                   \
+KN_D T kn_sigmoid_##tag(T a) { return (T)1 / ((T)1 + exp##F(-a)); }                               \
+KN_D T kn_gelu_##tag(T a) { return (T)0.5 * a * ((T)1 + erf##F(a * (T)0.70710678118654752440)); } \
+KN_D T kn_gelu_tanh_##tag(T a) {                                                                  \
+    T k = (T)0.79788456080286535588;                                                              \
+    return (T)0.5 * a * ((T)1 + tanh##F(k * (a + (T)0.044715 * a * a * a))); }                    \
+KN_D b_t kn_isnan_##tag(T a) { return a != a; }                                                   \
+KN_D b_t kn_isinf_##tag(T a) { return isinf(a); }                                                 \
+KN_D b_t kn_signbit_##tag(T a) { return signbit(a) != 0; }
+
+KN_FLOAT_OPS(float, f32, f)
+KN_FLOAT_OPS(double, f64, )
+
+#define KN_INT_OPS(T, tag)                                                                        \
+KN_D T kn_truncdiv_##tag(T a, T b) {                                                              \
+    if (b == 0) return 0;                                                                         \
+    if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
+    return (T)(a / b); }                                                                          \
+KN_D T kn_div_##tag(T a, T b) { return kn_truncdiv_##tag(a, b); }                                 \
+KN_D T kn_floordiv_##tag(T a, T b) {                                                              \
+    if (b == 0) return 0;                                                                         \
+    if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
+    T q = (T)(a / b);                                                                             \
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;                                             \
+    return q; }                                                                                   \
+KN_D T kn_rem_##tag(T a, T b) {                                                                   \
+    if (b == 0 || b == -1) return 0;                                                              \
+    T m = (T)(a % b);                                                                             \
+    if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
+    return m; }                                                                                   \
+KN_D T kn_fmod_##tag(T a, T b) { return (b == 0 || b == -1) ? 0 : (T)(a % b); }                   \
+KN_D T kn_abs_##tag(T a) { return a < 0 ? (T)(0 - (uint64_t)a) : a; }                             \
+KN_D T kn_max_##tag(T a, T b) { return a > b ? a : b; }                                           \
+KN_D T kn_min_##tag(T a, T b) { return a < b ? a : b; }                                           \
+KN_D T kn_sign_##tag(T a) { return (T)((a > 0) - (a < 0)); }                                      \
+KN_D T kn_pow_##tag(T a, T b) {                                                                   \
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);                            \
+    uint64_t r = 1, x = (uint64_t)a; int64_t e = b;                                               \
+    while (e) { if (e & 1) r *= x; x *= x; e >>= 1; }                                             \
+    return (T)r; }                                                                                \
+KN_D T kn_bnot_##tag(T a) { return (T)~a; }                                                       \
+KN_D T kn_shl_##tag(T a, T b) { return (b < 0 || b >= (T)(8 * sizeof(T))) ? 0 : (T)((uint64_t)a << b); } \
+KN_D T kn_shr_##tag(T a, T b) { return (b < 0 || b >= (T)(8 * sizeof(T))) ? (a < 0 ? -1 : 0) : (T)(a >> b); } \
+KN_D b_t kn_isnan_##tag(T a) { (void)a; return 0; }                                               \
+KN_D b_t kn_isinf_##tag(T a) { (void)a; return 0; }                                               \
+KN_D b_t kn_signbit_##tag(T a) { return a < 0; }
+
+KN_INT_OPS(uint8_t, u8)
+KN_INT_OPS(int8_t, i8)
+KN_INT_OPS(int16_t, i16)
+KN_INT_OPS(int32_t, i32)
+KN_INT_OPS(int64_t, i64)
+
+KN_D b_t kn_max_b(b_t a, b_t b) { return a || b; }
+KN_D b_t kn_min_b(b_t a, b_t b) { return a && b; }
+KN_D b_t kn_abs_b(b_t a) { return a; }
+KN_D b_t kn_sign_b(b_t a) { return a; }
+KN_D b_t kn_bnot_b(b_t a) { return !a; }
+KN_D b_t kn_isnan_b(b_t a) { (void)a; return 0; }
+KN_D b_t kn_isinf_b(b_t a) { (void)a; return 0; }
+KN_D b_t kn_signbit_b(b_t a) { (void)a; return 0; }
+KN_D b_t kn_pow_b(b_t a, b_t b) { return a || !b; }
+KN_D b_t kn_div_b(b_t a, b_t b) { return b ? a : 0; }
+KN_D b_t kn_truncdiv_b(b_t a, b_t b) { return b ? a : 0; }
+KN_D b_t kn_floordiv_b(b_t a, b_t b) { return b ? a : 0; }
+KN_D b_t kn_rem_b(b_t a, b_t b) { (void)a; (void)b; return 0; }
+KN_D b_t kn_fmod_b(b_t a, b_t b) { (void)a; (void)b; return 0; }
+KN_D b_t kn_shl_b(b_t a, b_t b) { return b ? 0 : a; }
+KN_D b_t kn_shr_b(b_t a, b_t b) { return b ? 0 : a; }
+
+/* ---- reductions across the threads of a row group (G lanes, G | 32, or a
+   whole block through shared memory) */
+KN_D int kn_shfl(int v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+KN_D unsigned kn_shfl(unsigned v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+KN_D long long kn_shfl(long long v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+KN_D float kn_shfl(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+KN_D double kn_shfl(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+KN_D bool kn_shfl(bool v, int o) { return __shfl_xor_sync(0xffffffffu, (int)v, o) != 0; }
+KN_D uint8_t kn_shfl(uint8_t v, int o) { return (uint8_t)__shfl_xor_sync(0xffffffffu, (int)v, o); }
+KN_D int8_t kn_shfl(int8_t v, int o) { return (int8_t)__shfl_xor_sync(0xffffffffu, (int)v, o); }
+KN_D int16_t kn_shfl(int16_t v, int o) { return (int16_t)__shfl_xor_sync(0xffffffffu, (int)v, o); }
+
+/* argmax/argmin: (value, index) pairs; a NaN wins (the first one), ties go
+   to the smaller index, as torch does */
+template <typename T> KN_D void kn_argcomb(T &m, long long &a, T m2, long long a2, bool is_max) {
+    bool n1 = m != m, n2 = m2 != m2;
+    bool take;
+    if (n1 || n2)
+        take = n2 && (!n1 || a2 < a);
+    else
+        take = is_max ? (m2 > m || (m2 == m && a2 < a)) : (m2 < m || (m2 == m && a2 < a));
+    if (take) { m = m2; a = a2; }
+}

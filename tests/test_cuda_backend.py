@@ -1,0 +1,146 @@
+"""kiln on a CUDA GPU, end to end: CUDA C kernels through NVRTC, launched on
+torch's current stream; reduce-overhead mode (CUDA graphs); the cubin disk
+cache; and the ATen fallback where NVRTC or the driver is missing.  Skipped
+where there is no GPU kiln can use (CI); run on the H200 by
+benchmarks/device_cuda.sh."""
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kiln
+import kiln.cuda
+from kiln import backends
+
+from test_cuda_codegen import CASES
+
+pytestmark = pytest.mark.skipif(not kiln.cuda.available()[0], reason="no CUDA device usable by kiln here")
+
+
+def _close(got, want, dtype=torch.float32):
+    tol = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 2e-3}.get(dtype, 1e-4)
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        if w.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+            torch.testing.assert_close(g, w, atol=tol, rtol=tol, equal_nan=True)
+        else:
+            assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cases_match_eager_on_cuda(name):
+    fn, args = CASES[name]
+    args = tuple(a.cuda() for a in args)
+    kiln.reset()
+    e = kiln.explain(fn)(*args)
+    assert e.fallbacks_per_graph == [0] * e.graph_count
+    assert sum(e.kernels_per_graph) >= 1
+    _close(kiln.compile(fn)(*args), fn(*args), torch.bfloat16 if name in ("bf16", "f16") else torch.float32)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (1000, 1), (7, 50000), (1, 3 << 20), (4096, 768), (2, 3, 33, 65)])
+def test_reductions_every_row_shape(shape):
+    x = torch.randn(*shape, device="cuda")
+
+    def f(a):
+        return a.sum(-1), a.amax(-1), a.softmax(-1), a.argmax(-1), a.mean(0)
+
+    kiln.reset()
+    _close(kiln.compile(f)(x), f(x))
+
+
+def test_bf16_transformer_block():
+    layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True).cuda().to(torch.bfloat16).eval()
+    x = torch.randn(4, 64, 256, device="cuda", dtype=torch.bfloat16)
+    kiln.reset()
+    with torch.no_grad():
+        want = layer(x)
+        e = kiln.explain(layer)(x)
+        got = kiln.compile(layer)(x)
+    assert e.fallbacks_per_graph == [0] * e.graph_count
+    torch.testing.assert_close(got, want, atol=6e-2, rtol=6e-2)
+
+
+def test_kernels_run_on_the_current_stream():
+    f = kiln.compile(lambda a, b: F.gelu(a @ b + 1).sum(-1))
+    a, b = torch.randn(256, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    want = F.gelu(a @ b + 1).sum(-1)
+    f(a, b)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        got = f(a, b)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
+
+
+def test_reduce_overhead_replays_a_cuda_graph():
+    m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128)).cuda().eval()
+    kiln.reset()
+    f = kiln.compile(m, mode="reduce-overhead")
+    outs, wants = [], []
+    with torch.no_grad():
+        for i in range(5):
+            x = torch.randn(8, 64, device="cuda")
+            outs.append(f(x))
+            wants.append(m(x))
+    for o, w in zip(outs, wants):   # earlier results were not overwritten by later replays
+        torch.testing.assert_close(o, w, atol=1e-4, rtol=1e-4)
+    graphed = [g for g in gc_objects(backends.CudaGraphed) if g.graph is not None]
+    assert graphed, "no CUDA graph was captured"
+
+
+def gc_objects(kind):
+    import gc
+    return [o for o in gc.get_objects() if isinstance(o, kind)]
+
+
+def test_reduce_overhead_in_place_weight_update_is_seen():
+    m = torch.nn.Linear(32, 32).cuda().eval()
+    kiln.reset()
+    f = kiln.compile(m, mode="reduce-overhead")
+    x = torch.randn(4, 32, device="cuda")
+    with torch.no_grad():
+        for _ in range(3):
+            f(x)
+        m.weight.mul_(2)
+        torch.testing.assert_close(f(x), m(x), atol=1e-4, rtol=1e-4)
+
+
+def test_without_nvrtc_graphs_run_through_aten_with_one_warning(monkeypatch):
+    import kiln.cuda
+
+    monkeypatch.setattr(kiln.cuda, "available", lambda: (False, "no NVRTC (simulated)", (0, 0)))
+    monkeypatch.setattr(kiln.config, "debug", False)
+    kiln.reset()
+    x = torch.randn(16, 16, device="cuda")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        f = kiln.compile(lambda a: (a * 2).softmax(-1))
+        g = kiln.compile(lambda a: a.exp().sum())
+        r1, r2 = f(x), g(x)
+    msgs = [str(m.message) for m in w if "kiln" in str(m.message)]
+    assert len(msgs) == 1 and "ATen" in msgs[0] and "NVRTC" in msgs[0], msgs
+    torch.testing.assert_close(r1, (x * 2).softmax(-1))
+    torch.testing.assert_close(r2, x.exp().sum())
+
+
+def test_cubins_come_from_the_disk_cache_in_a_new_process(tmp_path):
+    code = (
+        "import torch, kiln, kiln.backends as b\n"
+        "f = kiln.compile(lambda a: torch.nn.functional.silu(a).sum(-1) * 3)\n"
+        "x = torch.randn(64, 512, device='cuda')\n"
+        "torch.testing.assert_close(f(x), torch.nn.functional.silu(x).sum(-1) * 3)\n"
+        "print(b.build_counts)\n"
+    )
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path))
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    assert "'compiled': 1" in first.stdout
+    assert "'cached': 1" in second.stdout and "'compiled': 0" in second.stdout
+    assert any(p.suffix == ".cubin" for p in (tmp_path / "cuda").rglob("*"))
