@@ -427,8 +427,9 @@ def kiln_cudagraphs(gm, example_inputs):
     graph.  Elsewhere it is the plain kiln backend."""
     fn = kiln(gm, example_inputs)
     dev = _non_cpu(example_inputs)
-    if dev is None or dev.type != "cuda" or any(getattr(t, "requires_grad", False) for t in example_inputs):
-        return fn
+    if dev is None or dev.type != "cuda" or isinstance(fn, torch.fx.GraphModule) or \
+            getattr(fn, "__self__", None) is gm:
+        return fn   # not on a GPU, or kiln runs this graph through ATen
     return CudaGraphed(fn, dev)
 
 

@@ -41,7 +41,8 @@ def test_cases_match_eager_on_cuda(name):
     _close(kiln.compile(fn)(*args), fn(*args), torch.bfloat16 if name in ("bf16", "f16") else torch.float32)
 
 
-@pytest.mark.parametrize("shape", [(3, 5), (1000, 1), (7, 50000), (1, 3 << 20), (4096, 768), (2, 3, 33, 65)])
+@pytest.mark.parametrize("shape", [(3, 5), (1000, 1), (7, 50000), (1, 3 << 20), (4096, 768), (2, 3, 33, 65),
+                                   (5, 384), (9, 200), (300, 40)])
 def test_reductions_every_row_shape(shape):
     x = torch.randn(*shape, device="cuda")
 

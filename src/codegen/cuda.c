@@ -250,11 +250,13 @@ gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
     kn_ctx *c = g->c;
     const kn_kernel *k = g->k;
     int scan = has_scan(c, k);
-    /* G threads per row, about eight elements each; a block holds T threads */
+    /* G threads per row, about eight elements each.  A group of up to a warp
+       reduces with shuffles, several rows to a block of 128; a larger group
+       is the whole block (its warps combine through shared memory). */
     int64_t G = scan ? 1 : pow2_at_least((inner_n + 7) / 8);
     if (G > 1024)
         G = 1024;
-    int T = G > 128 ? (int)G : 128;
+    int T = G > 32 ? (int)G : 128;
     int rpb = T / (int)G;
     int64_t blocks = (outer_n + rpb - 1) / rpb;
     int64_t cap = (int64_t)(c->cuda_sms > 0 ? c->cuda_sms : 132) * (2048 / T) * 4;

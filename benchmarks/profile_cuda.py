@@ -1,0 +1,72 @@
+"""Where a compiled model's time goes on a GPU: for eager, torch.compile and
+kiln on the same model and inputs, the wall time per call, the CPU time to
+enqueue a call (no sync), and from torch.profiler the GPU kernel time per
+call, the number of kernels, and the heaviest kernels.
+
+    python benchmarks/profile_cuda.py --models bert,resnet18 [--dtype bfloat16]
+"""
+import argparse
+import collections
+import statistics
+import time
+
+import torch
+
+import kiln
+from kiln.bench import models as zoo
+
+
+def timings(fn, x, n=30):
+    for _ in range(5):
+        fn(*x)
+    torch.cuda.synchronize()
+    wall, enq = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn(*x)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        wall.append(time.perf_counter() - t0)
+        enq.append(t1 - t0)
+    return statistics.median(wall) * 1e3, statistics.median(enq) * 1e3
+
+
+def gpu_profile(fn, x, n=5):
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn(*x)
+        torch.cuda.synchronize()
+    per = collections.Counter()
+    count = 0
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            per[e.name[:60]] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
+            count += 1
+    total = sum(per.values()) / n / 1e3
+    return total, count // n, per.most_common(6)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="bert,resnet18,vit_small")
+    ap.add_argument("--dtype", default="bfloat16")
+    a = ap.parse_args()
+    dtype = getattr(torch, a.dtype)
+    cfg = zoo.BuildConfig(device="cuda", dtype=dtype)
+    for spec in zoo.select_models(a.models):
+        model, inputs, _ = zoo.build_model(spec, cfg)
+        with torch.no_grad():
+            variants = {"eager": model, "inductor": torch.compile(model), "kiln": kiln.compile(model)}
+            for name, fn in variants.items():
+                wall, enq = timings(fn, inputs)
+                gpu, nk, top = gpu_profile(fn, inputs)
+                print(f"{spec.name:10s} {name:8s} wall {wall:7.3f} ms  enqueue {enq:7.3f} ms  "
+                      f"gpu {gpu:7.3f} ms  kernels/call {nk}")
+                for k, t in top:
+                    print(f"      {t / 5 / 1e3:7.3f} ms  {k}")
+
+
+if __name__ == "__main__":
+    main()
