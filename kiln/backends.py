@@ -41,6 +41,17 @@ def _packed_linear_ops():
 _C.set_runtime(torch.empty_strided, torch.empty, torch.as_strided, fx_bridge.DTYPES, torch.uint8, fx_bridge.Ref,
                *_packed_linear_ops())
 
+
+def _lean_bindings():
+    """torch's lean C++ bindings for allocation and views (what torch.compile's
+    own generated wrappers call: each Python-level call costs microseconds,
+    which on a GPU is the whole budget of a small kernel)."""
+    g = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    return getattr(g, "_empty_strided_cuda", None), getattr(g, "_reinterpret_tensor", None)
+
+
+_C.set_fast_runtime(*_lean_bindings())
+
 aten = torch.ops.aten
 
 # Ops kiln keeps whole (extern calls into ATen's own kernels, which beat a

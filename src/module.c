@@ -26,6 +26,7 @@ PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
 int kn_runtime_packed_linear(void);
 PyObject *kn_py_set_linear_mode(PyObject *self, PyObject *arg);
 PyObject *kn_py_set_cuda_stream(PyObject *self, PyObject *fn);
+PyObject *kn_py_set_fast_runtime(PyObject *self, PyObject *args);
 PyObject *kn_compiler_error_type(void);
 extern PyTypeObject kn_LibraryType, kn_ProgramType;
 
@@ -117,6 +118,8 @@ static PyMethodDef methods[] = {
      "nvrtc_compile(source, arch, nvrtc_path=None) -> (cubin, log): compile CUDA C with NVRTC alone."},
     {"lowered_ops", py_lowered_ops, METH_NOARGS, "Names of the ATen ops kiln lowers itself."},
     {"set_runtime", kn_py_set_runtime, METH_VARARGS, "Hand the C runtime torch's allocation functions."},
+    {"set_fast_runtime", kn_py_set_fast_runtime, METH_VARARGS,
+     "set_fast_runtime(empty_strided_cuda, reinterpret_tensor): torch's lean bindings (None: not available)."},
     {"set_cuda_stream", kn_py_set_cuda_stream, METH_O,
      "Hand the C runtime a function: device index -> torch's current CUDA stream (an int)."},
     {"set_linear_mode", kn_py_set_linear_mode, METH_O,

@@ -76,10 +76,14 @@ def test_cuda_c_compiles_to_sm90(name):
     nvrtc(p)
 
 
-def test_softmax_is_one_kernel_with_a_block_reduction():
-    p = render(lambda a: torch.softmax(a, -1), x)
+def test_softmax_is_one_kernel_with_warp_or_block_reductions():
+    p = render(lambda a: torch.softmax(a, -1), x)      # rows of 384: a warp per row
     assert p.num_kernels == 1
-    assert "kn_shfl" in p.source and "__shared__" in p.source
+    assert "kn_shfl" in p.source and "__shared__" not in p.source
+    p = render(lambda a: torch.softmax(a, -1), torch.randn(4, 8192))   # long rows: a block per row
+    assert p.num_kernels == 1
+    assert "kn_shfl" in p.source and "__shared__" in p.source and "__syncthreads" in p.source
+    nvrtc(p)
 
 
 def test_index_math_is_32_bit_when_it_fits_and_64_bit_otherwise():

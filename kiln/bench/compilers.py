@@ -189,16 +189,32 @@ class TimedBackend:
     the seconds spent inside it: the compiler's own share of compile time,
     without TorchDynamo's tracing."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, mode: str | None = None):
         self.name = name
+        self.mode = mode
         self.seconds = 0.0
         self.graphs = 0
 
-    def __call__(self, gm, example_inputs):
-        import time
+    def _backend(self):
         from torch._dynamo import lookup_backend
 
-        fn = lookup_backend(self.name)
+        if self.name == "inductor" and self.mode not in (None, "default"):
+            # torch.compile(mode=...) is inductor with these config patches
+            from torch._inductor import list_mode_options
+            from torch._inductor.compile_fx import compile_fx
+
+            patches = list_mode_options(self.mode)
+            return lambda gm, ex: compile_fx(gm, ex, config_patches=patches)
+        if self.name == "kiln" and self.mode in ("reduce-overhead", "max-autotune"):
+            import kiln.backends
+
+            return kiln.backends.kiln_cudagraphs
+        return lookup_backend(self.name)
+
+    def __call__(self, gm, example_inputs):
+        import time
+
+        fn = self._backend()
         t0 = time.perf_counter()
         try:
             return fn(gm, example_inputs)

@@ -79,6 +79,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-inductor", action="store_true",
                    help="skip torch.compile's default backend (slow to compile)")
     p.add_argument("--no-warm", action="store_true", help="skip the warm-compile subprocess")
+    p.add_argument("--inductor-mode", default=None,
+                   help="torch.compile mode of the inductor column (e.g. max-autotune-no-cudagraphs, "
+                        "reduce-overhead; default: torch.compile's default)")
+    p.add_argument("--kiln-mode", default=None,
+                   help="kiln.compile mode of the kiln column (reduce-overhead: CUDA graphs)")
     p.add_argument("--kiln-backend", default="kiln",
                    help="torch.compile backend for the kiln column (default: %(default)s; "
                         "'eager' exercises the runner without kiln)")
@@ -190,7 +195,7 @@ def run_compiled(model, inputs, ref, backend: str, eager_ms: float, session: Ses
     args = session.args
     check_backend(backend, session.kiln)
     reset_compilers(session.kiln)
-    timed = TimedBackend(backend)
+    timed = TimedBackend(backend, args.inductor_mode if backend == "inductor" else args.kiln_mode)
     compiled = compile_with(model, timed, kiln_capture, session)
     first_ms, out = time_first_call(compiled, inputs, session.sync)
     result = {"backend": backend, "first_call_ms": first_ms,
@@ -310,6 +315,8 @@ def child_command(spec: zoo.ModelSpec, session: Session, row: dict) -> list[str]
            "--device", args.device, "--dtype", args.dtype,
            "--warmup", str(args.warmup), "--repeat", str(args.repeat),
            "--kiln-backend", args.kiln_backend, "--kiln-capture", args.kiln_capture]
+    if args.kiln_mode:
+        cmd += ["--kiln-mode", args.kiln_mode]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if row.get("batch"):
@@ -372,7 +379,7 @@ def warm_child_main(args: argparse.Namespace) -> int:
             eager = median(time_iterations(model, inputs, args.warmup,
                                            min(args.repeat, 10), session.sync))
             check_backend(args.kiln_backend, session.kiln)
-            timed = TimedBackend(args.kiln_backend)
+            timed = TimedBackend(args.kiln_backend, args.kiln_mode)
             compiled = compile_with(model, timed, args.kiln_capture == "kiln", session)
             kiln_warnings: list[str] = []
             with captured_kiln_warnings(kiln_warnings):
@@ -398,6 +405,7 @@ def warm_child_main(args: argparse.Namespace) -> int:
 def print_report(info: dict, rows: list[dict], summary: dict, args) -> None:
     print()
     print(format_header(info))
+    print(f"modes: inductor {args.inductor_mode or 'default'}, kiln {args.kiln_mode or 'default'}")
     print()
     print(format_results(rows))
     print()

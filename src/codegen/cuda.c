@@ -250,12 +250,20 @@ gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
     kn_ctx *c = g->c;
     const kn_kernel *k = g->k;
     int scan = has_scan(c, k);
-    /* G threads per row, about eight elements each.  A group of up to a warp
-       reduces with shuffles, several rows to a block of 128; a larger group
-       is the whole block (its warps combine through shared memory). */
-    int64_t G = scan ? 1 : pow2_at_least((inner_n + 7) / 8);
+    /* G threads per row.  A group of up to a warp reduces with shuffles,
+       several rows to a block of 128; a larger group is the whole block (its
+       warps combine through shared memory). */
+    int64_t G;
+    if (scan)
+        G = 1;
+    else if (inner_n <= 1024)   /* a warp per row at most: shuffles only, no barrier */
+        G = pow2_at_least((inner_n + 7) / 8) < 32 ? pow2_at_least((inner_n + 7) / 8) : 32;
+    else                        /* long rows: 32+ elements per thread, 64..1024 threads */
+        G = pow2_at_least((inner_n + 31) / 32);
     if (G > 1024)
         G = 1024;
+    if (G > 32 && G < 64)
+        G = 64;
     int T = G > 32 ? (int)G : 128;
     int rpb = T / (int)G;
     int64_t blocks = (outer_n + rpb - 1) / rpb;

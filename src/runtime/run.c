@@ -29,6 +29,23 @@ kn_runtime_packed_linear(void)
 static PyObject *str_data_ptr, *str_storage_offset, *str_dtype_kw;
 /* torch's current CUDA stream of a device, as an int (set by kiln/cuda.py) */
 static PyObject *rt_cuda_stream;
+/* torch's lean bindings, where this torch has them (the ones its own
+   generated wrappers call): empty_strided_cuda(size, stride, dtype) and
+   reinterpret(base, size, stride, offset_increment).  NULL: the public ones. */
+static PyObject *rt_empty_strided_cuda, *rt_reinterpret;
+
+PyObject *kn_py_set_fast_runtime(PyObject *self, PyObject *args);
+PyObject *
+kn_py_set_fast_runtime(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *es, *re;
+    if (!PyArg_ParseTuple(args, "OO", &es, &re))
+        return NULL;
+    Py_XSETREF(rt_empty_strided_cuda, es == Py_None ? NULL : Py_NewRef(es));
+    Py_XSETREF(rt_reinterpret, re == Py_None ? NULL : Py_NewRef(re));
+    Py_RETURN_NONE;
+}
 int kn_cuda_is_module(PyObject *o);
 void *kn_cuda_function(PyObject *mod, const char *name);
 int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);
@@ -148,6 +165,7 @@ typedef struct {
     int ndim;
     PyObject *size, *stride;   /* tuples, for allocation and views */
     PyObject *alloc_args;      /* (size, stride) for torch.empty_strided */
+    PyObject *cuda_args;       /* (size, stride, dtype) for the lean CUDA allocator */
     int64_t arena_off;
     int input_index;
     int base;
@@ -237,6 +255,7 @@ program_dealloc(ProgramObject *self)
         Py_XDECREF(self->bufs[i].size);
         Py_XDECREF(self->bufs[i].stride);
         Py_XDECREF(self->bufs[i].alloc_args);
+        Py_XDECREF(self->bufs[i].cuda_args);
     }
     for (int s = 0; s < self->nsteps; s++) {
         Py_XDECREF(self->steps[s].op);
@@ -377,6 +396,8 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
         r->alloc_args = PyTuple_Pack(2, r->size, r->stride);
         if (r->alloc_args == NULL)
             goto error;
+        if (c->cuda && (r->cuda_args = PyTuple_Pack(3, r->size, r->stride, PyTuple_GET_ITEM(rt_dtypes, b->dt))) == NULL)
+            goto error;
     }
     for (int s = 0; s < c->nsteps; s++) {
         kn_step *st = &c->steps[s];
@@ -516,6 +537,8 @@ data_ptr(PyObject *t, void **out)
 static PyObject *
 alloc_tensor(ProgramObject *p, rbuf *r)
 {
+    if (p->cuda && rt_empty_strided_cuda && r->cuda_args)
+        return PyObject_Call(rt_empty_strided_cuda, r->cuda_args, NULL);   /* on the current device */
     return PyObject_Call(rt_empty_strided, r->alloc_args, p->kw[r->dt] ? p->kw[r->dt] : dtype_kwargs[r->dt]);
 }
 
@@ -530,6 +553,14 @@ buffer_object(ProgramObject *p, frame *f, int i)
         PyObject *base = buffer_object(p, f, r->base);
         if (base == NULL)
             return NULL;
+        if (rt_reinterpret) {
+            PyObject *v = PyObject_CallFunction(rt_reinterpret, "OOOL", base, r->size, r->stride, (long long)r->offset);
+            Py_DECREF(base);
+            if (v == NULL)
+                return NULL;
+            f->obj[i] = v;
+            return Py_NewRef(v);
+        }
         PyObject *so = PyObject_CallMethodNoArgs(base, str_storage_offset);
         if (so == NULL) {
             Py_DECREF(base);
