@@ -57,8 +57,15 @@ def main():
     cfg = zoo.BuildConfig(device="cuda", dtype=dtype)
     for spec in zoo.select_models(a.models):
         model, inputs, _ = zoo.build_model(spec, cfg)
+        graphs = []
+
+        def spy(gm, ex):
+            f = kiln.backends.kiln(gm, ex)
+            graphs.append((f, ex))
+            return f
+
         with torch.no_grad():
-            variants = {"eager": model, "inductor": torch.compile(model), "kiln": kiln.compile(model)}
+            variants = {"eager": model, "inductor": torch.compile(model), "kiln": kiln.compile(model, backend=spy)}
             for name, fn in variants.items():
                 wall, enq = timings(fn, inputs)
                 gpu, nk, top = gpu_profile(fn, inputs)
@@ -66,6 +73,16 @@ def main():
                       f"gpu {gpu:7.3f} ms  kernels/call {nk}")
                 for k, t in top:
                     print(f"      {t / 5 / 1e3:7.3f} ms  {k}")
+            for f, ex in graphs:
+                cg = getattr(f, "cg", None)
+                if cg is None or not hasattr(cg, "program"):
+                    continue
+                args = tuple(ex) + cg.constants
+                st = cg.kiln_stats
+                wall, enq = timings(cg.program, args)
+                print(f"      kiln program alone: wall {wall:.3f} ms enqueue {enq:.3f} ms; "
+                      f"{st.get('kernels')} kernels, {st.get('externs')} externs, {len(args)} inputs; "
+                      f"externs {sorted(set(st.get('extern_ops', [])))}")
 
 
 if __name__ == "__main__":
