@@ -96,3 +96,19 @@ def test_index_math_is_32_bit_when_it_fits_and_64_bit_otherwise():
     p = _C.compile(desc, "kn_", False, False, True, 132)
     assert "typedef long long kn_ix;" in p.source
     nvrtc(p)
+
+
+def test_flash_attention_tuple_with_non_tensor_results():
+    """CUDA attention returns a 9-tuple holding ints and CPU tensors: buffers
+    without a dtype must not trip the program builder (they did, on ViT)."""
+    def f(q, w):
+        o = torch.ops.aten._scaled_dot_product_flash_attention(q, q, q)
+        return (o[0] * w).sum(-1), o[0] + 1
+
+    q = torch.empty(2, 4, 64, 32, device="meta", dtype=torch.bfloat16)
+    w = torch.empty(32, device="meta", dtype=torch.bfloat16)
+    gm = make_fx(f, tracing_mode="fake")(q, w)
+    desc, _, _ = fx_bridge.describe(gm, "meta")
+    p = _C.compile(desc, "kn_", False, False, True, 132)
+    assert p.num_kernels >= 1
+    nvrtc(p)

@@ -257,6 +257,10 @@ MODELS: dict[str, ModelSpec] = {s.name: s for s in [
               _torchvision_builder("resnet18"), batch=_IMG_BATCH, requires="torchvision"),
     ModelSpec("resnet50", "torchvision", "torchvision resnet50, 3x224x224",
               _torchvision_builder("resnet50"), batch=_IMG_BATCH, requires="torchvision"),
+    ModelSpec("mobilenet_v3", "torchvision", "torchvision mobilenet_v3_large, 3x224x224",
+              _torchvision_builder("mobilenet_v3_large"), batch=_IMG_BATCH, requires="torchvision"),
+    ModelSpec("efficientnet_b0", "torchvision", "torchvision efficientnet_b0, 3x224x224",
+              _torchvision_builder("efficientnet_b0"), batch=_IMG_BATCH, requires="torchvision"),
     ModelSpec("vit_small", "timm", "timm vit_small_patch16_224", _build_vit_small,
               batch=_IMG_BATCH, requires="timm"),
 ]}

@@ -396,7 +396,9 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
         r->alloc_args = PyTuple_Pack(2, r->size, r->stride);
         if (r->alloc_args == NULL)
             goto error;
-        if (c->cuda && (r->cuda_args = PyTuple_Pack(3, r->size, r->stride, PyTuple_GET_ITEM(rt_dtypes, b->dt))) == NULL)
+        /* (buffers of non-tensor extern results carry no dtype) */
+        if (c->cuda && b->dt < KN_NDTYPES &&
+            (r->cuda_args = PyTuple_Pack(3, r->size, r->stride, PyTuple_GET_ITEM(rt_dtypes, b->dt))) == NULL)
             goto error;
     }
     for (int s = 0; s < c->nsteps; s++) {
