@@ -309,7 +309,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 1 packed {config.packed_linear}".encode())
+    h.update(f"lowering recipe 2 packed {config.packed_linear}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
     for t in example_inputs:
@@ -337,6 +337,9 @@ def _lowered(gm, example_inputs):
         pass
     except Exception:   # a corrupt or truncated entry is rebuilt, never trusted
         pass
+    if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+        from . import ops
+        gm = ops.keep_attention_whole(gm)   # inference on a GPU: eager's fused attention
     aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
                                    decompositions=decompositions())
     # export-style tracing leaves metadata assertions with no users: drop them

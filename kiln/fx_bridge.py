@@ -25,6 +25,8 @@ def _fast_calls():
         aten.embedding.default: torch.embedding,
         aten.scaled_dot_product_attention.default: torch._C._nn.scaled_dot_product_attention,
     }
+    from . import ops
+    table[torch.ops.kiln.attention.default] = ops.call_attention
     return table
 
 

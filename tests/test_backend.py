@@ -333,3 +333,27 @@ def test_linear_operand_that_changes_every_call_stays_correct():
     for i in range(5):
         x, w = torch.randn(16, 32), torch.randn(24, 32)
         torch.testing.assert_close(fast(x, w), f(x, w))
+
+
+def test_attention_kept_whole_runs_torchs_own_sdpa():
+    """Inference graphs on a GPU keep scaled_dot_product_attention whole
+    (kiln::attention, an extern calling torch's SDPA) instead of the kernel
+    tracing picks on fake tensors; the rewrite works on a copy and matches
+    eager (checked here on the CPU, where the rewrite is not applied by default)."""
+    import torch.nn.functional as F
+    from torch._functorch.aot_autograd import aot_export_joint_simple
+    from kiln import backends, ops
+
+    def f(q, k, v, m):
+        return ((F.scaled_dot_product_attention(q, k, v, attn_mask=m) * 2).transpose(1, 2).reshape(2, 16, 64),)
+
+    q, m = torch.randn(2, 4, 16, 16), torch.randn(2, 1, 1, 16)
+    gm = torch.fx.symbolic_trace(f)
+    before = gm.code
+    g2 = ops.keep_attention_whole(gm)
+    assert gm.code == before and g2 is not gm
+    aten = aot_export_joint_simple(g2, [q, q, q, m], trace_joint=False, decompositions=backends.decompositions())
+    cg = backends.compile_graph(aten, [q, q, q, m])
+    assert cg.kiln_stats["extern_ops"] == ["kiln.attention.default"]
+    out = cg.run(q, q, q, m)
+    torch.testing.assert_close(out if isinstance(out, torch.Tensor) else out[0], f(q, q, q, m)[0])

@@ -432,6 +432,8 @@ def run_models(session: Session, specs: list[zoo.ModelSpec]) -> int:
         bar.update(1)
         for spec in specs:
             rows.append(add_derived(run_model(spec, session, bar)))
+            if args.json:   # after every model, so a run cut short keeps what it measured
+                save_json(args.json, {"meta": info, "results": rows, "partial": True})
     summary = summarize(rows)
     print_report(info, rows, summary, args)
     return save_json(args.json, {"meta": info, "results": rows, "summary": summary})

@@ -352,7 +352,7 @@ def _clone(t):
     (so non-contiguous / expanded / as_strided inputs stay exactly as they are,
     including the NaN padding of OpInfo's non-contiguous samples)."""
     storage = t.untyped_storage().clone()
-    out = torch.empty(0, dtype=t.dtype)
+    out = torch.empty(0, dtype=t.dtype, device=t.device)
     out.set_(storage, t.storage_offset(), t.size(), t.stride())
     return out
 
