@@ -12,7 +12,7 @@ export KILN_CACHE_DIR ?= $(CURDIR)/.kiln-cache
 $(VENV)/.setup: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q $(TORCH)
-	$(VPY) -m pip install -q setuptools wheel pytest transformers numpy tqdm
+	$(VPY) -m pip install -q setuptools wheel pytest transformers numpy tqdm nvidia-cuda-nvrtc
 	touch $@
 
 setup: $(VENV)/.setup

@@ -6,11 +6,14 @@ or in an `nvidia/*/lib` wheel beside torch); the CUDA toolkit's copy is the
 fallback.  Everything else — compiling CUDA C to a cubin for the device's
 architecture, loading it, launching kernels on torch's current stream — is C.
 """
+import concurrent.futures
 import ctypes.util
 import functools
 import glob
 import hashlib
 import os
+import re
+import threading
 
 import torch
 
@@ -57,51 +60,121 @@ def sms(index):
 
 _stream_set = False
 
+_KERNEL_HEAD = re.compile(r'\nextern "C" __global__ void (\w+)\(')
+_LOCAL_NAMES = re.compile(r"\b(sm|sa|[btram])(\d+)\b")
+
+
+def _canonical(text):
+    """A kernel's text with its buffer, temporary and register names numbered
+    by first appearance: the kernels of identical layers become identical."""
+    seen, counts = {}, {}
+
+    def rename(m):
+        tok = m.group(0)
+        if tok not in seen:
+            p = m.group(1)
+            seen[tok] = f"{p}{counts.get(p, 0)}"
+            counts[p] = counts.get(p, 0) + 1
+        return seen[tok]
+
+    return _LOCAL_NAMES.sub(rename, text)
+
+
+def unique_kernels(programs):
+    """(the distinct kernels of `programs` as {canonical CUDA text: function
+    name}, per program the function name of each of its kernels).  A model's
+    repeated layers generate the same kernels up to names; NVRTC compiles
+    each once."""
+    bodies, per_program = {}, []
+    for p in programs:
+        parts = _KERNEL_HEAD.split(p.source)
+        names = []
+        # parts: [head, name0, rest0, name1, rest1, ...]
+        for j in range(1, len(parts), 2):
+            body = _canonical('\nextern "C" __global__ void KN_FN(' + parts[j + 1])
+            fn = bodies.get(body)
+            if fn is None:
+                fn = bodies[body] = "kn_u" + hashlib.sha1(body.encode()).hexdigest()[:16]
+            names.append(fn)
+        if len(names) != p.num_kernels:
+            raise RuntimeError(f"kiln: found {len(names)} kernels in a program of {p.num_kernels}")
+        per_program.append(names)
+    return bodies, per_program
+
+
+def chunks(bodies, jobs):
+    """Split the distinct kernels into at most `jobs` NVRTC programs of
+    similar size (each compiles on its own thread): [(source, names)]."""
+    items = sorted(bodies.items(), key=lambda kv: -len(kv[0]))
+    n = max(1, min(jobs, len(items)))
+    groups = [[] for _ in range(n)]
+    sizes = [0] * n
+    for body, fn in items:   # largest first onto the lightest group
+        g = sizes.index(min(sizes))
+        groups[g].append((body, fn))
+        sizes[g] += len(body)
+    prelude = _C.prelude_cuda()
+    return [(prelude + "".join(b.replace("KN_FN", fn, 1) for b, fn in grp), [fn for _, fn in grp])
+            for grp in groups if grp]
+
+
+def _cached_module(source, names, index, arch, version):
+    """A CudaModule for `source`, its cubin from the disk cache when there.
+    Returns (module, was_cached)."""
+    h = hashlib.sha256(f"kiln cuda 3 | sm_{arch} | nvrtc {version}\n".encode())
+    h.update(source.encode())
+    key = h.hexdigest()
+    path = os.path.join(config.cache_dir, "cuda", key[:2], key + ".cubin")
+    try:
+        with open(path, "rb") as f:
+            cubin = f.read()
+        if cubin:
+            return _C.CudaModule(source, names, index, nvrtc_path(), cubin), True
+    except OSError:
+        pass
+    except RuntimeError:
+        pass   # a corrupt entry is rebuilt, never trusted
+    mod = _C.CudaModule(source, names, index, nvrtc_path())
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(mod.cubin)
+        os.replace(tmp, path)
+    except OSError:
+        pass   # caching is an optimisation
+    return mod, False
+
 
 def build(programs, device):
-    """Compile the kernels of CUDA Programs (one NVRTC program for them all:
-    their symbol prefixes differ) to a cubin for `device`'s architecture,
-    through the disk cache (<cache>/cuda/), and bind them.  Returns (cubin
-    path, was_cached)."""
+    """Compile the kernels of CUDA Programs to cubins for `device`'s
+    architecture and bind them.  Identical kernels (repeated layers) are
+    compiled once; the distinct ones are split into several NVRTC programs
+    compiled on parallel threads (NVRTC releases the GIL), each cached on disk
+    (<cache>/cuda/).  Returns (cache directory, all were cached)."""
     global _stream_set
     if not _stream_set:
         _C.set_cuda_stream(torch._C._cuda_getCurrentRawStream)
         _stream_set = True
     index = device.index if device.index is not None else torch.cuda.current_device()
     arch, _ = _device_facts(index)
-    source = _C.prelude_cuda() + "".join(p.source for p in programs)
     _, _, version = available()
-    h = hashlib.sha256(f"kiln cuda 1 | sm_{arch} | nvrtc {version}\n".encode())
-    h.update(source.encode())
-    key = h.hexdigest()
-    path = os.path.join(config.cache_dir, "cuda", key[:2], key + ".cubin")
-    names = [f"{p.prefix}k{k}" for p in programs for k in range(p.num_kernels)]
-    cubin, cached = None, False
-    try:
-        with open(path, "rb") as f:
-            cubin = f.read()
-    except OSError:
-        pass
-    mod = None
-    if cubin:
-        try:
-            mod = _C.CudaModule(source, names, index, nvrtc_path(), cubin)
-            cached = True
-        except RuntimeError:
-            mod = None   # a corrupt entry is rebuilt, never trusted
-    if mod is None:
-        mod = _C.CudaModule(source, names, index, nvrtc_path())
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(mod.cubin)
-            os.replace(tmp, path)
-        except OSError:
-            pass   # caching is an optimisation
-    for p in programs:
-        p.load_cuda(mod, torch.device("cuda", index), index)
-    return path, cached
+    bodies, per_program = unique_kernels(programs)
+    parts = chunks(bodies, max(1, min(config.compile_jobs, len(bodies) // 2)))
+    if len(parts) == 1:
+        results = [_cached_module(parts[0][0], parts[0][1], index, arch, version)]
+    else:
+        torch.cuda.init()
+        with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
+            results = list(pool.map(lambda sn: _cached_module(sn[0], sn[1], index, arch, version), parts))
+    owner = {}
+    for (source, names), (mod, _) in zip(parts, results):
+        for n in names:
+            owner[n] = mod
+    dev = torch.device("cuda", index)
+    for p, ns in zip(programs, per_program):
+        p.load_cuda([owner[n] for n in ns], dev, index, ns)
+    return os.path.join(config.cache_dir, "cuda"), all(c for _, c in results)
 
 
 def module(source, names, device=None):

@@ -112,3 +112,30 @@ def test_flash_attention_tuple_with_non_tensor_results():
     p = _C.compile(desc, "kn_", False, False, True, 132)
     assert p.num_kernels >= 1
     nvrtc(p)
+
+
+def test_repeated_layers_compile_once_in_parallel_programs():
+    """Identical layers render identical kernels up to names: the build
+    compiles each distinct kernel once, split into NVRTC programs that compile
+    on parallel threads; every kernel of every program maps to one of them."""
+    import concurrent.futures
+
+    ln = [torch.nn.LayerNorm(256) for _ in range(4)]
+    lin = [torch.nn.Linear(256, 256) for _ in range(4)]
+
+    def f(h):
+        for m, w in zip(ln, lin):   # a matmul (an extern) between layers ends each kernel
+            h = w(F.gelu(m(h) * 2 + 1))
+        return h
+
+    with torch.no_grad():
+        p = render(f, torch.randn(8, 256))
+    bodies, per_program = cuda.unique_kernels([p])
+    assert p.num_kernels >= 4 and len(per_program[0]) == p.num_kernels
+    assert len(bodies) < p.num_kernels          # the four layers share their kernels
+    parts = cuda.chunks(bodies, 2)
+    assert sorted(n for _, names in parts for n in names) == sorted(bodies.values())
+    assert set(per_program[0]) <= set(bodies.values())
+    with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
+        cubins = list(pool.map(lambda sn: _C.nvrtc_compile(sn[0], 90, NVRTC)[0], parts))
+    assert all(c[:4] == b"\x7fELF" for c in cubins)

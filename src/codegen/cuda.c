@@ -165,8 +165,8 @@ gen_reduction(kn_gen *g, kn_buf *b, int G)
         kn_cg_ind(g);
         kn_str_printf(g->s, "for (int o = %d; o > 0; o >>= 1) {", warp_g / 2);
         if (arg) {
-            kn_str_printf(g->s, " %s m2 = kn_shfl(m%d, o); long long a2 = kn_shfl(a%d, o);", at, id, id);
-            kn_str_printf(g->s, " kn_argcomb(m%d, a%d, m2, a2, %s); }\n", id, id,
+            kn_str_printf(g->s, " %s mo_ = kn_shfl(m%d, o); long long ao_ = kn_shfl(a%d, o);", at, id, id);
+            kn_str_printf(g->s, " kn_argcomb(m%d, a%d, mo_, ao_, %s); }\n", id, id,
                           b->rop == KN_R_ARGMAX ? "true" : "false");
         } else {
             char an[32], sh[64];

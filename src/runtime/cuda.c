@@ -194,7 +194,11 @@ compile_cubin_with(void *table, const char *src, int arch, PyObject **log_out)
     char archopt[64];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=sm_%d", arch);
     const char *opts[] = {archopt, "--std=c++17", "-default-device"};
+    /* the GIL is released: a graph's kernels compile as several programs
+       on several threads (kiln/cuda.py) */
+    Py_BEGIN_ALLOW_THREADS
     rc = f->nvrtcCompileProgram(prog, 3, opts);
+    Py_END_ALLOW_THREADS
     size_t lsz = 0;
     f->nvrtcGetProgramLogSize(prog, &lsz);
     char *log = PyMem_Malloc(lsz + 1);

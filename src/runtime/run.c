@@ -223,7 +223,7 @@ typedef struct {
     int cuda;
     PyObject *device_index;    /* int, for the stream getter */
     PyObject *kw[KN_NDTYPES];  /* {"dtype", "device"} for allocation (NULL: CPU defaults) */
-    PyObject *cumod;           /* the loaded kiln._C.CudaModule */
+    PyObject *cumod;           /* the loaded kiln._C.CudaModule(s) (kept alive) */
     void **cufns;
     int *kthreads;
     unsigned *kblocks;
@@ -492,11 +492,18 @@ program_load(ProgramObject *self, PyObject *lib)
 static PyObject *
 program_load_cuda(ProgramObject *self, PyObject *args)
 {
-    PyObject *mod, *device, *index;
-    if (!PyArg_ParseTuple(args, "OOO!", &mod, &device, &PyLong_Type, &index))
+    PyObject *mod, *device, *index, *names = Py_None;
+    if (!PyArg_ParseTuple(args, "OOO!|O", &mod, &device, &PyLong_Type, &index, &names))
         return NULL;
-    if (!self->cuda || !kn_cuda_is_module(mod)) {
-        PyErr_SetString(PyExc_TypeError, "kiln: Program.load_cuda takes a CUDA program and a kiln._C.CudaModule");
+    if (names != Py_None && (!PyList_Check(names) || PyList_GET_SIZE(names) != self->nkernels)) {
+        PyErr_SetString(PyExc_ValueError, "kiln: load_cuda names must be a list with one name per kernel");
+        return NULL;
+    }
+    /* mod: one kiln._C.CudaModule, or a list holding kernel k's module at k */
+    int listed = PyList_Check(mod);
+    if (!self->cuda || (listed ? PyList_GET_SIZE(mod) != self->nkernels : !kn_cuda_is_module(mod))) {
+        PyErr_SetString(PyExc_TypeError, "kiln: Program.load_cuda takes a CUDA program and a kiln._C.CudaModule "
+                                         "(or a list of one per kernel)");
         return NULL;
     }
     const char *prefix = PyUnicode_AsUTF8(self->prefix);
@@ -504,8 +511,20 @@ program_load_cuda(ProgramObject *self, PyObject *args)
         return NULL;
     for (int k = 0; k < self->nkernels; k++) {
         char name[256];
-        snprintf(name, sizeof name, "%sk%d", prefix, k);
-        if ((self->cufns[k] = kn_cuda_function(mod, name)) == NULL)
+        if (names != Py_None) {
+            const char *nm = PyUnicode_AsUTF8(PyList_GET_ITEM(names, k));
+            if (nm == NULL)
+                return NULL;
+            snprintf(name, sizeof name, "%s", nm);
+        } else {
+            snprintf(name, sizeof name, "%sk%d", prefix, k);
+        }
+        PyObject *m = listed ? PyList_GET_ITEM(mod, k) : mod;
+        if (!kn_cuda_is_module(m)) {
+            PyErr_SetString(PyExc_TypeError, "kiln: Program.load_cuda: not a kiln._C.CudaModule");
+            return NULL;
+        }
+        if ((self->cufns[k] = kn_cuda_function(m, name)) == NULL)
             return NULL;
     }
     for (int d = 0; d < KN_NDTYPES; d++) {
@@ -1039,7 +1058,8 @@ done:
 static PyMethodDef program_methods[] = {
     {"load", (PyCFunction)program_load, METH_O, "Bind the kernels of a loaded kiln._C.Library."},
     {"load_cuda", (PyCFunction)program_load_cuda, METH_VARARGS,
-     "load_cuda(module, device, device_index): bind the kernels of a kiln._C.CudaModule."},
+     "load_cuda(module, device, device_index, names=None): bind the kernels of a kiln._C.CudaModule "
+     "(kernel k is names[k], else <prefix>k<k>)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1293,6 +1293,8 @@ def test_opinfo_matches_eager_cuda(dtype, request):
     if problems:
         shown = problems[:60]
         msg = "\n".join(f"  {f}" for f in shown)
+        # straight to the terminal too: a run cut short by a time limit still names them
+        _emit(request.config, f"cuda {_dtype_name(dtype)} failures:\n{msg}")
         pytest.fail(f"{len(stats.failures)} failing samples and {len(stats.errors)} other kiln errors for "
                     f"cuda {dtype}:\n{msg}", pytrace=False)
 
