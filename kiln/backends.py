@@ -419,12 +419,16 @@ def kiln(gm, example_inputs):
                 aten = None   # mutation, aliasing or an untraceable graph: AOT autograd's full path
             if aten is not None:
                 fn = _Flat(compile_graph(aten, example_inputs))
+        pure = fn is not None   # no input mutation, no aliased outputs (aot_export_joint_simple checked)
         if fn is None:
             fn = _aot(g, example_inputs, compile_graph)
         if unwrap:
             def single(*args):
                 return fn(*args)[0]
+            single._kiln_pure = pure
             return single
+        if pure:
+            fn._kiln_pure = True
         return fn
     except Exception as e:
         if config.debug and not _data_dependent(e):
@@ -441,9 +445,11 @@ def kiln_cudagraphs(gm, example_inputs):
     graph.  Elsewhere it is the plain kiln backend."""
     fn = kiln(gm, example_inputs)
     dev = _non_cpu(example_inputs)
-    if dev is None or dev.type != "cuda" or isinstance(fn, torch.fx.GraphModule) or \
-            getattr(fn, "__self__", None) is gm:
-        return fn   # not on a GPU, or kiln runs this graph through ATen
+    if dev is None or dev.type != "cuda" or not getattr(fn, "_kiln_pure", False):
+        # not on a GPU, run through ATen, or a graph that mutates its inputs
+        # or returns views of them (AOT autograd's wrappers handle those
+        # outside any graph): no CUDA graph
+        return fn
     return CudaGraphed(fn, dev)
 
 
@@ -471,6 +477,12 @@ class CudaGraphed:
     def _ptrs(args):
         return [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
 
+    def _signature(self, args):
+        """Sizes and strides of the inputs copied into static buffers (the only
+        graphs wrapped take tensors only, and their in-place inputs keep their
+        address; sizes are guarded by capture, this checks again cheaply)."""
+        return [(args[i].shape, args[i].stride()) for i in self.copied]
+
     def __call__(self, *args):
         if self.graph is not None:
             return self._replay(args)
@@ -493,9 +505,12 @@ class CudaGraphed:
     def _capture(self, args):
         ptrs = self._ptrs(args)
         self.copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and ptrs[i] != self.first_ptrs[i]]
+        self.signature = self._signature(args)
         self.static = list(args)
-        for i in self.copied:
-            self.static[i] = args[i].clone()
+        for i in self.copied:   # same sizes and strides as the argument: the program was compiled for them
+            a = args[i]
+            self.static[i] = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
+            self.static[i].copy_(a)
         self.inplace = [(i, ptrs[i]) for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.copied]
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
@@ -512,6 +527,8 @@ class CudaGraphed:
         for i, p in self.inplace:
             if args[i].data_ptr() != p:
                 return self.fn(*args)
+        if self._signature(args) != self.signature:
+            return self.fn(*args)
         for i in self.copied:
             self.static[i].copy_(args[i])
         self.graph.replay()

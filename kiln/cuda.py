@@ -60,7 +60,7 @@ def sms(index):
 
 _stream_set = False
 
-_KERNEL_HEAD = re.compile(r'\nextern "C" __global__ void (\w+)\(')
+_KERNEL_HEAD = re.compile(r'\nextern "C" __global__ void (__launch_bounds__\(\d+\) )?(\w+)\(')
 _LOCAL_NAMES = re.compile(r"\b(sm|sa|[btram])(\d+)\b")
 
 
@@ -89,9 +89,9 @@ def unique_kernels(programs):
     for p in programs:
         parts = _KERNEL_HEAD.split(p.source)
         names = []
-        # parts: [head, name0, rest0, name1, rest1, ...]
-        for j in range(1, len(parts), 2):
-            body = _canonical('\nextern "C" __global__ void KN_FN(' + parts[j + 1])
+        # parts: [head, bounds0, name0, rest0, bounds1, name1, rest1, ...]
+        for j in range(1, len(parts), 3):
+            body = _canonical('\nextern "C" __global__ void ' + (parts[j] or "") + 'KN_FN(' + parts[j + 2])
             fn = bodies.get(body)
             if fn is None:
                 fn = bodies[body] = "kn_u" + hashlib.sha1(body.encode()).hexdigest()[:16]

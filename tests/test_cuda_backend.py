@@ -145,3 +145,24 @@ def test_cubins_come_from_the_disk_cache_in_a_new_process(tmp_path):
     assert "'compiled': 1" in first.stdout
     assert "'cached': 1" in second.stdout and "'compiled': 0" in second.stdout
     assert any(p.suffix == ".cubin" for p in (tmp_path / "cuda").rglob("*"))
+
+
+def test_reduce_overhead_leaves_mutating_graphs_ungraphed_and_keeps_strides():
+    buf = torch.zeros(4, device="cuda")
+
+    def mutate(x):
+        buf.add_(1)
+        return x * 2
+
+    kiln.reset()
+    f = kiln.compile(mutate, mode="reduce-overhead")
+    x = torch.randn(4, device="cuda")
+    for _ in range(4):
+        torch.testing.assert_close(f(x), x * 2)
+    assert buf.tolist() == [4.0] * 4      # once per call, never doubled by a capture
+
+    g = kiln.compile(lambda a: a * 3 + 1, mode="reduce-overhead")
+    base = torch.randn(8, 16, device="cuda")
+    for k in range(4):                      # a strided (non-dense) input that moves every call
+        v = (base + k)[:, ::2]
+        torch.testing.assert_close(g(v), v * 3 + 1)

@@ -139,3 +139,17 @@ def test_repeated_layers_compile_once_in_parallel_programs():
     with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
         cubins = list(pool.map(lambda sn: _C.nvrtc_compile(sn[0], 90, NVRTC)[0], parts))
     assert all(c[:4] == b"\x7fELF" for c in cubins)
+
+
+def test_index_values_that_leave_int32_are_computed_in_64_bits():
+    # arange(1000) * 3000000 passes 2^31 from 716 on, though every buffer is small
+    p = render(lambda a: torch.arange(1000, dtype=torch.int64) * 3000000 + a.long(), torch.ones(1000))
+    assert "typedef int kn_ix;" in p.source
+    assert "(long long)" in p.source
+    nvrtc(p)
+
+
+def test_every_kernel_declares_its_block_size():
+    p = render(lambda a: (a.softmax(-1), a * 2, a.sum()), torch.randn(16, 30000))
+    heads = [ln for ln in p.source.splitlines() if "__global__" in ln]
+    assert heads and all("__launch_bounds__(" in h for h in heads)

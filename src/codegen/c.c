@@ -90,12 +90,24 @@ kn_cg_ind(kn_gen *g)
 /* CUDA: a pure index expression whose range fits in int32 is computed in
    32-bit arithmetic (64-bit division is a long instruction sequence on GPUs). */
 static int
-is32(kn_gen *g, kn_expr *e)
+fits32(kn_expr *e)
 {
     int64_t lo, hi;
+    if (!kn_expr_range(e, &lo, &hi) || lo < INT32_MIN || hi > INT32_MAX)
+        return 0;
+    /* every intermediate too: a sum can fit while a term does not */
+    for (int j = 0; j < e->n; j++)
+        if (e->a[j]->dt == KN_I64 && !fits32(e->a[j]))
+            return 0;
+    return 1;
+}
+
+static int
+is32(kn_gen *g, kn_expr *e)
+{
     if (!g->cuda || !g->ix32 || e->dt != KN_I64)
         return 0;
-    return kn_expr_range(e, &lo, &hi) && lo >= INT32_MIN && hi <= INT32_MAX;
+    return fits32(e);
 }
 
 static void
@@ -254,7 +266,10 @@ emit_ref(kn_gen *g, kn_expr *e, kn_str *out)
         kn_str a = {0}, b = {0};
         emit_ref(g, e->a[0], &a);
         emit_ref(g, e->a[1], &b);
-        kn_str_printf(out, "(%s %c %s)", a.p, e->op == KN_S_ADD ? '+' : '*', b.p);
+        /* CUDA with 32-bit loop variables: an index expression that may leave
+           int32 is computed in 64 bits */
+        int widen = g->cuda && g->ix32 && !is32(g, e);
+        kn_str_printf(out, "(%s%s %c %s)", widen ? "(long long)" : "", a.p, e->op == KN_S_ADD ? '+' : '*', b.p);
         kn_str_free(&a);
         kn_str_free(&b);
         return;

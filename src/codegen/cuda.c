@@ -244,17 +244,14 @@ has_scan(kn_ctx *c, const kn_kernel *k)
     return 0;
 }
 
-static int
-gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
+/* G threads per row.  A group of up to a warp reduces with shuffles, several
+   rows to a block of 128; a larger group is the whole block (its warps
+   combine through shared memory). */
+static int64_t
+rows_group(kn_ctx *c, const kn_kernel *k, int64_t inner_n)
 {
-    kn_ctx *c = g->c;
-    const kn_kernel *k = g->k;
-    int scan = has_scan(c, k);
-    /* G threads per row.  A group of up to a warp reduces with shuffles,
-       several rows to a block of 128; a larger group is the whole block (its
-       warps combine through shared memory). */
     int64_t G;
-    if (scan)
+    if (has_scan(c, k))
         G = 1;
     else if (inner_n <= 1024)   /* a warp per row at most: shuffles only, no barrier */
         G = pow2_at_least((inner_n + 7) / 8) < 32 ? pow2_at_least((inner_n + 7) / 8) : 32;
@@ -264,7 +261,23 @@ gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
         G = 1024;
     if (G > 32 && G < 64)
         G = 64;
-    int T = G > 32 ? (int)G : 128;
+    return G;
+}
+
+static int
+rows_threads(kn_ctx *c, const kn_kernel *k, int64_t inner_n)
+{
+    int64_t G = rows_group(c, k, inner_n);
+    return G > 32 ? (int)G : 128;
+}
+
+static int
+gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    int64_t G = rows_group(c, k, inner_n);
+    int T = rows_threads(c, k, inner_n);
     int rpb = T / (int)G;
     int64_t blocks = (outer_n + rpb - 1) / rpb;
     int64_t cap = (int64_t)(c->cuda_sms > 0 ? c->cuda_sms : 132) * (2048 / T) * 4;
@@ -466,7 +479,10 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
         return -1;
     }
     k->cu_nparams = 0;
-    kn_str_printf(s, "\nextern \"C\" __global__ void %sk%d(", c->prefix, kid);
+    /* the block size is fixed by the sizes: tell NVRTC, so it never uses
+       more registers than a block of that size can have */
+    int threads = k->has_reduction ? rows_threads(c, k, inner_n) : KN_CU_THREADS;
+    kn_str_printf(s, "\nextern \"C\" __global__ void __launch_bounds__(%d) %sk%d(", threads, c->prefix, kid);
     for (int i = 0; i < c->nbufs; i++) {
         if (!used[i] || (c->bufs[i]->kernel == kid && c->bufs[i]->local))
             continue;

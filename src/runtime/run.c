@@ -219,6 +219,7 @@ typedef struct {
     int *out_buf;              /* per output: buffer id or -1 */
     int64_t arena_bytes;
     PyObject *arena_cache;     /* a reusable arena tensor, or NULL while in use */
+    uintptr_t arena_stream;    /* CUDA: the stream the cached arena was last used on */
     /* CUDA programs: kernels are launched, tensors allocated on the device */
     int cuda;
     PyObject *device_index;    /* int, for the stream getter */
@@ -509,12 +510,17 @@ program_load_cuda(ProgramObject *self, PyObject *args)
     const char *prefix = PyUnicode_AsUTF8(self->prefix);
     if (prefix == NULL)
         return NULL;
+    void **fns = calloc((size_t)self->nkernels + 1, sizeof(void *));
+    if (fns == NULL)
+        return PyErr_NoMemory();
     for (int k = 0; k < self->nkernels; k++) {
         char name[256];
         if (names != Py_None) {
             const char *nm = PyUnicode_AsUTF8(PyList_GET_ITEM(names, k));
-            if (nm == NULL)
+            if (nm == NULL) {
+                free(fns);
                 return NULL;
+            }
             snprintf(name, sizeof name, "%s", nm);
         } else {
             snprintf(name, sizeof name, "%sk%d", prefix, k);
@@ -522,17 +528,30 @@ program_load_cuda(ProgramObject *self, PyObject *args)
         PyObject *m = listed ? PyList_GET_ITEM(mod, k) : mod;
         if (!kn_cuda_is_module(m)) {
             PyErr_SetString(PyExc_TypeError, "kiln: Program.load_cuda: not a kiln._C.CudaModule");
+            free(fns);
             return NULL;
         }
-        if ((self->cufns[k] = kn_cuda_function(m, name)) == NULL)
+        if ((fns[k] = kn_cuda_function(m, name)) == NULL) {
+            free(fns);
             return NULL;
+        }
     }
+    PyObject *kws[KN_NDTYPES];
     for (int d = 0; d < KN_NDTYPES; d++) {
-        PyObject *kw = Py_BuildValue("{s:O,s:O}", "dtype", PyTuple_GET_ITEM(rt_dtypes, d), "device", device);
-        if (kw == NULL)
+        kws[d] = Py_BuildValue("{s:O,s:O}", "dtype", PyTuple_GET_ITEM(rt_dtypes, d), "device", device);
+        if (kws[d] == NULL) {
+            for (int e = 0; e < d; e++)
+                Py_DECREF(kws[e]);
+            free(fns);
             return NULL;
-        Py_XSETREF(self->kw[d], kw);
+        }
     }
+    /* everything found: commit at once (a failed reload leaves the previous
+       binding whole, and the functions' module is kept alive with them) */
+    memcpy(self->cufns, fns, sizeof(void *) * (size_t)self->nkernels);
+    free(fns);
+    for (int d = 0; d < KN_NDTYPES; d++)
+        Py_XSETREF(self->kw[d], kws[d]);
     Py_XSETREF(self->device_index, Py_NewRef(index));
     Py_XSETREF(self->cumod, Py_NewRef(mod));
     Py_RETURN_NONE;
@@ -947,7 +966,16 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     memset(f.obj, 0, sizeof(PyObject *) * (size_t)n);
     PyObject *result = NULL, *arena = NULL;
     uintptr_t stream = 0;
-    int stream_known = 0;
+    if (self->cuda) {
+        /* torch's current stream, read once per call */
+        PyObject *sv = PyObject_CallOneArg(rt_cuda_stream, self->device_index);
+        if (sv == NULL)
+            goto done;
+        stream = (uintptr_t)PyLong_AsUnsignedLongLong(sv);
+        Py_DECREF(sv);
+        if (PyErr_Occurred())
+            goto done;
+    }
     for (int i = 0; i < n; i++) {
         rbuf *r = &self->bufs[i];
         if (r->kind == KN_B_INPUT) {
@@ -958,8 +986,11 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         }
     }
     if (self->arena_bytes > 0) {
-        if (self->arena_cache) {
-            arena = self->arena_cache; /* take it: re-entrant calls allocate their own */
+        /* take the cached arena (re-entrant calls allocate their own); on a
+           GPU only on the stream it was last used on, whose work is ordered
+           before this call's */
+        if (self->arena_cache && (!self->cuda || self->arena_stream == stream)) {
+            arena = self->arena_cache;
             self->arena_cache = NULL;
         } else {
             PyObject *sz = Py_BuildValue("(L)", (long long)self->arena_bytes);
@@ -986,26 +1017,18 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         }
         if (st->kind == KN_ST_KERNEL && self->cuda) {
             int k = st->kernel, np = self->knparams[k];
-            void *params[KN_MAXARGS * 8];
-            if (np > KN_MAXARGS * 8) {
-                PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: too many kernel arguments");
+            void *params_small[128];
+            void **params = np <= 128 ? params_small : malloc(sizeof(void *) * (size_t)np);
+            if (params == NULL) {
+                PyErr_NoMemory();
                 goto done;
             }
             for (int j = 0; j < np; j++)
                 params[j] = &f.ptr[self->kparams[k][j]];
-            if (!stream_known) {
-                /* torch's current stream, once per call (after any extern
-                   that might have changed it: none do) */
-                PyObject *sv = PyObject_CallOneArg(rt_cuda_stream, self->device_index);
-                if (sv == NULL)
-                    goto done;
-                stream = (uintptr_t)PyLong_AsUnsignedLongLong(sv);
-                Py_DECREF(sv);
-                if (PyErr_Occurred())
-                    goto done;
-                stream_known = 1;
-            }
-            if (kn_cuda_launch(self->cufns[k], self->kblocks[k], (unsigned)self->kthreads[k], stream, params) < 0)
+            int rc = kn_cuda_launch(self->cufns[k], self->kblocks[k], (unsigned)self->kthreads[k], stream, params);
+            if (params != params_small)
+                free(params);
+            if (rc < 0)
                 goto done;
         } else if (st->kind == KN_ST_KERNEL) {
             kn_kernel_fn fn = self->fns[st->kernel];
@@ -1043,10 +1066,12 @@ done:
     for (int i = 0; i < n; i++)
         Py_XDECREF(f.obj[i]);
     if (arena) {
-        if (self->arena_cache == NULL)
+        if (self->arena_cache == NULL) {
             self->arena_cache = arena;
-        else
+            self->arena_stream = stream;
+        } else {
             Py_DECREF(arena);
+        }
     }
     if (n > 64) {
         free(f.ptr);
