@@ -194,7 +194,10 @@ def _prepare(gm, prefix, device=None):
         print(f"[kiln] ATen graph:\n{gm.graph}")
     dev = device if device is not None else torch.device("cpu")
     desc, constants, single = fx_bridge.describe(gm, dev.type)
-    if dev.type == "cuda":
+    if dev.type == "cpu" and config.cuda_emulate:
+        # tests: the CUDA renderer's kernels, run by the CPU emulator
+        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132)
+    elif dev.type == "cuda":
         from . import cuda
         index = dev.index if dev.index is not None else torch.cuda.current_device()
         program = _C.compile(desc, prefix, "loops" in config.dump, False, True, cuda.sms(index))
@@ -212,6 +215,14 @@ def _prepare(gm, prefix, device=None):
 def _build(programs, device=None):
     """Compile the kernels of all programs into one cached shared object (a
     cubin for programs on a CUDA device)."""
+    if any(p.cuda for p in programs) and (device is None or device.type == "cpu"):
+        from . import cuda_emulator
+        programs = [p for p in programs if p.num_kernels]
+        if not programs:
+            return None
+        so, cached = cuda_emulator.build(programs)
+        build_counts["cached" if cached else "compiled"] += 1
+        return so
     if device is not None and device.type == "cuda":
         from . import cuda
         programs = [p for p in programs if p.num_kernels]

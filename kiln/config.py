@@ -6,11 +6,16 @@ KILN_DEBUG       1: raise internal errors instead of warning and running eagerly
 KILN_DISABLE     1: kiln.compile returns the function unchanged
 KILN_CAPTURE     kiln (default: kiln's own C capture) or dynamo (TorchDynamo captures)
 CC               the C compiler (default: cc)
+CXX              the C++ compiler of the CUDA emulator (default: c++)
+KILN_CUDA_EMULATE  1: graphs on the CPU compile through the CUDA renderer and run
+                 on kiln's CPU emulation of CUDA (a test tool: kiln/cuda_emulator.py)
 """
 import os
 
 cache_dir = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
 cc = os.environ.get("CC") or "cc"
+cxx = os.environ.get("CXX") or "c++"
+cuda_emulate = os.environ.get("KILN_CUDA_EMULATE", "") not in ("", "0")
 # -fwrapv: integer overflow wraps as in torch; no -ffast-math: NaN and inf
 # keep torch's semantics.
 cflags = "-O3 -march=native -fopenmp -fPIC -fno-math-errno -fno-trapping-math -fwrapv -w"

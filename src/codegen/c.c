@@ -299,6 +299,11 @@ hoist_rec(kn_gen *g, kn_expr *e, uint32_t stamp)
 void
 kn_cg_hoist(kn_gen *g, kn_expr *e)
 {
+    /* an empty inner space runs no iteration: hoisting would read its
+       buffers anyway (empty tensors, maybe without storage) */
+    for (int d = 0; d < g->k->ninner; d++)
+        if (g->k->inner[d] == 0)
+            return;
     hoist_rec(g, e, ++hoist_gen);
 }
 

@@ -2,8 +2,11 @@
  * (embedded into the extension by setup.py, like prelude.h for C).  NVRTC
  * compiles it with no system headers: the fixed-width types and limits are
  * defined here, the math functions are CUDA's built-in device functions.
+ * Outside NVRTC (no __CUDACC_RTC__) the same text compiles as C++ on the CPU
+ * under kiln/cuda_emulator.py's shim, which supplies those from the C library.
  * The scalar helpers have the names and semantics of prelude.h's
  * (kn_<op>_<tag>), so both renderers share scalar.def's templates. */
+#ifdef __CUDACC_RTC__
 typedef unsigned char uint8_t;
 typedef signed char int8_t;
 typedef short int16_t;
@@ -25,6 +28,8 @@ typedef bool b_t;
 #define INT64_C(v) v##LL
 #define NAN __int_as_float(0x7fc00000)
 #define INFINITY __int_as_float(0x7f800000)
+
+#endif
 #define KN_D __device__ __forceinline__
 
 KN_D float kn_bf2f(uint16_t v) { return __uint_as_float((unsigned)v << 16); }
@@ -34,8 +39,13 @@ KN_D uint16_t kn_f2bf(float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
+#ifdef __CUDACC_RTC__
 KN_D float kn_h2f(uint16_t v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v)); return f; }
 KN_D uint16_t kn_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#else /* kiln's CPU emulation of CUDA kernels (kiln/cuda_emulator.py) */
+KN_D float kn_h2f(uint16_t v) { _Float16 h; memcpy(&h, &v, 2); return (float)h; }
+KN_D uint16_t kn_f2h(float f) { _Float16 h = (_Float16)f; uint16_t v; memcpy(&v, &h, 2); return v; }
+#endif
 
 #define KN_FLOAT_OPS(T, tag, F)                                                                  \
 KN_D T kn_div_##tag(T a, T b) { return a / b; }                                                   \
@@ -140,6 +150,9 @@ KN_D bool kn_shfl(bool v, int o) { return __shfl_xor_sync(0xffffffffu, (int)v, o
 KN_D uint8_t kn_shfl(uint8_t v, int o) { return (uint8_t)__shfl_xor_sync(0xffffffffu, (int)v, o); }
 KN_D int8_t kn_shfl(int8_t v, int o) { return (int8_t)__shfl_xor_sync(0xffffffffu, (int)v, o); }
 KN_D int16_t kn_shfl(int16_t v, int o) { return (int16_t)__shfl_xor_sync(0xffffffffu, (int)v, o); }
+#ifndef __CUDACC_RTC__
+KN_D long kn_shfl(long v, int o) { return (long)__shfl_xor_sync(0xffffffffu, (long long)v, o); }
+#endif
 
 /* argmax/argmin: (value, index) pairs; a NaN wins (the first one), ties go
    to the smaller index, as torch does */

@@ -225,6 +225,10 @@ typedef struct {
     PyObject *device_index;    /* int, for the stream getter */
     PyObject *kw[KN_NDTYPES];  /* {"dtype", "device"} for allocation (NULL: CPU defaults) */
     PyObject *cumod;           /* the loaded kiln._C.CudaModule(s) (kept alive) */
+    /* CUDA kernels run by kiln's CPU emulator (tests): host tensors, and per
+       kernel kn_emu_<name>(params, blocks, threads) from a Library */
+    int emulated;
+    void (**emufns)(void **, unsigned, unsigned);
     void **cufns;
     int *kthreads;
     unsigned *kblocks;
@@ -289,6 +293,7 @@ program_dealloc(ProgramObject *self)
             free(self->kparams[k]);
     free(self->kparams);
     free(self->cufns);
+    free(self->emufns);
     free(self->kthreads);
     free(self->kblocks);
     free(self->knparams);
@@ -557,6 +562,44 @@ program_load_cuda(ProgramObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* load_emulated(library, names): bind a CUDA program's kernels to their CPU
+   emulations (kiln/cuda_emulator.py): kernel k is kn_emu_<names[k]>. */
+static PyObject *
+program_load_emulated(ProgramObject *self, PyObject *args)
+{
+    PyObject *lib, *names;
+    if (!PyArg_ParseTuple(args, "O!O!", &kn_LibraryType, &lib, &PyList_Type, &names))
+        return NULL;
+    if (!self->cuda || PyList_GET_SIZE(names) != self->nkernels) {
+        PyErr_SetString(PyExc_TypeError, "kiln: load_emulated takes a CUDA program and one name per kernel");
+        return NULL;
+    }
+    void (**fns)(void **, unsigned, unsigned) = calloc((size_t)self->nkernels + 1, sizeof *fns);
+    if (fns == NULL)
+        return PyErr_NoMemory();
+    for (int k = 0; k < self->nkernels; k++) {
+        const char *nm = PyUnicode_AsUTF8(PyList_GET_ITEM(names, k));
+        char sym[300];
+        if (nm == NULL) {
+            free(fns);
+            return NULL;
+        }
+        snprintf(sym, sizeof sym, "kn_emu_%s", nm);
+        void *f = dlsym(((LibraryObject *)lib)->handle, sym);
+        if (f == NULL) {
+            free(fns);
+            PyErr_Format(PyExc_RuntimeError, "kiln: %s missing from %U", sym, ((LibraryObject *)lib)->path);
+            return NULL;
+        }
+        *(void **)&fns[k] = f;
+    }
+    free(self->emufns);
+    self->emufns = fns;
+    self->emulated = 1;
+    Py_XSETREF(self->library, Py_NewRef(lib));
+    Py_RETURN_NONE;
+}
+
 /* ---------------------------------------------------------------- calling */
 typedef struct {
     void **ptr;
@@ -577,7 +620,7 @@ data_ptr(PyObject *t, void **out)
 static PyObject *
 alloc_tensor(ProgramObject *p, rbuf *r)
 {
-    if (p->cuda && rt_empty_strided_cuda && r->cuda_args)
+    if (p->cuda && !p->emulated && rt_empty_strided_cuda && r->cuda_args)
         return PyObject_Call(rt_empty_strided_cuda, r->cuda_args, NULL);   /* on the current device */
     return PyObject_Call(rt_empty_strided, r->alloc_args, p->kw[r->dt] ? p->kw[r->dt] : dtype_kwargs[r->dt]);
 }
@@ -940,7 +983,7 @@ static PyObject *
 program_call(ProgramObject *self, PyObject *args, PyObject *kw)
 {
     (void)kw;
-    if ((self->cuda ? self->cumod == NULL : self->library == NULL) && self->nkernels > 0) {
+    if ((self->cuda && !self->emulated ? self->cumod == NULL : self->library == NULL) && self->nkernels > 0) {
         PyErr_SetString(PyExc_RuntimeError, "kiln: program not loaded");
         return NULL;
     }
@@ -966,8 +1009,13 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     memset(f.obj, 0, sizeof(PyObject *) * (size_t)n);
     PyObject *result = NULL, *arena = NULL;
     uintptr_t stream = 0;
-    if (self->cuda) {
-        /* torch's current stream, read once per call */
+    if (self->cuda && !self->emulated && self->nkernels > 0) {
+        /* torch's current stream, read once per call (kiln/cuda.py sets the
+           getter before any CUDA program gets kernels) */
+        if (rt_cuda_stream == NULL || self->device_index == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: CUDA program run before it was loaded");
+            goto done;
+        }
         PyObject *sv = PyObject_CallOneArg(rt_cuda_stream, self->device_index);
         if (sv == NULL)
             goto done;
@@ -1025,7 +1073,18 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
             }
             for (int j = 0; j < np; j++)
                 params[j] = &f.ptr[self->kparams[k][j]];
-            int rc = kn_cuda_launch(self->cufns[k], self->kblocks[k], (unsigned)self->kthreads[k], stream, params);
+            int rc = 0;
+            if (self->emulated) {
+                /* kernels stride over their space by the grid: a small grid
+                   computes the same result, and emulates far sooner */
+                unsigned blocks = self->kblocks[k] < 3 ? self->kblocks[k] : 3;
+                void (*ef)(void **, unsigned, unsigned) = self->emufns[k];
+                Py_BEGIN_ALLOW_THREADS
+                ef(params, blocks, (unsigned)self->kthreads[k]);
+                Py_END_ALLOW_THREADS
+            } else {
+                rc = kn_cuda_launch(self->cufns[k], self->kblocks[k], (unsigned)self->kthreads[k], stream, params);
+            }
             if (params != params_small)
                 free(params);
             if (rc < 0)
@@ -1082,6 +1141,8 @@ done:
 
 static PyMethodDef program_methods[] = {
     {"load", (PyCFunction)program_load, METH_O, "Bind the kernels of a loaded kiln._C.Library."},
+    {"load_emulated", (PyCFunction)program_load_emulated, METH_VARARGS,
+     "load_emulated(library, names): run this CUDA program's kernels on the CPU (kiln/cuda_emulator.py)."},
     {"load_cuda", (PyCFunction)program_load_cuda, METH_VARARGS,
      "load_cuda(module, device, device_index, names=None): bind the kernels of a kiln._C.CudaModule "
      "(kernel k is names[k], else <prefix>k<k>)."},

@@ -1002,7 +1002,7 @@ def _child_main(argv):
     return 0
 
 
-def _sweep_in_child(dtype, device="cpu"):
+def _sweep_in_child(dtype, device="cpu", extra_env=None):
     """Run _sweep(dtype) in child processes (samples on `device`), restarting
     after crashes.  Returns the list of records."""
     workdir = tempfile.mkdtemp(prefix="kiln_opinfo_")
@@ -1013,6 +1013,7 @@ def _sweep_in_child(dtype, device="cpu"):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [os.getcwd()])
     env["KILN_OPINFO_DEVICE"] = device
+    env.update(extra_env or {})
     solo = set()
     extra = []
     wall = 0.0
@@ -1278,25 +1279,38 @@ def _kiln_cuda_usable():
 CUDA_DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.bool]
 
 
-@pytest.mark.skipif(not _kiln_cuda_usable(), reason="no CUDA device (or no NVRTC) here")
-@pytest.mark.parametrize("dtype", CUDA_DTYPES, ids=_dtype_name)
-def test_opinfo_matches_eager_cuda(dtype, request):
-    """The same sweep with samples on the GPU: kiln generates CUDA C."""
+def _sweep_variant(dtype, request, device, label, extra_env=None):
+    """A sweep in child processes with samples on `device` (and extra
+    environment), reported under `label`; fails the test on any problem."""
     api = _get_api()
-    records = _sweep_in_child(dtype, "cuda")
+    records = _sweep_in_child(dtype, device, extra_env)
     stats = _Stats(dtype, records)
-    line = _summary_line(stats, api.label, "cuda")
+    line = _summary_line(stats, api.label, label)
     print(line)
     _print_details(stats)
     _emit(request.config, line)
     problems = stats.errors + stats.failures
     if problems:
-        shown = problems[:60]
-        msg = "\n".join(f"  {f}" for f in shown)
+        msg = "\n".join(f"  {f}" for f in problems[:60])
         # straight to the terminal too: a run cut short by a time limit still names them
-        _emit(request.config, f"cuda {_dtype_name(dtype)} failures:\n{msg}")
+        _emit(request.config, f"{label} {_dtype_name(dtype)} failures:\n{msg}")
         pytest.fail(f"{len(stats.failures)} failing samples and {len(stats.errors)} other kiln errors for "
-                    f"cuda {dtype}:\n{msg}", pytrace=False)
+                    f"{label} {dtype}:\n{msg}", pytrace=False)
+
+
+@pytest.mark.skipif(not _kiln_cuda_usable(), reason="no CUDA device (or no NVRTC) here")
+@pytest.mark.parametrize("dtype", CUDA_DTYPES, ids=_dtype_name)
+def test_opinfo_matches_eager_cuda(dtype, request):
+    """The same sweep with samples on the GPU: kiln generates CUDA C."""
+    _sweep_variant(dtype, request, "cuda", "cuda")
+
+
+@pytest.mark.parametrize("dtype", CUDA_DTYPES, ids=_dtype_name)
+def test_opinfo_matches_eager_cuda_emulated(dtype, request):
+    """The sweep through kiln's CUDA renderer, its kernels run by the CPU
+    emulator (kiln/cuda_emulator.py): CUDA semantics checked on every run,
+    GPU or not."""
+    _sweep_variant(dtype, request, "cpu", "cuda-emulated", {"KILN_CUDA_EMULATE": "1"})
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == CHILD_FLAG:

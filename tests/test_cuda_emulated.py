@@ -1,0 +1,76 @@
+"""kiln's CUDA kernels run by the CPU emulator (kiln/cuda_emulator.py): the
+same graphs tests/test_cuda_backend.py runs on a GPU, here on every machine.
+What is checked is the CUDA renderer's semantics: thread mapping, the
+row-group reductions (warp shuffles, shared memory, barriers), 32/64-bit
+index arithmetic, half and bfloat16 loads and stores, and the step loop's
+launches."""
+import pytest
+import torch
+
+import kiln
+from kiln import backends
+
+from test_cuda_codegen import CASES
+
+
+@pytest.fixture(autouse=True)
+def emulate(monkeypatch):
+    monkeypatch.setattr(kiln.config, "cuda_emulate", True)
+    kiln.reset()
+    yield
+    kiln.reset()
+
+
+def _close(got, want, dtype=torch.float32):
+    tol = {torch.float32: 1e-4, torch.bfloat16: 2e-2}.get(dtype, 1e-4)
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        if w.is_floating_point():
+            torch.testing.assert_close(g, w, atol=tol, rtol=tol, equal_nan=True)
+        else:
+            assert torch.equal(g, w)
+
+
+def _cuda_programs():
+    return [g for g in backends.compiled_graphs if g.get("kernels")]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cases_match_eager(name):
+    fn, args = CASES[name]
+    got = kiln.compile(fn)(*args)
+    assert _cuda_programs(), "nothing ran through the CUDA renderer"
+    _close(got, fn(*args), torch.bfloat16 if name in ("bf16", "f16") else torch.float32)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (1000, 1), (7, 5000), (1, 70000), (257, 768), (2, 3, 33, 65),
+                                   (5, 384), (9, 200), (300, 40), (0, 7), (4, 0)])
+def test_reductions_every_row_shape(shape):
+    x = torch.randn(*shape)
+
+    def f(a):
+        outs = [a.sum(-1), a.softmax(-1), a.mean(0)]
+        if a.shape[-1] > 0:
+            outs += [a.amax(-1), a.argmax(-1)]
+        return outs
+
+    _close(kiln.compile(f)(x), f(x))
+
+
+def test_argmax_nan_and_ties_follow_torch():
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0] * 40, [float("nan"), 1.0, float("nan"), 5.0] * 40])
+    _close(kiln.compile(lambda a: (a.argmax(-1), a.argmin(-1), a.amax(-1)))(x), (x.argmax(-1), x.argmin(-1), x.amax(-1)))
+
+
+def test_index_arithmetic_past_int32():
+    f = kiln.compile(lambda a: torch.arange(1000, dtype=torch.int64) * 3000000 + a.long())
+    a = torch.ones(1000)
+    assert torch.equal(f(a), torch.arange(1000, dtype=torch.int64) * 3000000 + 1)
+
+
+def test_transformer_layer_in_bfloat16():
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True).eval().to(torch.bfloat16)
+    x = torch.randn(2, 16, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = layer(x)
+        got = kiln.compile(layer)(x)
+    torch.testing.assert_close(got, want, atol=6e-2, rtol=6e-2)
