@@ -17,7 +17,7 @@ if [ "$STAGE" = tests ] || [ "$STAGE" = all ]; then
   tail -3 "$OUT/cuda-tests.txt"
 fi
 if [ "$STAGE" = opinfo ] || [ "$STAGE" = all ]; then
-  timeout ${OPINFO_TIMEOUT:-400} python3 -m pytest "$REPO/tests/ops/test_opinfo.py" -k cuda -q -p no:cacheprovider -rA > "$OUT/opinfo-cuda.txt" 2>&1
+  timeout ${OPINFO_TIMEOUT:-400} python3 -m pytest "$REPO/tests/ops/test_opinfo.py" -k "cuda and not emulated" -q -p no:cacheprovider -rA > "$OUT/opinfo-cuda.txt" 2>&1
   echo "opinfo rc=$?" >> "$OUT/opinfo-cuda.txt"
   grep "kiln opinfo" "$OUT/opinfo-cuda.txt" | tail -5
 fi
@@ -36,4 +36,8 @@ PY
   timeout ${BENCH_TIMEOUT:-400} python3 -m kiln.bench --device cuda --dtype bfloat16 --models ${MODELS:-all} \
     --repeat ${REPEAT:-20} ${BENCH_ARGS:-} --json "$OUT/bench-cuda.json" > "$OUT/bench-cuda.txt" 2>"$OUT/bench-cuda.err"
   echo "bench rc=$?" >> "$OUT/bench-cuda.txt"; tail -40 "$OUT/bench-cuda.txt"; tail -5 "$OUT/bench-cuda.err"
+fi
+if [ "$STAGE" = profile ]; then
+  timeout ${PROFILE_TIMEOUT:-300} python3 "$REPO/benchmarks/profile_cuda.py" --models ${MODELS:-bert,resnet50,vit_small} > "$OUT/profile-cuda.txt" 2>&1
+  grep -v -i "warn" "$OUT/profile-cuda.txt" | tail -60
 fi
