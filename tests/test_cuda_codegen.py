@@ -153,3 +153,9 @@ def test_every_kernel_declares_its_block_size():
     p = render(lambda a: (a.softmax(-1), a * 2, a.sum()), torch.randn(16, 30000))
     heads = [ln for ln in p.source.splitlines() if "__global__" in ln]
     assert heads and all("__launch_bounds__(" in h for h in heads)
+
+
+def test_pointwise_kernels_load_and_store_vectors():
+    p = render(lambda a, b: F.gelu(a.to(torch.bfloat16) + b.to(torch.bfloat16)), x, w)
+    assert "kn_vec<uint16_t, 4>" in p.source and "if (vec_ok)" in p.source
+    nvrtc(p)

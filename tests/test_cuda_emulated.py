@@ -74,3 +74,19 @@ def test_transformer_layer_in_bfloat16():
         want = layer(x)
         got = kiln.compile(layer)(x)
     torch.testing.assert_close(got, want, atol=6e-2, rtol=6e-2)
+
+
+@pytest.mark.parametrize("offset", [0, 1, 4])
+def test_vector_path_and_its_scalar_fallback(offset):
+    """Pointwise kernels take 4-wide vector loads and stores when every
+    pointer is aligned, the scalar loop otherwise (a view starting one
+    element in); broadcast, transposed and in-kernel reads mixed in."""
+    base = torch.randn(64 * 48 + 8)
+    a = base[offset:offset + 64 * 48].view(64, 48)
+    b, t = torch.randn(48), torch.randn(48, 64)
+
+    def f(a, b, t):
+        h = torch.relu(a * 2 + b)
+        return h, (h + t.t()).to(torch.bfloat16), (a.to(torch.bfloat16) * 3).float()
+
+    _close(kiln.compile(f)(a, b, t), f(a, b, t), torch.bfloat16)

@@ -158,6 +158,15 @@ kn_cg_in_register(kn_gen *g, const kn_buf *b)
     return kn_cg_is_outer_member(g->k, b);
 }
 
+static const char *
+lane_of(kn_gen *g, kn_expr *e)
+{
+    for (int q = 0; q < g->nlanes; q++)
+        if (g->lane_e[q] == e)
+            return g->lane_txt[q];
+    return NULL;
+}
+
 /* Emit the statements needed for e in the current scope; afterwards
    emit_ref renders a reference to its value. */
 void
@@ -167,7 +176,8 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         return;
     if (e->mark > 0 && active(g, e->mark))
         return;
-    for (int j = 0; j < e->n; j++)
+    int lane = e->op == KN_S_LOAD && g->nlanes && lane_of(g, e);
+    for (int j = 0; j < e->n && !lane; j++)
         kn_cg_emit(g, e->a[j]);
     /* A load of a value kept in a register by this kernel is that register. */
     if (e->op == KN_S_LOAD && kn_cg_in_register(g, g->c->bufs[e->i]))
@@ -180,6 +190,12 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
     case KN_S_LOAD: {
         kn_buf *b = g->c->bufs[e->i];
         kn_str ix = {0};
+        const char *lane = lane_of(g, e);
+        if (lane) {   /* one lane of a vector load */
+            kn_dtype lt = (kn_dtype)e->ext;
+            kn_str_printf(&rhs, lt == KN_BF16 ? "kn_bf2f(%s)" : lt == KN_F16 ? "kn_h2f(%s)" : "%s", lane);
+            break;
+        }
         emit_ref(g, e->a[0], &ix);
         kn_dtype st = (kn_dtype)e->ext;
         if (st == KN_BF16)

@@ -426,6 +426,244 @@ gen_flat(kn_gen *g, int64_t n)
     return 0;
 }
 
+/* ---------------------------------------------------------------- vector path */
+#define KN_VEC 4
+
+/* e is a multiple of KN_VEC for every value of the kernel's variables, given
+   that var `w` is. */
+static int
+mult_vec(kn_expr *e, int64_t w)
+{
+    switch (e->op) {
+    case KN_S_CONST:
+        return e->dt == KN_I64 && e->i % KN_VEC == 0;
+    case KN_S_VAR:
+        return e->i == w;
+    case KN_S_ADD:
+        return e->dt == KN_I64 && mult_vec(e->a[0], w) && mult_vec(e->a[1], w);
+    case KN_S_MUL:
+        if (e->dt != KN_I64)
+            return 0;
+        if (e->a[1]->op == KN_S_CONST && e->a[1]->i % KN_VEC == 0)
+            return 1;
+        return mult_vec(e->a[0], w) && e->a[1]->op == KN_S_CONST;
+    default:
+        return 0;
+    }
+}
+
+typedef struct {
+    kn_ctx *c;
+    kn_expr *lane[KN_VEC];    /* I0 -> W + j */
+    kn_expr *w;
+    int kid;
+    kn_expr *vl[64];          /* lane-0 loads fetched as vectors */
+    int nvl;
+    uint32_t stamp;
+} vecscan;
+
+static kn_expr *
+at_lane(vecscan *v, kn_expr *e, int j)
+{
+    kn_subst s;
+    memset(&s, 0, sizeof s);
+    s.to[v->w->i] = v->lane[j];
+    return kn_substitute(v->c, e, &s);
+}
+
+/* ix (over W) steps by one element per lane and starts on a vector boundary */
+static int
+contiguous(vecscan *v, kn_expr *ix)
+{
+    kn_expr *ix1 = at_lane(v, ix, 1);
+    return ix1 && ix1 == kn_iadd(v->c, ix, kn_iconst(v->c, 1)) && mult_vec(ix, v->w->i);
+}
+
+/* Collect lane-0 loads of buffers not stored by this kernel whose index is
+   contiguous across lanes. */
+static void
+scan_loads(vecscan *v, kn_expr *e)
+{
+    if (e->visit == v->stamp)
+        return;
+    e->visit = v->stamp;
+    if (e->op == KN_S_LOAD) {
+        kn_buf *b = v->c->bufs[e->i];
+        if (b->kernel != v->kid && e->a[0]->depth >= 2 && v->nvl < 64 && contiguous(v, e->a[0])) {
+            for (int q = 0; q < v->nvl; q++)
+                if (v->vl[q] == e)
+                    return;
+            v->vl[v->nvl++] = e;
+        }
+        return;
+    }
+    for (int j = 0; j < e->n; j++)
+        scan_loads(v, e->a[j]);
+}
+
+static uint32_t vec_stamp = 7u << 28;
+
+/* The vector form of a pointwise kernel whose innermost extent is a multiple
+   of KN_VEC: each thread computes KN_VEC neighbours, loading and storing
+   them as one aligned vector (16 bytes for float32) where the index allows,
+   lane by lane elsewhere.  Emitted inside `if (vec_ok)`, the pointers'
+   alignment being known only at run time.  Returns 0 (not applicable: the
+   caller emits only the scalar loop), 1 (emitted) or -1. */
+static int
+gen_flat_vec(kn_gen *g, int64_t n)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    if (k->ninner != 1 || k->inner[0] % KN_VEC != 0 || n == 0 || n / KN_VEC >= ((int64_t)1 << 30))
+        return 0;
+    vecscan v;
+    memset(&v, 0, sizeof v);
+    v.c = c;
+    v.kid = g->kid;
+    v.w = kn_var(c, KN_VAR_I(1), k->inner[0]);
+    if (v.w == NULL)
+        return -1;
+    for (int j = 0; j < KN_VEC; j++)
+        if ((v.lane[j] = kn_iadd(c, v.w, kn_iconst(c, j))) == NULL)
+            return -1;
+    /* member bodies and store indices at lane 0 (I0 -> W) */
+    int nm = k->nmembers;
+    kn_expr **body = calloc((size_t)nm * 2 + 1, sizeof(kn_expr *)), **six = body + nm;
+    if (body == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    v.stamp = ++vec_stamp;
+    int rc = 1;
+    for (int m = 0; m < nm && rc > 0; m++) {
+        kn_buf *b = c->bufs[k->members[m]];
+        kn_expr *bd, *ix;
+        if (member_value(g, b, &bd, &ix) < 0) {
+            rc = -1;
+            break;
+        }
+        kn_subst s;
+        memset(&s, 0, sizeof s);
+        s.to[KN_VAR_I(0)] = v.w;
+        body[m] = kn_substitute(c, bd, &s);
+        six[m] = kn_substitute(c, ix, &s);
+        if (!body[m] || !six[m])
+            rc = -1;
+        else
+            scan_loads(&v, body[m]);
+    }
+    if (rc <= 0) {
+        free(body);
+        return rc;
+    }
+    /* run-time alignment of every pointer accessed as vectors */
+    kn_str_printf(g->s, "  bool vec_ok = true;\n");
+    for (int q = 0; q < v.nvl; q++) {
+        kn_buf *b = c->bufs[v.vl[q]->i];
+        kn_str_printf(g->s, "  vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
+                      KN_VEC * kn_dtype_size[b->dt] - 1);
+    }
+    for (int m = 0; m < nm; m++) {
+        kn_buf *b = c->bufs[k->members[m]];
+        if (contiguous(&v, six[m]))
+            kn_str_printf(g->s, "  vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
+                          KN_VEC * kn_dtype_size[b->dt] - 1);
+    }
+    kn_str_printf(g->s, "  if (vec_ok) {\n");
+    g->indent = 2;
+    kn_cg_open_scope(g);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "for (kn_ix x4 = (kn_ix)blockIdx.x * %d + threadIdx.x; x4 < %lld; x4 += (kn_ix)gridDim.x * %d) {\n",
+                  KN_CU_THREADS, (long long)(n / KN_VEC), KN_CU_THREADS);
+    kn_cg_open_scope(g);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "const kn_ix x = x4 * %d;\n", KN_VEC);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "const kn_ix xo = x / %lld;\n", (long long)k->inner[0]);
+    decompose(g, "xo", k->nouter, k->outer, KN_VAR_O(0));
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "const kn_ix v%d = x %% %lld;\n", KN_VAR_I(1), (long long)k->inner[0]);
+    /* the vector loads, then each lane's load is a register lane */
+    g->nlanes = 0;
+    for (int q = 0; q < v.nvl && rc > 0; q++) {
+        kn_expr *ld = v.vl[q];
+        kn_buf *b = c->bufs[ld->i];
+        const char *st = b->dt == KN_F16 ? "uint16_t" : kn_dtype_ctype[b->dt];
+        kn_str ix = kn_cg_value(g, ld->a[0]);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "const kn_vec<%s, %d> vl%u = *(const kn_vec<%s, %d> *)(b%d + %s);\n", st, KN_VEC, ld->id,
+                      st, KN_VEC, b->id, ix.p);
+        kn_str_free(&ix);
+        for (int j = 0; j < KN_VEC; j++) {
+            kn_expr *lj = j ? at_lane(&v, ld, j) : ld;
+            if (lj == NULL || g->nlanes >= 256) {
+                rc = lj == NULL ? -1 : rc;
+                break;
+            }
+            g->lane_e[g->nlanes] = lj;
+            snprintf(g->lane_txt[g->nlanes], sizeof g->lane_txt[0], "vl%u.v[%d]", ld->id, j);
+            g->nlanes++;
+        }
+    }
+    /* members in order, each computed for all lanes, then stored */
+    for (int m = 0; m < nm && rc > 0; m++) {
+        kn_buf *b = c->bufs[k->members[m]];
+        kn_str val[KN_VEC];
+        memset(val, 0, sizeof val);
+        for (int j = 0; j < KN_VEC; j++) {
+            kn_expr *bj = j ? at_lane(&v, body[m], j) : body[m];
+            if (bj == NULL) {
+                rc = -1;
+                break;
+            }
+            val[j] = kn_cg_value(g, bj);
+        }
+        if (rc > 0 && contiguous(&v, six[m])) {
+            const char *st = b->dt == KN_F16 ? "uint16_t" : kn_dtype_ctype[b->dt];
+            kn_cg_ind(g);
+            kn_str_printf(g->s, "{\n");
+            kn_cg_ind(g);
+            kn_str_printf(g->s, "  kn_vec<%s, %d> sv;\n", st, KN_VEC);
+            for (int j = 0; j < KN_VEC; j++) {
+                kn_cg_ind(g);
+                if (b->dt == KN_BF16)
+                    kn_str_printf(g->s, "  sv.v[%d] = kn_f2bf(%s);\n", j, val[j].p);
+                else if (b->dt == KN_F16)
+                    kn_str_printf(g->s, "  sv.v[%d] = kn_f2h(%s);\n", j, val[j].p);
+                else
+                    kn_str_printf(g->s, "  sv.v[%d] = (%s)(%s);\n", j, st, val[j].p);
+            }
+            kn_str ix = kn_cg_value(g, six[m]);
+            kn_cg_ind(g);
+            kn_str_printf(g->s, "  *(kn_vec<%s, %d> *)(b%d + %s) = sv;\n", st, KN_VEC, b->id, ix.p);
+            kn_str_free(&ix);
+            kn_cg_ind(g);
+            kn_str_printf(g->s, "}\n");
+        } else if (rc > 0) {
+            for (int j = 0; j < KN_VEC; j++) {
+                kn_expr *ixj = j ? at_lane(&v, six[m], j) : six[m];
+                if (ixj == NULL) {
+                    rc = -1;
+                    break;
+                }
+                kn_cg_store(g, b, ixj, val[j].p);
+            }
+        }
+        for (int j = 0; j < KN_VEC; j++)
+            kn_str_free(&val[j]);
+    }
+    g->nlanes = 0;
+    free(body);
+    if (rc < 0)
+        return -1;
+    kn_cg_close_scope(g);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "}\n");
+    kn_cg_close_scope(g);
+    kn_str_printf(g->s, "  } else {\n");
+    return 1;
+}
+
 static uint32_t cu_gen = 3u << 28;
 
 /* storage types as CUDA sees them (half is carried as its bits) */
@@ -495,7 +733,18 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     kn_str_printf(s, ")\n{\n  typedef %s kn_ix;\n", g.ix32 ? "int" : "long long");
     g.indent = 1;
     g.scope[g.nscope++] = 200000000 + kid;
-    int rc = k->has_reduction ? gen_rows(&g, outer_n, inner_n) : gen_flat(&g, outer_n * inner_n);
+    int rc;
+    if (k->has_reduction) {
+        rc = gen_rows(&g, outer_n, inner_n);
+    } else {
+        int vec = gen_flat_vec(&g, outer_n * inner_n);
+        if (vec < 0)
+            return -1;
+        g.indent = vec ? 2 : 1;
+        rc = gen_flat(&g, outer_n * inner_n);
+        if (vec)
+            kn_str_printf(s, "  }\n");
+    }
     if (rc < 0)
         return -1;
     kn_str_printf(s, "}\n");

@@ -20,6 +20,11 @@ typedef struct {
     int par_red;         /* C: parallelise reduction loops themselves */
     int cuda;            /* render CUDA C */
     int ix32;            /* CUDA: index arithmetic whose range fits in int32 is 32-bit */
+    /* CUDA vector path: loads already fetched as lanes of a vector register
+       (lane_e[i] is rendered as the raw storage value lane_txt[i]) */
+    int nlanes;
+    kn_expr *lane_e[256];
+    char lane_txt[256][40];
 } kn_gen;
 
 void kn_cg_open_scope(kn_gen *g);

@@ -139,6 +139,10 @@ KN_D b_t kn_fmod_b(b_t a, b_t b) { (void)a; (void)b; return 0; }
 KN_D b_t kn_shl_b(b_t a, b_t b) { return b ? 0 : a; }
 KN_D b_t kn_shr_b(b_t a, b_t b) { return b ? 0 : a; }
 
+/* a vector of N values loaded or stored as one aligned access (16 bytes
+   for four floats) */
+template <typename T, int N> struct alignas(sizeof(T) * N) kn_vec { T v[N]; };
+
 /* ---- reductions across the threads of a row group (G lanes, G | 32, or a
    whole block through shared memory) */
 KN_D int kn_shfl(int v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
