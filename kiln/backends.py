@@ -214,38 +214,31 @@ def _prepare(gm, prefix, device=None):
 
 def _build(programs, device=None):
     """Compile the kernels of all programs into one cached shared object (a
-    cubin for programs on a CUDA device)."""
-    if any(p.cuda for p in programs) and (device is None or device.type == "cpu"):
-        from . import cuda_emulator
-        programs = [p for p in programs if p.num_kernels]
-        if not programs:
-            return None
-        so, cached = cuda_emulator.build(programs)
-        build_counts["cached" if cached else "compiled"] += 1
-        return so
-    if device is not None and device.type == "cuda":
-        from . import cuda
-        programs = [p for p in programs if p.num_kernels]
-        if not programs:
-            return None
-        path, cached = cuda.build(programs, device)
+    cubin for programs on a CUDA device; the CPU emulator's library for CUDA
+    programs of graphs on the CPU).  Returns its path, or None."""
+    programs = [p for p in programs if p.num_kernels]
+    if not programs:
+        return None
+    if programs[0].cuda:
+        if device is not None and device.type == "cuda":
+            from . import cuda
+            path, cached = cuda.build(programs, device)
+        else:
+            from . import cuda_emulator
+            path, cached = cuda_emulator.build(programs)
         build_counts["cached" if cached else "compiled"] += 1
         return path
     prelude = _C.prelude()
     units = []
     for p in programs:
-        if p.num_kernels:
-            units.extend(_units(prelude, p.source))
-    if not units:
-        return None
+        units.extend(_units(prelude, p.source))
     so, cached = _C.build(units, config.cache_dir, config.cc, config.cflags, _salt(), config.compile_jobs)
     build_counts["cached" if cached else "compiled"] += 1
     if "code" in config.dump:
         print(f"[kiln] generated C: {so[:-3]}.c ({'cached' if cached else 'compiled'})")
     lib = _C.Library(so)
     for p in programs:
-        if p.num_kernels:
-            p.load(lib)
+        p.load(lib)
     return so
 
 

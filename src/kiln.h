@@ -338,6 +338,8 @@ PyObject *kn_lowered_ops(void);
 int kn_fuse(kn_ctx *c);
 /* Map buffer b's placeholders onto kernel k's loop variables. 0 or -1. */
 int kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s);
+/* b's body over kernel k's loop variables, or NULL. */
+kn_expr *kn_member_body(kn_ctx *c, const kn_kernel *k, const kn_buf *b);
 /* Index (in kernel k's loop variables) at which b is stored, or NULL. */
 kn_expr *kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b);
 /* Elements spanned by b's storage (offset + extent of its strides). */

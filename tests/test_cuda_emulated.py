@@ -10,6 +10,7 @@ import torch
 import kiln
 from kiln import backends
 
+from test_cuda_backend import _close
 from test_cuda_codegen import CASES
 
 
@@ -19,15 +20,6 @@ def emulate(monkeypatch):
     kiln.reset()
     yield
     kiln.reset()
-
-
-def _close(got, want, dtype=torch.float32):
-    tol = {torch.float32: 1e-4, torch.bfloat16: 2e-2}.get(dtype, 1e-4)
-    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
-        if w.is_floating_point():
-            torch.testing.assert_close(g, w, atol=tol, rtol=tol, equal_nan=True)
-        else:
-            assert torch.equal(g, w)
 
 
 def _cuda_programs():

@@ -438,10 +438,7 @@ static int
 gen_reduction(kn_gen *g, kn_buf *b)
 {
     kn_ctx *c = g->c;
-    kn_subst s;
-    if (kn_member_map(c, g->k, b, &s) < 0)
-        return -1;
-    kn_expr *body = kn_substitute(c, b->body, &s);
+    kn_expr *body = kn_member_body(c, g->k, b);
     if (body == NULL)
         return -1;
     int isf;
@@ -591,10 +588,7 @@ kn_cg_is_outer_member(const kn_kernel *k, const kn_buf *b)
 static int
 gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
 {
-    kn_subst s;
-    if (kn_member_map(g->c, g->k, b, &s) < 0)
-        return -1;
-    kn_expr *body = kn_substitute(g->c, b->body, &s);
+    kn_expr *body = kn_member_body(g->c, g->k, b);
     kn_expr *ix = kn_store_index(g->c, g->k, b);
     if (body == NULL || ix == NULL)
         return -1;
@@ -613,8 +607,8 @@ gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
 }
 
 /* ---------------------------------------------------------------- kernels */
-void
-kn_cg_collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen)
+static void
+collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen)
 {
     if (e->mark == (int)gen)
         return;
@@ -622,10 +616,30 @@ kn_cg_collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen)
     if (e->op == KN_S_LOAD)
         used[e->i] |= 1;
     for (int j = 0; j < e->n; j++)
-        kn_cg_collect_bufs(e->a[j], used, gen);
+        collect_bufs(e->a[j], used, gen);
 }
 
 static uint32_t cg_gen = 1u << 29;
+
+/* Per buffer id: 1 if kernel k reads it, 2 if it stores it (a calloc'd array
+   the caller frees; NULL with MemoryError). */
+uint8_t *
+kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k)
+{
+    uint8_t *used = calloc((size_t)c->nbufs + 1, 1);
+    if (used == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    uint32_t gg = ++cg_gen;
+    for (int m = 0; m < k->nmembers; m++) {
+        kn_buf *b = c->bufs[k->members[m]];
+        collect_bufs(b->body, used, gg);
+        if (!b->local)
+            used[b->id] |= 2;
+    }
+    return used;
+}
 
 static int
 gen_kernel(kn_ctx *c, int kid, kn_str *s)
@@ -636,18 +650,9 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     g.s = s;
     g.k = k;
     g.kid = kid;
-    uint8_t *used = calloc((size_t)c->nbufs, 1);
-    if (used == NULL) {
-        PyErr_NoMemory();
+    uint8_t *used = kn_cg_used_bufs(c, k);
+    if (used == NULL)
         return -1;
-    }
-    uint32_t gg = ++cg_gen;
-    for (int m = 0; m < k->nmembers; m++) {
-        kn_buf *b = c->bufs[k->members[m]];
-        kn_cg_collect_bufs(b->body, used, gg);
-        if (!b->local)
-            used[b->id] |= 2;
-    }
     kn_str_printf(s, "\nvoid %sk%d(void *const *B)\n{\n", c->prefix, kid);
     for (int i = 0; i < c->nbufs; i++) {
         if (!used[i])
@@ -719,10 +724,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             kn_buf *p = c->bufs[k->members[q]];
             if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
                 break;
-            kn_subst hs;
-            if (kn_member_map(c, k, p, &hs) < 0)
-                return -1;
-            kn_expr *hb = kn_substitute(c, p->body, &hs);
+            kn_expr *hb = kn_member_body(c, k, p);
             if (hb == NULL)
                 return -1;
             kn_cg_hoist(&g, hb);

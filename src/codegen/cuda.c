@@ -63,11 +63,8 @@ decompose(kn_gen *g, const char *lin, int n, const int64_t *ext, int var0)
 static int
 member_value(kn_gen *g, kn_buf *b, kn_expr **body, kn_expr **ix)
 {
-    kn_subst s;
-    if (kn_member_map(g->c, g->k, b, &s) < 0)
-        return -1;
-    *body = kn_substitute(g->c, b->body, &s);
-    *ix = kn_store_index(g->c, g->k, b);
+    *body = kn_member_body(g->c, g->k, b);
+    *ix = *body ? kn_store_index(g->c, g->k, b) : NULL;
     return *body && *ix ? 0 : -1;
 }
 
@@ -113,10 +110,7 @@ gen_reduction(kn_gen *g, kn_buf *b, int G)
 {
     kn_ctx *c = g->c;
     const kn_kernel *k = g->k;
-    kn_subst s;
-    if (kn_member_map(c, k, b, &s) < 0)
-        return -1;
-    kn_expr *body = kn_substitute(c, b->body, &s);
+    kn_expr *body = kn_member_body(c, k, b);
     if (body == NULL)
         return -1;
     int isf, id = b->id, arg = b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN;
@@ -271,6 +265,20 @@ rows_threads(kn_ctx *c, const kn_kernel *k, int64_t inner_n)
     return G > 32 ? (int)G : 128;
 }
 
+/* Blocks of T threads for `units` work units (elements, or rows at rpb per
+   block): enough for four waves of full occupancy at most, the kernels
+   stride over the rest by the grid. */
+static void
+set_launch(kn_gen *g, int64_t units, int per_block, int T)
+{
+    int64_t blocks = (units + per_block - 1) / per_block;
+    int64_t cap = (int64_t)(g->c->cuda_sms > 0 ? g->c->cuda_sms : 132) * (2048 / T) * 4;
+    if (blocks > cap)
+        blocks = cap;
+    g->c->kernels[g->kid].cu_threads = T;
+    g->c->kernels[g->kid].cu_blocks = blocks < 1 ? 1 : blocks;
+}
+
 static int
 gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
 {
@@ -279,14 +287,7 @@ gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
     int64_t G = rows_group(c, k, inner_n);
     int T = rows_threads(c, k, inner_n);
     int rpb = T / (int)G;
-    int64_t blocks = (outer_n + rpb - 1) / rpb;
-    int64_t cap = (int64_t)(c->cuda_sms > 0 ? c->cuda_sms : 132) * (2048 / T) * 4;
-    if (blocks > cap)
-        blocks = cap;
-    if (blocks < 1)
-        blocks = 1;
-    g->c->kernels[g->kid].cu_threads = T;
-    g->c->kernels[g->kid].cu_blocks = blocks;
+    set_launch(g, outer_n, rpb, T);
     kn_str *s = g->s;
     kn_cg_ind(g);
     kn_str_printf(s, "const int lane = threadIdx.x %% %d;\n", (int)G);
@@ -385,25 +386,12 @@ gen_flat(kn_gen *g, int64_t n)
     kn_ctx *c = g->c;
     const kn_kernel *k = g->k;
     int T = KN_CU_THREADS;
-    int64_t blocks = (n + T - 1) / T;
-    int64_t cap = (int64_t)(c->cuda_sms > 0 ? c->cuda_sms : 132) * (2048 / T) * 4;
-    if (blocks > cap)
-        blocks = cap;
-    if (blocks < 1)
-        blocks = 1;
-    c->kernels[g->kid].cu_threads = T;
-    c->kernels[g->kid].cu_blocks = blocks;
+    set_launch(g, n, T, T);
     kn_cg_ind(g);
     kn_str_printf(g->s, "for (kn_ix x = (kn_ix)blockIdx.x * %d + threadIdx.x; x < %lld; x += (kn_ix)gridDim.x * %d) {\n",
                   T, (long long)n, T);
     kn_cg_open_scope(g);
     /* the flattened space is O ++ I */
-    int64_t ext[2 * KN_MAXDIM];
-    int nd = 0;
-    for (int d = 0; d < k->nouter; d++)
-        ext[nd++] = k->outer[d];
-    for (int d = 0; d < k->ninner; d++)
-        ext[nd++] = k->inner[d];
     if (k->ninner > 0) {
         /* inner vars are numbered apart from outer ones: split the index */
         kn_cg_ind(g);
@@ -416,7 +404,6 @@ gen_flat(kn_gen *g, int64_t n)
     } else {
         decompose(g, "x", k->nouter, k->outer, KN_VAR_O(0));
     }
-    (void)ext;
     for (int m = 0; m < k->nmembers; m++)
         if (gen_pointwise(g, c->bufs[k->members[m]]) < 0)
             return -1;
@@ -664,8 +651,6 @@ gen_flat_vec(kn_gen *g, int64_t n)
     return 1;
 }
 
-static uint32_t cu_gen = 3u << 28;
-
 /* storage types as CUDA sees them (half is carried as its bits) */
 static const char *
 storage_type(kn_dtype dt)
@@ -684,18 +669,9 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     g.k = k;
     g.kid = kid;
     g.cuda = 1;
-    uint8_t *used = calloc((size_t)c->nbufs, 1);
-    if (used == NULL) {
-        PyErr_NoMemory();
+    uint8_t *used = kn_cg_used_bufs(c, k);
+    if (used == NULL)
         return -1;
-    }
-    uint32_t gg = ++cu_gen;
-    for (int m = 0; m < k->nmembers; m++) {
-        kn_buf *b = c->bufs[k->members[m]];
-        kn_cg_collect_bufs(b->body, used, gg);
-        if (!b->local)
-            used[b->id] |= 2;
-    }
     int64_t outer_n = 1, inner_n = 1;
     for (int d = 0; d < k->nouter; d++)
         outer_n *= k->outer[d];

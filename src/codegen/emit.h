@@ -41,7 +41,7 @@ void kn_cg_close_loops(kn_gen *g, int n);
 const char *kn_cg_acc_init(kn_rop r, kn_dtype acc, int *is_float);
 int kn_cg_in_register(kn_gen *g, const kn_buf *b);
 int kn_cg_is_outer_member(const kn_kernel *k, const kn_buf *b);
-void kn_cg_collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen);
+uint8_t *kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k);  /* 1 read, 2 stored; caller frees */
 int kn_cg_scan(kn_gen *g, kn_buf *b);
 const char *kn_cg_ctype(kn_dtype dt);   /* compute type name */
 const char *kn_cg_tag(kn_dtype dt);     /* helper suffix: f32, i64, ... */

@@ -114,6 +114,16 @@ kn_member_map(kn_ctx *c, const kn_kernel *k, const kn_buf *b, kn_subst *s)
     return 0;
 }
 
+/* b's body over kernel k's loop variables, or NULL. */
+kn_expr *
+kn_member_body(kn_ctx *c, const kn_kernel *k, const kn_buf *b)
+{
+    kn_subst s;
+    if (kn_member_map(c, k, b, &s) < 0)
+        return NULL;
+    return kn_substitute(c, b->body, &s);
+}
+
 /* Store index of b (in kernel vars). */
 kn_expr *
 kn_store_index(kn_ctx *c, const kn_kernel *k, const kn_buf *b)
@@ -185,10 +195,7 @@ static uint32_t gen_counter = 1000;
 static int
 deps_ok(kn_ctx *c, kn_kernel *k, kn_buf *b)
 {
-    kn_subst s;
-    if (kn_member_map(c, k, b, &s) < 0)
-        return -1;
-    kn_expr *body = kn_substitute(c, b->body, &s);
+    kn_expr *body = kn_member_body(c, k, b);
     if (body == NULL)
         return -1;
     depcheck dc = {c, k, ++gen_counter, 1};

@@ -56,10 +56,42 @@ typedef int nvrtcResult;
     X(nvrtcVersion, nvrtcResult, (int *, int *))                                                           \
     X(nvrtcGetErrorString, const char *, (nvrtcResult))
 
+/* NVRTC's entry points.  NVRTC alone (no driver, no GPU) compiles CUDA C to
+   a cubin for a named architecture, which lets machines without a GPU check
+   what kiln generates; a failure to load it is reported by its own error. */
+static struct {
+#define X(name, ret, args) ret(*name) args;
+    KN_NVRTC_FUNCS(X)
+#undef X
+    int ready;              /* 1 loaded, -1 failed (why in error) */
+    char error[512];
+} nv;
+
+static int
+nvrtc_load(const char *nvrtc_path)
+{
+    if (nv.ready)
+        return nv.ready;
+    void *ln = dlopen(nvrtc_path && *nvrtc_path ? nvrtc_path : "libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+    if (ln == NULL) {
+        snprintf(nv.error, sizeof nv.error, "no NVRTC (%s): %s", nvrtc_path ? nvrtc_path : "libnvrtc.so", dlerror());
+        return nv.ready = -1;
+    }
+#define X(name, ret, args)                                                          \
+    *(void **)&nv.name = dlsym(ln, #name);                                          \
+    if (nv.name == NULL) {                                                          \
+        snprintf(nv.error, sizeof nv.error, "missing NVRTC entry point %s", #name); \
+        return nv.ready = -1;                                                       \
+    }
+    KN_NVRTC_FUNCS(X)
+#undef X
+    return nv.ready = 1;
+}
+
+/* The driver's entry points, usable once NVRTC is loaded too. */
 static struct {
 #define X(name, ret, args) ret(*name) args;
     KN_CU_FUNCS(X)
-    KN_NVRTC_FUNCS(X)
 #undef X
     int ready;              /* 1 loaded, -1 failed (why in error) */
     char error[512];
@@ -75,20 +107,17 @@ cuda_load(const char *nvrtc_path)
         snprintf(cu.error, sizeof cu.error, "no CUDA driver (libcuda.so.1): %s", dlerror());
         return cu.ready = -1;
     }
-    void *ln = dlopen(nvrtc_path && *nvrtc_path ? nvrtc_path : "libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
-    if (ln == NULL) {
-        snprintf(cu.error, sizeof cu.error, "no NVRTC (%s): %s", nvrtc_path ? nvrtc_path : "libnvrtc.so",
-                 dlerror());
+    if (nvrtc_load(nvrtc_path) < 0) {
+        snprintf(cu.error, sizeof cu.error, "%s", nv.error);
         return cu.ready = -1;
     }
-#define X(name, ret, args)                                                                  \
-    *(void **)&cu.name = dlsym(strncmp(#name, "nvrtc", 5) == 0 ? ln : lc, #name);           \
-    if (cu.name == NULL) {                                                                  \
-        snprintf(cu.error, sizeof cu.error, "missing CUDA entry point %s", #name);          \
-        return cu.ready = -1;                                                               \
+#define X(name, ret, args)                                                         \
+    *(void **)&cu.name = dlsym(lc, #name);                                         \
+    if (cu.name == NULL) {                                                         \
+        snprintf(cu.error, sizeof cu.error, "missing CUDA entry point %s", #name); \
+        return cu.ready = -1;                                                      \
     }
     KN_CU_FUNCS(X)
-    KN_NVRTC_FUNCS(X)
 #undef X
     if (cu.cuInit(0) != 0) {
         snprintf(cu.error, sizeof cu.error, "cuInit failed: no usable GPU");
@@ -126,38 +155,6 @@ use_device(int device)
     return 0;
 }
 
-/* NVRTC alone (no driver, no GPU): enough to compile CUDA C to a cubin for a
-   named architecture, which lets machines without a GPU check what kiln
-   generates.  Its own table, so a failure here does not mark CUDA unusable. */
-static struct {
-#define X(name, ret, args) ret(*name) args;
-    KN_NVRTC_FUNCS(X)
-#undef X
-    int ready;
-    char error[512];
-} nv;
-
-static int
-nvrtc_load(const char *nvrtc_path)
-{
-    if (nv.ready)
-        return nv.ready;
-    void *ln = dlopen(nvrtc_path && *nvrtc_path ? nvrtc_path : "libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
-    if (ln == NULL) {
-        snprintf(nv.error, sizeof nv.error, "no NVRTC (%s): %s", nvrtc_path ? nvrtc_path : "libnvrtc.so", dlerror());
-        return nv.ready = -1;
-    }
-#define X(name, ret, args)                                                     \
-    *(void **)&nv.name = dlsym(ln, #name);                                     \
-    if (nv.name == NULL) {                                                     \
-        snprintf(nv.error, sizeof nv.error, "missing NVRTC entry point %s", #name); \
-        return nv.ready = -1;                                                  \
-    }
-    KN_NVRTC_FUNCS(X)
-#undef X
-    return nv.ready = 1;
-}
-
 /* ------------------------------------------------------------------ CudaModule */
 
 typedef struct {
@@ -169,26 +166,13 @@ typedef struct {
     int arch;             /* e.g. 90 */
 } kn_cudamod;
 
-#define compile_cubin(src, arch, log_out) compile_cubin_with(&cu.nvrtcCreateProgram, src, arch, log_out)
-
-typedef struct {
-#define X(name, ret, args) ret(*name) args;
-    KN_NVRTC_FUNCS(X)
-#undef X
-} nvrtc_fns;
-
-/* `table` points at the first NVRTC entry of `cu` or `nv`: both declare the
-   NVRTC functions with the same X-macro, in the same order, so the run of
-   members has nvrtc_fns's layout. */
 static PyObject *
-compile_cubin_with(void *table, const char *src, int arch, PyObject **log_out)
+compile_cubin(const char *src, int arch, PyObject **log_out)
 {
-    nvrtc_fns fns, *f = &fns;
-    memcpy(&fns, table, sizeof fns);
     nvrtcProgram prog;
-    nvrtcResult rc = f->nvrtcCreateProgram(&prog, src, "kiln.cu", 0, NULL, NULL);
+    nvrtcResult rc = nv.nvrtcCreateProgram(&prog, src, "kiln.cu", 0, NULL, NULL);
     if (rc != 0) {
-        PyErr_Format(PyExc_RuntimeError, "kiln: nvrtcCreateProgram: %s", f->nvrtcGetErrorString(rc));
+        PyErr_Format(PyExc_RuntimeError, "kiln: nvrtcCreateProgram: %s", nv.nvrtcGetErrorString(rc));
         return NULL;
     }
     char archopt[64];
@@ -197,14 +181,14 @@ compile_cubin_with(void *table, const char *src, int arch, PyObject **log_out)
     /* the GIL is released: a graph's kernels compile as several programs
        on several threads (kiln/cuda.py) */
     Py_BEGIN_ALLOW_THREADS
-    rc = f->nvrtcCompileProgram(prog, 3, opts);
+    rc = nv.nvrtcCompileProgram(prog, 3, opts);
     Py_END_ALLOW_THREADS
     size_t lsz = 0;
-    f->nvrtcGetProgramLogSize(prog, &lsz);
+    nv.nvrtcGetProgramLogSize(prog, &lsz);
     char *log = PyMem_Malloc(lsz + 1);
     if (log) {
         log[0] = 0;
-        f->nvrtcGetProgramLog(prog, log);
+        nv.nvrtcGetProgramLog(prog, log);
         log[lsz] = 0;
         *log_out = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
         PyMem_Free(log);
@@ -212,15 +196,15 @@ compile_cubin_with(void *table, const char *src, int arch, PyObject **log_out)
     PyObject *cubin = NULL;
     if (rc != 0) {
         PyErr_Format(PyExc_RuntimeError, "kiln: NVRTC could not compile the kernels: %s\n%S",
-                     f->nvrtcGetErrorString(rc), *log_out ? *log_out : Py_None);
+                     nv.nvrtcGetErrorString(rc), *log_out ? *log_out : Py_None);
     } else {
         size_t n = 0;
-        if (f->nvrtcGetCUBINSize(prog, &n) == 0 && n > 0 && (cubin = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n)))
-            f->nvrtcGetCUBIN(prog, PyBytes_AS_STRING(cubin));
+        if (nv.nvrtcGetCUBINSize(prog, &n) == 0 && n > 0 && (cubin = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n)))
+            nv.nvrtcGetCUBIN(prog, PyBytes_AS_STRING(cubin));
         else if (!PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "kiln: NVRTC produced no cubin");
     }
-    f->nvrtcDestroyProgram(&prog);
+    nv.nvrtcDestroyProgram(&prog);
     return cubin;
 }
 
@@ -417,7 +401,7 @@ kn_py_cuda_available(PyObject *self, PyObject *args)
     if (cuda_load(path) < 0)
         return Py_BuildValue("(Os(ii))", Py_False, cu.error, 0, 0);
     int major = 0, minor = 0;
-    cu.nvrtcVersion(&major, &minor);
+    nv.nvrtcVersion(&major, &minor);
     return Py_BuildValue("(Os(ii))", Py_True, "", major, minor);
 }
 
@@ -436,7 +420,7 @@ kn_py_nvrtc_compile(PyObject *self, PyObject *args)
         return NULL;
     }
     PyObject *log = NULL;
-    PyObject *cubin = compile_cubin_with(&nv.nvrtcCreateProgram, src, arch, &log);
+    PyObject *cubin = compile_cubin(src, arch, &log);
     if (cubin == NULL) {
         Py_XDECREF(log);
         return NULL;
