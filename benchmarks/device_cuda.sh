@@ -2,6 +2,7 @@
 # On the GPU machine: install kiln against what is there, run the CUDA tests
 # and (with BENCH=1) the CUDA benchmarks.  Results in $OUT.
 #   STAGE=tests|opinfo|bench|all (default all); MODELS=... for the bench
+#   STAGE=check: the CUDA tests and the four OpInfo dtypes as parallel processes
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export KILN_CACHE_DIR=/tmp/kiln-cache
@@ -36,6 +37,17 @@ PY
   timeout ${BENCH_TIMEOUT:-400} python3 -m kiln.bench --device cuda --dtype bfloat16 --models ${MODELS:-all} \
     --repeat ${REPEAT:-20} ${BENCH_ARGS:-} --json "$OUT/bench-cuda.json" > "$OUT/bench-cuda.txt" 2>"$OUT/bench-cuda.err"
   echo "bench rc=$?" >> "$OUT/bench-cuda.txt"; tail -40 "$OUT/bench-cuda.txt"; tail -5 "$OUT/bench-cuda.err"
+fi
+if [ "$STAGE" = check ]; then
+  timeout ${TEST_TIMEOUT:-360} python3 -m pytest "$REPO/tests/test_cuda_codegen.py" "$REPO/tests/test_cuda_backend.py" \
+    "$REPO/tests/test_fusion.py" "$REPO/tests/test_cuda_runtime.py" -q -p no:cacheprovider > "$OUT/cuda-tests.txt" 2>&1 &
+  for dt in float32 bfloat16 int64 bool; do
+    timeout ${OPINFO_TIMEOUT:-360} python3 -m pytest "$REPO/tests/ops/test_opinfo.py" -k "cuda and not emulated and $dt" \
+      -q -p no:cacheprovider -rA > "$OUT/opinfo-cuda-$dt.txt" 2>&1 &
+  done
+  wait
+  tail -3 "$OUT/cuda-tests.txt"
+  for dt in float32 bfloat16 int64 bool; do grep -E "kiln opinfo|failures:|^  " "$OUT/opinfo-cuda-$dt.txt" | head -30; done
 fi
 if [ "$STAGE" = profile ]; then
   timeout ${PROFILE_TIMEOUT:-300} python3 "$REPO/benchmarks/profile_cuda.py" --models ${MODELS:-bert,resnet50,vit_small} > "$OUT/profile-cuda.txt" 2>&1
