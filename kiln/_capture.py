@@ -230,6 +230,11 @@ def _classify(f):
                     return 3
         if mod in _PURE_MODULES or isinstance(owner, types.ModuleType) and owner.__name__ in _PURE_MODULES:
             return 3
+        if (mod == "torch._C" or owner is torch._C) and getattr(f, "__name__", "").startswith(("_cuda_", "_nvtx")):
+            # torch._C's CUDA runtime bindings (synchronize, streams, the
+            # jiterator's kernel launcher) bypass the dispatcher: a graph
+            # traced through them would miss their effect
+            return 0
         if mod.startswith("torch") or owner is torch._C._VariableFunctions:
             return 1
         objclass = getattr(f, "__objclass__", None)

@@ -14,11 +14,42 @@ import torch
 from torch import Tensor
 
 
+def aligned_mask(m, q):
+    """`m` as the fused CUDA attention kernels accept it.  The memory-efficient
+    kernel wants every stride of the mask but the last to be a multiple of 16
+    bytes; eager's masks usually are (a broadcast mask has stride 0, torch pads
+    a short last dimension), but a mask that a compiled graph materialised, say
+    [B, H, 3, 6] float32, is not, and that kernel then raises.  Such a mask is
+    copied into a buffer whose rows are padded to 16 bytes and viewed back at
+    its shape; a boolean one becomes q's dtype (0 or -inf) on the way, as
+    scaled_dot_product_attention itself would convert it."""
+    if m is None or m.dim() < 2 or m.device.type != "cuda":
+        return m
+    shape, st = m.shape, m.stride()
+    if m.dtype == torch.bool:
+        dt = q.dtype
+        a = 16 // q.element_size()
+        bad = shape[-1] % a != 0 and any(n > 1 and s != 0 for n, s in zip(shape[:-1], st[:-1]))
+    else:
+        dt = m.dtype
+        a = 16 // m.element_size()
+        bad = (st[-1] != 1 and shape[-1] > 1) or any(n > 1 and s % a != 0 for n, s in zip(shape[:-1], st[:-1]))
+    if not bad:
+        return m
+    last = shape[-1]
+    buf = torch.empty(tuple(shape[:-1]) + (-(-last // a) * a,), dtype=dt, device=m.device)[..., :last]
+    if m.dtype == torch.bool:
+        buf.fill_(float("-inf")).masked_fill_(m, 0)
+    else:
+        buf.copy_(m)
+    return buf
+
+
 @torch.library.custom_op("kiln::attention", mutates_args=())
 def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], dropout_p: float, is_causal: bool,
               scale: Optional[float], enable_gqa: bool) -> Tensor:
-    return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale=scale,
-                                                     enable_gqa=enable_gqa)
+    return torch._C._nn.scaled_dot_product_attention(q, k, v, aligned_mask(attn_mask, q), dropout_p, is_causal,
+                                                     scale=scale, enable_gqa=enable_gqa)
 
 
 @attention.register_fake
@@ -33,6 +64,8 @@ def _attention_fake(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 def call_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     """What a compiled graph calls for kiln::attention (no dispatcher hop)."""
+    if attn_mask is not None:
+        attn_mask = aligned_mask(attn_mask, q)
     return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale=scale,
                                                      enable_gqa=enable_gqa)
 

@@ -166,3 +166,52 @@ def test_reduce_overhead_leaves_mutating_graphs_ungraphed_and_keeps_strides():
     for k in range(4):                      # a strided (non-dense) input that moves every call
         v = (base + k)[:, ::2]
         torch.testing.assert_close(g(v), v * 3 + 1)
+
+
+def test_attention_with_a_materialised_unaligned_mask():
+    # a [B, H, 3, 6] float mask made inside the graph has strides that are not
+    # multiples of 16 bytes; the memory-efficient kernel rejects those, so
+    # kiln pads the mask (eager's broadcast (3, 6) mask never hits this)
+    q = torch.randn(4, 4, 3, 8, device="cuda")
+    k = torch.randn(4, 4, 6, 8, device="cuda")
+    v = torch.randn(4, 4, 6, 8, device="cuda")
+    m = torch.randn(3, 6, device="cuda")
+
+    def f(q, k, v, m):
+        full = (m * 1.0).expand(4, 4, 3, 6).contiguous()
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=full)
+
+    def g(q, k, v, m):
+        full = (m > 0).expand(4, 4, 3, 6).contiguous()
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=full)
+
+    with torch.no_grad():
+        for fn in (f, g):
+            kiln.reset()
+            _close(kiln.compile(fn)(q, k, v, m), fn(q, k, v, m))
+
+
+def test_integer_division_by_zero_matches_eager_cuda():
+    # no trap on a GPU: eager returns what the hardware division gives, and so must kiln
+    a = torch.arange(-8, 8, device="cuda", dtype=torch.int64).reshape(4, 4)
+    b = torch.tensor([0, 3, -2, 0], device="cuda", dtype=torch.int64)
+    for fn in (lambda a, b: torch.remainder(a, b) + 1, lambda a, b: torch.fmod(a, b) * 2,
+               lambda a, b: torch.div(a, b, rounding_mode="floor") - 1,
+               lambda a, b: torch.div(a, b, rounding_mode="trunc") + 0):
+        kiln.reset()
+        assert torch.equal(kiln.compile(fn)(a, b), fn(a, b))
+
+
+def test_jiterator_call_breaks_the_graph_and_stays_right():
+    # the jiterator launches outside the dispatcher: capture must not trace it
+    from torch.cuda import jiterator
+    code = "template <typename T> T fma3(T x, T y) { return x * y + x; }"
+    fn = jiterator._create_jit_fn(code)
+    x = torch.randn(100, device="cuda")
+
+    def f(x):
+        y = torch.sin(x)
+        return fn(y, x) + 1
+
+    kiln.reset()
+    _close(kiln.compile(f)(x), f(x))

@@ -82,24 +82,32 @@ KN_D b_t kn_signbit_##tag(T a) { return signbit(a) != 0; }
 KN_FLOAT_OPS(float, f32, f)
 KN_FLOAT_OPS(double, f64, )
 
+/* Integer division by zero: on the GPU it does not trap, and eager CUDA
+   returns whatever the hardware's division gives, so the device code divides
+   as ATen's kernels do; the CPU emulator (which would trap) returns 0. */
+#ifdef __CUDACC_RTC__
+#define KN_DIV0(b) 0
+#else
+#define KN_DIV0(b) ((b) == 0)
+#endif
 #define KN_INT_OPS(T, tag)                                                                        \
 KN_D T kn_truncdiv_##tag(T a, T b) {                                                              \
-    if (b == 0) return 0;                                                                         \
+    if (KN_DIV0(b)) return 0;                                                                     \
     if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
     return (T)(a / b); }                                                                          \
 KN_D T kn_div_##tag(T a, T b) { return kn_truncdiv_##tag(a, b); }                                 \
 KN_D T kn_floordiv_##tag(T a, T b) {                                                              \
-    if (b == 0) return 0;                                                                         \
+    if (KN_DIV0(b)) return 0;                                                                     \
     if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
     T q = (T)(a / b);                                                                             \
     if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;                                             \
     return q; }                                                                                   \
 KN_D T kn_rem_##tag(T a, T b) {                                                                   \
-    if (b == 0 || b == -1) return 0;                                                              \
+    if (KN_DIV0(b) || b == -1) return 0;                                                          \
     T m = (T)(a % b);                                                                             \
     if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
     return m; }                                                                                   \
-KN_D T kn_fmod_##tag(T a, T b) { return (b == 0 || b == -1) ? 0 : (T)(a % b); }                   \
+KN_D T kn_fmod_##tag(T a, T b) { return (KN_DIV0(b) || b == -1) ? 0 : (T)(a % b); }               \
 KN_D T kn_abs_##tag(T a) { return a < 0 ? (T)(0 - (uint64_t)a) : a; }                             \
 KN_D T kn_max_##tag(T a, T b) { return a > b ? a : b; }                                           \
 KN_D T kn_min_##tag(T a, T b) { return a < b ? a : b; }                                           \
