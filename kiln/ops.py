@@ -74,17 +74,69 @@ def whole_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=No
     return torch.ops.kiln.attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 
+def additive_mask(mask, dtype):
+    """A boolean attention mask as the additive one the fused kernels take:
+    0 where attending, -inf elsewhere, in the query's dtype.  Given a boolean
+    mask, scaled_dot_product_attention picks its math path (float32 matmuls,
+    a separate softmax); given this one it picks cuDNN or memory-efficient
+    attention.  Traced, this is one pointwise op kiln fuses into the kernel
+    that computes the mask."""
+    return torch.full_like(mask, float("-inf"), dtype=dtype).masked_fill(mask, 0.0)
+
+
+def rows_attending(mask):
+    """Which query rows of a boolean mask attend to at least one key: the math
+    path returns zeros for the others, where the fused kernels may not."""
+    return mask.any(-1, keepdim=True)
+
+
+def _sdpa_args(n):
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    out = dict(zip(names, n.args))
+    out.update(n.kwargs)
+    return out
+
+
+def _val(a):
+    return a.meta.get("example_value", a.meta.get("val")) if isinstance(a, torch.fx.Node) else None
+
+
 def keep_attention_whole(gm):
     """A copy of captured graph `gm` whose scaled_dot_product_attention calls
     are kiln::attention (so tracing to ATen keeps them whole), or gm itself
-    when it has none.  The caller's graph is never modified."""
+    when it has none.  A boolean mask is turned into an additive one (once
+    per mask), and rows that attend to nothing are zeroed after the call, as
+    the math path would leave them.  The caller's graph is never modified."""
     sdpa = torch._C._nn.scaled_dot_product_attention
     if not any(n.op == "call_function" and n.target is sdpa for n in gm.graph.nodes):
         return gm
     import copy
 
     graph = copy.deepcopy(gm.graph)
-    for n in graph.nodes:
-        if n.op == "call_function" and n.target is sdpa:
+    converted = {}
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not sdpa:
+            continue
+        a = _sdpa_args(n)
+        mask, q = a.get("attn_mask"), a.get("query")
+        mval, qval = _val(mask), _val(q)
+        if isinstance(mval, torch.Tensor) and mval.dtype == torch.bool and isinstance(qval, torch.Tensor) \
+                and qval.dtype.is_floating_point:
+            if mask not in converted:
+                with graph.inserting_after(mask):
+                    add = graph.call_function(additive_mask, (mask, qval.dtype))
+                with graph.inserting_after(add):
+                    keep = graph.call_function(rows_attending, (mask,))
+                converted[mask] = (add, keep)
+            add, keep = converted[mask]
+            a["attn_mask"] = add
+            with graph.inserting_before(n):
+                new = graph.call_function(whole_sdpa, (), a)
+            with graph.inserting_after(new):
+                fixed = graph.call_function(torch.where, (keep, new, 0.0))
+            n.replace_all_uses_with(fixed)
+            graph.erase_node(n)
+        else:
             n.target = whole_sdpa
+    graph.lint()
     return torch.fx.GraphModule(gm, graph)

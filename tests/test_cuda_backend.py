@@ -215,3 +215,27 @@ def test_jiterator_call_breaks_the_graph_and_stays_right():
 
     kiln.reset()
     _close(kiln.compile(f)(x), f(x))
+
+
+def test_boolean_attention_mask_takes_a_fused_kernel_and_keeps_empty_rows_zero():
+    # a boolean mask would send scaled_dot_product_attention to its math path
+    # (float32 bmm + softmax); kiln hands it an additive mask instead, and
+    # zeroes query rows that attend to nothing, as the math path does
+    q, k, v = (torch.randn(2, 4, 64, 32, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    m = torch.rand(2, 64, device="cuda") > 0.3
+    m[1] = False
+
+    def f(q, k, v, m):
+        mm = m[:, None, None, :].expand(2, 1, 64, 64)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mm).transpose(1, 2).reshape(2, 64, 128)
+
+    kiln.reset()
+    with torch.no_grad():
+        e = kiln.explain(f)(q, k, v, m)
+        got = kiln.compile(f)(q, k, v, m)
+    ops = [str(o) for s in backends.compiled_graphs for o in s.get("extern_ops", [])]
+    assert "kiln.attention.default" in ops and not any("bmm" in o for o in ops), ops
+    assert e.graph_count == 1
+    want = f(q, k, v, m)
+    assert torch.equal(got[1], torch.zeros_like(got[1]))
+    _close(got, want, torch.bfloat16)
