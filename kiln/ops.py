@@ -130,8 +130,9 @@ def keep_attention_whole(gm):
                 converted[mask] = (add, keep)
             add, keep = converted[mask]
             a["attn_mask"] = add
+            pos = tuple(a.pop(k) for k in ("query", "key", "value"))
             with graph.inserting_before(n):
-                new = graph.call_function(whole_sdpa, (), a)
+                new = graph.call_function(whole_sdpa, pos, a)
             with graph.inserting_after(new):
                 fixed = graph.call_function(torch.where, (keep, new, 0.0))
             n.replace_all_uses_with(fixed)

@@ -206,7 +206,8 @@ def format_legend() -> str:
         "kiln x = eager/kiln, kiln/ind = inductor/kiln",
         "cold: first call of a fresh compile (empty caches, compiler already started in this "
         "process) minus one eager call; warm: the same in a new process whose kiln disk cache "
-        "was filled by the cold run",
+        "was filled by the cold run (on a GPU, cuDNN's first use of channels-last convolutions "
+        "is paid by an eager call before either)",
         "be: seconds inside the backend (the compiler half: AOT lowering + code generation + "
         "native compilation), without TorchDynamo's tracing; kiln warm be uses the disk cache",
         "err: max |compiled - eager| over all outputs; ok if <= atol + rtol * max|eager| per "
