@@ -855,6 +855,8 @@ def _seed(seed):
     # CPU generator only: torch.manual_seed() also queues lazy CUDA/XPU/MTIA
     # seeding calls (with a captured stack trace each) - slow and growing.
     torch.default_generator.manual_seed(seed)
+    if DEVICE == "cuda":
+        torch.cuda.manual_seed(seed)   # samples on the GPU come from its generator
     random.seed(seed)
     try:
         import numpy as np
