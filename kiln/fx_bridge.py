@@ -27,6 +27,10 @@ def _fast_calls():
     }
     from . import ops
     table[torch.ops.kiln.attention.default] = ops.call_attention
+    for name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"):
+        op = getattr(aten, name, None)
+        if op is not None:
+            table[op.default] = ops.bias_aligned(op.default)
     return table
 
 

@@ -70,6 +70,18 @@ def call_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
                                                      enable_gqa=enable_gqa)
 
 
+def bias_aligned(op):
+    """`op` (a fused attention kernel taking attn_bias as its fourth
+    argument) called with that bias as the kernel accepts it: a traced graph
+    that pads and expands the mask itself leaves kiln to materialise it, with
+    strides the kernel rejects."""
+    def call(q, k, v, bias, *rest, **kw):
+        if bias is not None:
+            bias = aligned_mask(bias, q)
+        return op(q, k, v, bias, *rest, **kw)
+    return call
+
+
 def whole_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     return torch.ops.kiln.attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
