@@ -48,8 +48,7 @@ def aligned_mask(m, q):
 @torch.library.custom_op("kiln::attention", mutates_args=())
 def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], dropout_p: float, is_causal: bool,
               scale: Optional[float], enable_gqa: bool) -> Tensor:
-    return torch._C._nn.scaled_dot_product_attention(q, k, v, aligned_mask(attn_mask, q), dropout_p, is_causal,
-                                                     scale=scale, enable_gqa=enable_gqa)
+    return call_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 
 @attention.register_fake
