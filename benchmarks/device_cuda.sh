@@ -3,6 +3,7 @@
 # and (with BENCH=1) the CUDA benchmarks.  Results in $OUT.
 #   STAGE=tests|opinfo|bench|all (default all); MODELS=... for the bench
 #   STAGE=check: the CUDA tests and the four OpInfo dtypes as parallel processes
+#   STAGE=phases: compile time by phase per model, attention first-use costs (check runs them too)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export KILN_CACHE_DIR=/tmp/kiln-cache
@@ -48,6 +49,15 @@ if [ "$STAGE" = check ]; then
   wait
   tail -3 "$OUT/cuda-tests.txt"
   for dt in float32 bfloat16 int64 bool; do grep -E "kiln opinfo|failures:|^  " "$OUT/opinfo-cuda-$dt.txt" | head -30; done
+fi
+if [ "$STAGE" = phases ] || [ "$STAGE" = check ]; then
+  # compile time by phase (cold and in-process warm), first-run profile;
+  # first-use cost of each attention backend at bert's shape
+  timeout ${PHASES_TIMEOUT:-240} python3 "$REPO/benchmarks/compile_phases.py" --device cuda --profile-first-run \
+    --models ${MODELS:-encoder,bert,gpt2,llama,t5,resnet18,resnet50,mobilenet_v3,efficientnet_b0,vit_small} > "$OUT/phases.txt" 2>&1
+  grep -E " (cold|warm) " "$OUT/phases.txt"
+  for m in additive bool; do timeout 120 python3 "$REPO/benchmarks/attention_first_use.py" --shape 8,4,512,64 --mask $m; done > "$OUT/attention.txt" 2>&1
+  cat "$OUT/attention.txt"
 fi
 if [ "$STAGE" = profile ]; then
   timeout ${PROFILE_TIMEOUT:-300} python3 "$REPO/benchmarks/profile_cuda.py" --models ${MODELS:-bert,resnet50,vit_small} > "$OUT/profile-cuda.txt" 2>&1

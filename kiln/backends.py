@@ -187,19 +187,23 @@ def _salt():
     return f"kiln {__version__} recipe 2 | cc {config.cc} | torch {torch.__version__}"
 
 
-def _prepare(gm, prefix, device=None):
-    """ATen graph -> (Program, constants, single).  Raises on failure.  A
-    graph on a CUDA device gets CUDA C (see kiln/cuda.py for the build)."""
+def _describe(gm, device):
+    """ATen graph -> (desc, constants, single) for the C core.  Raises
+    fx_bridge.Unsupported."""
     if "graph" in config.dump:
         print(f"[kiln] ATen graph:\n{gm.graph}")
-    dev = device if device is not None else torch.device("cpu")
-    desc, constants, single = fx_bridge.describe(gm, dev.type)
-    if dev.type == "cpu" and config.cuda_emulate:
+    return fx_bridge.describe(gm, device.type)
+
+
+def _program(desc, prefix, device):
+    """desc -> a Program (C for the CPU; CUDA C for a CUDA device, see
+    kiln/cuda.py for the build).  Raises on failure."""
+    if device.type == "cpu" and config.cuda_emulate:
         # tests: the CUDA renderer's kernels, run by the CPU emulator
         program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132)
-    elif dev.type == "cuda":
+    elif device.type == "cuda":
         from . import cuda
-        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        index = device.index if device.index is not None else torch.cuda.current_device()
         program = _C.compile(desc, prefix, "loops" in config.dump, False, True, cuda.sms(index))
     else:
         program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear)
@@ -209,7 +213,14 @@ def _prepare(gm, prefix, device=None):
         what = "CUDA C (kernels; the prelude is kiln._C.prelude_cuda())" if program.cuda else \
             "C (kernels; the prelude is kiln._C.prelude())"
         print(f"[kiln] generated {what}:\n{program.source}")
-    return program, constants, single
+    return program
+
+
+def _prepare(gm, prefix, device=None):
+    """ATen graph -> (Program, constants, single).  Raises on failure."""
+    dev = device if device is not None else torch.device("cpu")
+    desc, constants, single = _describe(gm, dev)
+    return _program(desc, prefix, dev), constants, single
 
 
 def _build(programs, device=None):
@@ -242,17 +253,20 @@ def _build(programs, device=None):
     return so
 
 
-def compile_graph(gm, example_inputs=None):
+def compile_graph(gm, example_inputs=None, described=None):
     """Compile one ATen graph (after AOT autograd) with kiln; never raises:
-    an internal failure warns once and returns an eager runner."""
+    an internal failure warns once and returns an eager runner.
+    `described`: the graph's (desc, constants, single, device) when the
+    caller has it already."""
     t0 = time.perf_counter()
     try:
-        dev = fx_bridge.graph_device(gm)
-        program, constants, single = _prepare(gm, "kn_", dev)
-        so = _build([program], dev)
-        stats = dict(program.stats)
-        stats["compile_s"] = time.perf_counter() - t0
-        cg = CompiledGraph(program, constants, single, stats, so)
+        if described is None:
+            dev = fx_bridge.graph_device(gm)
+            program, constants, single = _prepare(gm, "kn_", dev)
+        else:
+            desc, constants, single, dev = described
+            program = _program(desc, "kn_", dev)
+        cg = _finish(program, constants, single, dev, t0)
     except fx_bridge.Unsupported as e:
         cg = EagerGraph(gm, str(e), _count_ops(gm))
     except _C.CompilerError as e:
@@ -267,6 +281,13 @@ def compile_graph(gm, example_inputs=None):
         cg = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
     compiled_graphs.append(cg.kiln_stats)
     return cg
+
+
+def _finish(program, constants, single, dev, t0):
+    so = _build([program], dev)
+    stats = dict(program.stats)
+    stats["compile_s"] = time.perf_counter() - t0
+    return CompiledGraph(program, constants, single, stats, so)
 
 
 def _aot(gm, example_inputs, fw):
@@ -313,7 +334,8 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 2 packed {config.packed_linear}".encode())
+    h.update(f"lowering recipe 3 packed {config.packed_linear} emulate {config.cuda_emulate} "
+             f"fast {config.fast_lowering}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
     for t in example_inputs:
@@ -321,29 +343,95 @@ def _lowered_key(gm, example_inputs):
     return h.hexdigest()
 
 
-def _lowered(gm, example_inputs):
-    """The captured graph lowered to an inference ATen graph, from the disk
-    cache when a previous process lowered the same graph for the same input
-    metadata.  Lowering (AOT tracing with kiln's decompositions) is most of a
-    warm compile's time, so a warm start skips it.  Raises when the graph
-    mutates its inputs or returns aliases of them: those keep AOT autograd's
-    runtime wrappers (the caller falls back to aot_module_simplified)."""
+class _NeedsFunctionalization(Exception):
+    pass
+
+
+def _is_view(tgt):
+    return isinstance(tgt, torch._ops.OpOverload) and any(
+        r.alias_info is not None and not r.alias_info.is_write for r in tgt._schema.returns)
+
+
+def _storage(v):
+    from torch.multiprocessing.reductions import StorageWeakRef
+    return StorageWeakRef(v.untyped_storage()) if isinstance(v, torch.Tensor) else None
+
+
+def _trace_plain(gm, example_inputs):
+    """Fast lowering of an inference graph: one make_fx trace with kiln's
+    decompositions and no functionalization (about half the time of AOT
+    export).  In-place ops on fresh intermediates nobody reads afterwards
+    (ReLU(inplace=True), `x += y` on a temporary) become their functional
+    forms; anything else that mutates, or outputs that alias inputs or each
+    other, raise _NeedsFunctionalization (the caller takes AOT export)."""
+    import operator
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    # a fake mode of our own, with static shapes (not the one of a
+    # TorchDynamo tracing context, which may make sizes symbolic)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
+    from torch._dispatch.python import enable_python_dispatcher
+
+    # the Python dispatcher, as AOT export has it: composite ops (batch_norm
+    # on a GPU) decompose through torch's Python decompositions rather than
+    # picking a device kernel (cudnn_batch_norm) at trace time
+    with mode, enable_python_dispatcher():
+        aten = make_fx(gm, decomposition_table=decompositions(), tracing_mode="real")(*fake)
+    nodes = list(aten.graph.nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    for n in nodes:
+        tgt = n.target
+        if n.op == "call_function" and not isinstance(tgt, torch._ops.OpOverload) and tgt is not operator.getitem:
+            raise _NeedsFunctionalization(f"call of {tgt}")
+        if n.op != "call_function" or not isinstance(tgt, torch._ops.OpOverload) or not tgt._schema.is_mutable:
+            continue
+        schema = tgt._schema
+        written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+        name = tgt._schema.name.split("::")[-1]
+        if written != [0] or not name.endswith("_") or not n.args:
+            raise _NeedsFunctionalization(str(tgt))
+        x = n.args[0]
+        if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _is_view(x.target) or \
+                any(u is not n and (order[u] > order[n] or _is_view(u.target)) for u in x.users):
+            raise _NeedsFunctionalization(str(tgt))
+        packet = getattr(tgt.namespace and getattr(torch.ops, tgt.namespace), name[:-1], None)
+        functional = getattr(packet, tgt._overloadname, None) if packet is not None else None
+        if functional is None or functional._schema.is_mutable:
+            raise _NeedsFunctionalization(str(tgt))
+        n.target = functional
+    out = next(n for n in reversed(nodes) if n.op == "output")
+    seen = {_storage(p.meta.get("val")) for p in nodes if p.op == "placeholder"} - {None}
+    for v in out.args[0]:
+        st = _storage(v.meta.get("val")) if isinstance(v, torch.fx.Node) else None
+        if st is None:
+            continue
+        if st in seen:
+            raise _NeedsFunctionalization("aliased output")
+        seen.add(st)
+    aten.graph.eliminate_dead_code()
+    aten.recompile()
+    return aten
+
+
+def _lower(gm, example_inputs):
+    """The captured graph as an inference ATen graph (a plain trace when it
+    is functional enough, else AOT export with functionalization; both with
+    kiln's decompositions).  Raises when the graph mutates its inputs or
+    returns aliases of them: those keep AOT autograd's runtime wrappers (the
+    caller falls back to aot_module_simplified)."""
     from torch._functorch.aot_autograd import aot_export_joint_simple
 
-    key = _lowered_key(gm, example_inputs)
-    path = os.path.join(config.cache_dir, "aten", key[:2], key + ".pkl")
-    blob = None
-    try:
-        with open(path, "rb") as f:
-            blob = f.read()
-        return _revive(blob, example_inputs)
-    except FileNotFoundError:
-        pass
-    except Exception:   # a corrupt or truncated entry is rebuilt, never trusted
-        pass
     if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
         from . import ops
         gm = ops.keep_attention_whole(gm)   # inference on a GPU: eager's fused attention
+    if config.fast_lowering:
+        try:
+            return _trace_plain(gm, example_inputs)
+        except _NeedsFunctionalization:
+            pass
     aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
                                    decompositions=decompositions())
     # export-style tracing leaves metadata assertions with no users: drop them
@@ -351,23 +439,61 @@ def _lowered(gm, example_inputs):
         if n.op == "call_function" and not n.users and n.target in _ASSERTIONS:
             aten.graph.erase_node(n)
     aten.recompile()
-    blob = pickle.dumps(aten)
+    return aten
+
+
+def _compile_inference(gm, example_inputs):
+    """Compile an inference graph, with its lowering cached on disk: what is
+    cached is the description the C core reads (ops by name, shapes, strides,
+    arguments), so a warm start skips AOT tracing, fake-tensor propagation
+    and describing alike, and a cold and a warm start hand the C core the
+    same input (so the warm one finds the cold one's native code).  Raises
+    when the graph cannot be lowered this way (see _lower)."""
+    key = _lowered_key(gm, example_inputs)
+    path = os.path.join(config.cache_dir, "aten", key[:2], key + ".pkl")
+    blob = None
     try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError:
+        pass
+    if blob:
+        t0 = time.perf_counter()
+        try:
+            pdesc, constants, single, dev = pickle.loads(blob)
+            cg = _finish(_program(fx_bridge.relink(pdesc), "kn_", dev), constants, single, dev, t0)
+            compiled_graphs.append(cg.kiln_stats)
+            return cg
+        except Exception:   # a corrupt, truncated or stale entry is rebuilt, never trusted
+            pass
+    aten = _lower(gm, example_inputs)
+    try:
+        # described as a warm start will see it: the graph as pickling
+        # rebuilds it, with fake values re-propagated (the layouts the C core
+        # plans with then come from torch's meta functions, op by op)
+        aten = _revive(pickle.dumps(aten), example_inputs)
+    except Exception:
+        pass
+    dev = fx_bridge.graph_device(aten)
+    try:
+        desc, constants, single = _describe(aten, dev)
+    except fx_bridge.Unsupported:
+        return compile_graph(aten, example_inputs)   # runs eagerly, says why
+    try:
+        blob = pickle.dumps((fx_bridge.portable(desc), constants, single, dev))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
     except Exception:
-        pass   # caching is an optimisation
-    # the cold path takes the same road as a warm start, so both generate the
-    # same C (and the warm start finds the cold run's shared object)
-    return _revive(blob, example_inputs)
+        pass   # caching is an optimisation (an argument pickle cannot write stays uncached)
+    return compile_graph(aten, example_inputs, described=(desc, constants, single, dev))
 
 
 def _revive(blob, example_inputs):
     """A pickled ATen graph with its nodes' fake values (metadata does not
-    survive pickling; re-propagating is cheap next to tracing)."""
+    survive pickling)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
@@ -418,11 +544,9 @@ def kiln(gm, example_inputs):
         fn = None
         if _inference_graph(g, example_inputs):
             try:
-                aten = _lowered(g, example_inputs)
+                fn = _Flat(_compile_inference(g, example_inputs))
             except Exception:
-                aten = None   # mutation, aliasing or an untraceable graph: AOT autograd's full path
-            if aten is not None:
-                fn = _Flat(compile_graph(aten, example_inputs))
+                fn = None   # mutation, aliasing or an untraceable graph: AOT autograd's full path
         pure = fn is not None   # no input mutation, no aliased outputs (aot_export_joint_simple checked)
         if fn is None:
             fn = _aot(g, example_inputs, compile_graph)

@@ -7,6 +7,8 @@ KILN_DISABLE     1: kiln.compile returns the function unchanged
 KILN_CAPTURE     kiln (default: kiln's own C capture) or dynamo (TorchDynamo captures)
 CC               the C compiler (default: cc)
 CXX              the C++ compiler of the CUDA emulator (default: c++)
+KILN_FAST_LOWERING  0: always lower inference graphs through AOT export's
+                 functionalization (default 1: a plain trace when the graph allows)
 KILN_CUDA_EMULATE  1: graphs on the CPU compile through the CUDA renderer and run
                  on kiln's CPU emulation of CUDA (a test tool: kiln/cuda_emulator.py)
 """
@@ -46,6 +48,9 @@ capture = os.environ.get("KILN_CAPTURE", "kiln")
 # oneDNN with a packed copy of W, re-packed whenever W's bytes change
 # (KILN_PACKED_LINEAR=0 turns this off: then they are plain ATen addmm/mm).
 packed_linear = os.environ.get("KILN_PACKED_LINEAR", "1") not in ("0", "")
+# inference graphs without mutation of inputs lower by one plain make_fx
+# trace instead of AOT export (see backends._trace_plain)
+fast_lowering = os.environ.get("KILN_FAST_LOWERING", "1") not in ("0", "")
 # kernels per C translation unit before a graph is split into chunks that
 # compile in parallel
 chunk_kernels = 48

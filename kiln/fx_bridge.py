@@ -166,7 +166,7 @@ def describe(gm, device="cpu"):
             ckw = {k: _call_value(v, index) for k, v in n.kwargs.items()}
             # the extern call goes straight to the C++ operator (OpOverload's
             # __call__ only forwards to it)
-            call = FAST_CALLS.get(tgt) or getattr(tgt, "_op", tgt)
+            call = _call_of(tgt)
             nodes.append((name, tuple(conv), metas, is_tuple, uses, call, cargs, ckw))
         else:
             raise Unsupported(f"node kind {n.op}")
@@ -181,3 +181,27 @@ def describe(gm, device="cpu"):
         else:
             raise Unsupported(f"graph output of type {type(v).__name__}")
     return (nodes, inputs, outputs, Ref), constants, single
+
+
+def _call_of(tgt):
+    return FAST_CALLS.get(tgt) or getattr(tgt, "_op", tgt)
+
+
+def _op_named(name):
+    """The OpOverload called `name` ("aten.add.Tensor", "kiln.attention.default")."""
+    ns, op, overload = name.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), op), overload)
+
+
+def portable(desc):
+    """desc with its callables replaced by op names, for pickling (the disk
+    cache of lowered graphs); `relink` undoes it."""
+    nodes, inputs, outputs, ref = desc
+    out = [n if n[5] is None else n[:5] + (None,) + n[6:] for n in nodes]
+    return out, inputs, outputs
+
+
+def relink(pdesc):
+    nodes, inputs, outputs = pdesc
+    out = [n if n[0] in ("input", "getitem") else n[:5] + (_call_of(_op_named(n[0])),) + n[6:] for n in nodes]
+    return out, inputs, outputs, Ref

@@ -113,11 +113,9 @@ def test_lowered_graph_cache_is_used_and_survives_corruption(tmp_path, monkeypat
         torch.testing.assert_close(kiln.compile(f)(x, w), want)
     entries = glob.glob(os.path.join(str(tmp_path), "aten", "*", "*.pkl"))
     assert len(entries) == 1
-    import torch._functorch.aot_autograd as aa
-
     traced = []
-    real_trace = aa.aot_export_joint_simple
-    monkeypatch.setattr(aa, "aot_export_joint_simple", lambda *a, **k: traced.append(1) or real_trace(*a, **k))
+    real_lower = backends._lower
+    monkeypatch.setattr(backends, "_lower", lambda *a, **k: traced.append(1) or real_lower(*a, **k))
     kiln.reset()
     with torch.no_grad():
         torch.testing.assert_close(kiln.compile(f)(x, w), want)
@@ -357,3 +355,52 @@ def test_attention_kept_whole_runs_torchs_own_sdpa():
     assert cg.kiln_stats["extern_ops"] == ["kiln.attention.default"]
     out = cg.run(q, q, q, m)
     torch.testing.assert_close(out if isinstance(out, torch.Tensor) else out[0], f(q, q, q, m)[0])
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_lowering_paths_agree_and_mutation_takes_functionalization(monkeypatch, tmp_path, fast):
+    """Inference graphs lower by one plain trace when they are functional
+    enough (in-place ops on temporaries become functional ones), else by AOT
+    export with functionalization; both give eager's results, and a graph
+    that mutates its input or returns an alias of it still behaves as eager."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(config, "fast_lowering", fast)
+    import torch._functorch.aot_autograd as aa
+
+    exported = []
+    real = aa.aot_export_joint_simple
+    monkeypatch.setattr(aa, "aot_export_joint_simple", lambda *a, **k: exported.append(1) or real(*a, **k))
+
+    def temp_inplace(x):
+        h = x * 2
+        h.relu_()
+        h += 1
+        return h.sum(-1), torch.nn.functional.relu(x + 3, inplace=True)
+
+    def view_read_after(x):
+        h = x * 2
+        v = h.view(-1)
+        h.add_(1)          # v sees this
+        return v + 0
+
+    def mutates_input(x):
+        x.mul_(2)
+        return x + 1
+
+    def returns_alias(x):
+        return x.t(), x * 2
+
+    x = torch.randn(6, 5)
+    for f, plain in ((temp_inplace, True), (view_read_after, False), (mutates_input, False), (returns_alias, False)):
+        kiln.reset()
+        exported.clear()
+        a, b = x.clone(), x.clone()
+        with torch.no_grad():
+            want = f(a)
+            got = kiln.compile(f)(b)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(b, a)   # the input ends as eager leaves it
+        if fast and plain:
+            assert exported == [], f.__name__
+        elif f is not returns_alias:
+            assert exported, f.__name__

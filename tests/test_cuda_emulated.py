@@ -82,3 +82,36 @@ def test_vector_path_and_its_scalar_fallback(offset):
         return h, (h + t.t()).to(torch.bfloat16), (a.to(torch.bfloat16) * 3).float()
 
     _close(kiln.compile(f)(a, b, t), f(a, b, t), torch.bfloat16)
+
+
+@pytest.mark.parametrize("case", ["sum_all", "mean_nhw", "softmax_long", "var_rows", "amax", "any", "norm_bf16",
+                                  "prime_length"])
+def test_split_reductions_of_few_long_rows(case):
+    """A reduction of few long rows is split in two kernels (partials per
+    chunk of a row, then the partials), so that it spreads over the whole
+    GPU; lengths with no good divisor keep the one-kernel form."""
+    x = torch.randn(1 << 18)
+    fn, want_split = {
+        "sum_all": (lambda a: a.sum(), True),
+        "mean_nhw": (lambda a: a.view(16, 4, 64, 64).mean((0, 2, 3), keepdim=True), True),
+        "softmax_long": (lambda a: a.view(2, -1).softmax(-1), True),
+        "var_rows": (lambda a: torch.var_mean(a.view(4, -1)[:3] * 2 + 1, -1), True),
+        "amax": (lambda a: a.view(2, -1).amax(-1), True),
+        "any": (lambda a: (a > 4.0).any(), True),
+        "norm_bf16": (lambda a: (a.bfloat16() / a.bfloat16().norm()).float(), True),
+        "prime_length": (lambda a: a[:131071].sum(), False),
+    }[case]
+    got = kiln.compile(fn)(x)
+    want = fn(x)
+    _close(got, want, torch.bfloat16 if "bf16" in case else torch.float32)
+    n_reductions = sum(g["kernels"] for g in _cuda_programs())
+    if want_split:
+        assert n_reductions >= 2
+    else:
+        assert n_reductions == 1
+
+
+def test_split_reduction_is_deterministic_and_exact_for_ints():
+    x = torch.randint(-1000, 1000, (1 << 19,))
+    f = kiln.compile(lambda a: a.sum())
+    assert f(x).item() == x.sum().item() == f(x).item()

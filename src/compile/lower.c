@@ -1614,6 +1614,135 @@ lower_index(kn_ctx *c, int ni, int param)
 }
 
 /* ---------------------------------------------------------------- reductions */
+/* A reduction buffer of shape osize whose body reduces over R vars of
+   extents rsize, with its kernel step.  NULL on failure. */
+static kn_buf *
+reduction_buf(kn_ctx *c, kn_dtype dt, int on, const int64_t *osize, kn_expr *body, kn_rop rop, int rn,
+              const int64_t *rsize, kn_dtype acc)
+{
+    kn_buf *b = kn_buf_new(c, KN_B_REDUCTION, dt, on, osize);
+    if (b == NULL)
+        return NULL;
+    b->body = body;
+    b->rop = rop;
+    b->nred = rn;
+    memcpy(b->rsize, rsize, sizeof(int64_t) * (size_t)rn);
+    b->acc_dt = acc;
+    kn_step st = {0};
+    st.kind = KN_ST_KERNEL;
+    st.kernel = b->id;
+    return kn_add_step(c, &st) < 0 ? NULL : b;
+}
+
+/* Split form of a reduction on a GPU.  A kernel gives each output element (a
+   row) to at most one block, so a reduction of few long rows (a loss, a norm
+   of a whole tensor, batch statistics per channel) would leave most of the
+   multiprocessors idle.  When the rows are few and long, the reduction body
+   `*v` (over P vars 0..on-1 and R vars 0..rn-1 of extents rsize) is split:
+   a partial reduction P of shape osize ++ [chunks] reduces each chunk of a
+   row (the chunks are the leading reduction dims, the last of them possibly
+   cut in `a` equal parts), and the reduction asked for becomes the same
+   reduction over P's chunk dims, in the accumulator dtype.  Two kernels and
+   no atomics: the result does not depend on scheduling.  On success *v, *rn
+   and rsize describe the second stage; returns 0 (also when nothing is
+   split) or -1. */
+static int
+split_reduction(kn_ctx *c, kn_expr **v, int on, const int64_t *osize, int *rnp, int64_t *rsize, kn_rop rop,
+                kn_dtype acc)
+{
+    int rn = *rnp;
+    if (!c->cuda || rn == 0 || !(rop == KN_R_SUM || rop == KN_R_PROD || rop == KN_R_MAX || rop == KN_R_MIN ||
+                                 rop == KN_R_ANY || rop == KN_R_ALL))
+        return 0;
+    int64_t rows = 1, len = 1;
+    for (int d = 0; d < on; d++)
+        rows *= osize[d];
+    for (int d = 0; d < rn; d++)
+        len *= rsize[d];
+    int64_t sms = c->cuda_sms > 0 ? c->cuda_sms : 132;
+    /* a row per block already fills the device, or the rows are short */
+    if (rows >= 2 * sms || len < 65536)
+        return 0;
+    /* chunks per row: about four blocks per multiprocessor in all, each
+       chunk at least 4096 elements, at most 1024 chunks */
+    int64_t want = (4 * sms + rows - 1) / rows, most = len / 4096;
+    if (most > 1024)
+        most = 1024;
+    if (want > most)
+        want = most;
+    if (want < 2)
+        return 0;
+    /* leading reduction dims [0, k) whole, dim k cut in `a` parts */
+    int k = 0, best_k = -1;
+    int64_t pre = 1, best_a = 1, best_n = 0;
+    for (; k < rn; k++) {
+        for (int64_t a = 1; a <= rsize[k] && pre * a <= 2 * want; a++) {
+            if (rsize[k] % a)
+                continue;
+            int64_t n = pre * a;
+            /* closest to `want` from above or below (ratio), at least 2 */
+            if (n >= 2 && (best_n == 0 || (n >= want ? (double)n / want : (double)want / n) <
+                                              (best_n >= want ? (double)best_n / want : (double)want / best_n))) {
+                best_n = n;
+                best_k = k;
+                best_a = a;
+            }
+        }
+        pre *= rsize[k];
+        if (pre > 2 * want)
+            break;
+    }
+    if (best_k < 0 || best_n < want / 2 || on + best_k + (best_a > 1) > KN_MAXDIM || on + best_k + 1 > 16)
+        return 0;
+    k = best_k;
+    int64_t a = best_a;
+    int extra = k + (a > 1);                 /* P's chunk dims */
+    int64_t psize[KN_MAXDIM];
+    memcpy(psize, osize, sizeof(int64_t) * (size_t)on);
+    for (int j = 0; j < k; j++)
+        psize[on + j] = rsize[j];
+    if (a > 1)
+        psize[on + k] = a;
+    /* P's body: R_j (j < k) -> P(on+j); R_k -> P(on+k) * (rsize[k]/a) + R_0;
+       R_j (j > k) -> R_(j-k) */
+    kn_subst s;
+    memset(&s, 0, sizeof s);
+    int64_t prs[KN_MAXDIM];
+    int prn = 0;
+    for (int j = 0; j < k; j++)
+        s.to[KN_VAR_R(j)] = kn_var(c, KN_VAR_P(on + j), rsize[j]);
+    if (a > 1) {
+        int64_t part = rsize[k] / a;
+        s.to[KN_VAR_R(k)] = kn_iadd(c, kn_imul(c, kn_var(c, KN_VAR_P(on + k), a), part),
+                                    kn_var(c, KN_VAR_R(0), part));
+        prs[prn++] = part;
+    } else {
+        s.to[KN_VAR_R(k)] = kn_var(c, KN_VAR_R(0), rsize[k]);
+        prs[prn++] = rsize[k];
+    }
+    for (int j = k + 1; j < rn; j++) {
+        s.to[KN_VAR_R(j)] = kn_var(c, KN_VAR_R(prn), rsize[j]);
+        prs[prn++] = rsize[j];
+    }
+    kn_expr *pbody = kn_substitute(c, *v, &s);
+    if (pbody == NULL)
+        return -1;
+    kn_buf *p = reduction_buf(c, acc, on + extra, psize, pbody, rop, prn, prs, acc);
+    if (p == NULL)
+        return -1;
+    /* the second stage reduces P over its chunk dims */
+    kn_expr *pi[KN_MAXDIM];
+    for (int j = 0; j < on; j++)
+        pi[j] = kn_var(c, KN_VAR_P(j), osize[j]);
+    for (int j = 0; j < extra; j++) {
+        pi[on + j] = kn_var(c, KN_VAR_R(j), psize[on + j]);
+        rsize[j] = psize[on + j];
+    }
+    *rnp = extra;
+    *v = kn_cast(c, kn_buf_load(c, p, pi), acc);
+    return *v ? 0 : -1;
+}
+
 /* Build a reduction buffer over dims of x.  `dims` NULL or empty = all.  The
    buffer's shape is the output shape with keepdim. */
 static kn_buf *
@@ -1660,9 +1789,6 @@ reduction(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_rop rop, kn_
             osize[on++] = x->size[d];
         }
     }
-    kn_buf *b = kn_buf_new(c, KN_B_REDUCTION, out_dt, on, osize);
-    if (b == NULL)
-        return NULL;
     kn_expr *v = kn_cast(c, kn_buf_load(c, x, si), acc);
     if (centre) {
         /* sum of squared deviations from `centre` (indexed like the output) */
@@ -1672,17 +1798,9 @@ reduction(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_rop rop, kn_
     }
     if (v == NULL)
         return NULL;
-    b->body = v;
-    b->rop = rop;
-    b->nred = rn;
-    memcpy(b->rsize, rsize, sizeof(int64_t) * (size_t)rn);
-    b->acc_dt = acc;
-    kn_step st = {0};
-    st.kind = KN_ST_KERNEL;
-    st.kernel = b->id;
-    if (kn_add_step(c, &st) < 0)
+    if (split_reduction(c, &v, on, osize, &rn, rsize, rop, acc) < 0)
         return NULL;
-    return b;
+    return reduction_buf(c, out_dt, on, osize, v, rop, rn, rsize, acc);
 }
 
 static kn_dtype
