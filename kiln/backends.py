@@ -384,20 +384,22 @@ def _trace_plain(gm, example_inputs):
     order = {n: i for i, n in enumerate(nodes)}
     for n in nodes:
         tgt = n.target
-        if n.op == "call_function" and not isinstance(tgt, torch._ops.OpOverload) and tgt is not operator.getitem:
-            raise _NeedsFunctionalization(f"call of {tgt}")
-        if n.op != "call_function" or not isinstance(tgt, torch._ops.OpOverload) or not tgt._schema.is_mutable:
+        if n.op != "call_function" or tgt is operator.getitem:
             continue
+        if not isinstance(tgt, torch._ops.OpOverload):
+            raise _NeedsFunctionalization(f"call of {tgt}")
         schema = tgt._schema
+        if not schema.is_mutable:
+            continue
         written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
-        name = tgt._schema.name.split("::")[-1]
+        name = schema.name.split("::")[-1]
         if written != [0] or not name.endswith("_") or not n.args:
             raise _NeedsFunctionalization(str(tgt))
         x = n.args[0]
         if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _is_view(x.target) or \
                 any(u is not n and (order[u] > order[n] or _is_view(u.target)) for u in x.users):
             raise _NeedsFunctionalization(str(tgt))
-        packet = getattr(tgt.namespace and getattr(torch.ops, tgt.namespace), name[:-1], None)
+        packet = getattr(getattr(torch.ops, tgt.namespace), name[:-1], None)
         functional = getattr(packet, tgt._overloadname, None) if packet is not None else None
         if functional is None or functional._schema.is_mutable:
             raise _NeedsFunctionalization(str(tgt))
