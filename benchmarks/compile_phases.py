@@ -1,7 +1,7 @@
 """Where kiln's compile time goes: for each model, a cold compile (empty
 disk cache) and then a warm one (same process after kiln.reset(), so the disk
 cache is full), timed by phase: capture (kiln's bytecode interpreter, the
-rest of the first call), AOT lowering to ATen, re-propagating fake values,
+rest of the first call), AOT lowering to ATen,
 describing the graph to C, the C compiler core (IR, fusion, codegen), and the
 native build (NVRTC + module load on a GPU, the C compiler on a CPU).
 
@@ -36,40 +36,42 @@ def timed(name, fn):
     return wrapper
 
 
-PROFILE = {"on": False}
+PROFILE = {"on": False}    # --profile-first-run: armed for the next cold first run
+LOWERING = {"on": False}   # --profile-lowering: armed for the next cold lowering
 
 
-def profiled(fn):
-    """With --profile-first-run: the Python-visible calls of a cold first run
-    (extern wrappers such as attention), by own time."""
+def profiled(fn, flag, sort, lines):
+    """fn, profiled once (by `sort`, `lines` rows) the next time it runs
+    while flag["on"]: the Python-visible calls of a cold first run (extern
+    wrappers such as attention) by own time, or where a cold lowering (the
+    ATen trace) spends its time, cumulatively."""
     @functools.wraps(fn)
     def wrapper(*a, **k):
-        if not PROFILE["on"]:
+        if not flag["on"]:
             return fn(*a, **k)
         import cProfile
         import pstats
-        PROFILE["on"] = False
+        flag["on"] = False
         pr = cProfile.Profile()
         pr.enable()
         try:
             return fn(*a, **k)
         finally:
             pr.disable()
-            pstats.Stats(pr).sort_stats("tottime").print_stats(8)
+            pstats.Stats(pr).sort_stats(sort).print_stats(lines)
     return wrapper
 
 
 def patch():
     import torch._functorch.aot_autograd as aa
     aa.aot_export_joint_simple = timed("aot_export", aa.aot_export_joint_simple)
-    backends._lower = timed("lower(total)", backends._lower)
-    backends._revive = timed("revive", backends._revive)
+    backends._lower = timed("lower(total)", profiled(backends._lower, LOWERING, "cumulative", 30))
     backends._describe = timed("describe", backends._describe)
     backends._program = timed("c_core", backends._program)
     backends.aot_module_simplified = timed("aot_module_simplified", backends.aot_module_simplified)
     backends._build = timed("build", backends._build)
     backends.kiln = timed("backend(total)", backends.kiln)
-    backends.CompiledGraph.run = timed("first run", profiled(backends.CompiledGraph.run))
+    backends.CompiledGraph.run = timed("first run", profiled(backends.CompiledGraph.run, PROFILE, "tottime", 8))
     from kiln import ops
     ops.keep_attention_whole = timed("keep_attention_whole", ops.keep_attention_whole)
 
@@ -85,6 +87,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default=None)
     ap.add_argument("--profile-first-run", action="store_true")
+    ap.add_argument("--profile-lowering", default="", help="comma-separated models whose cold lowering is profiled")
     a = ap.parse_args()
     dtype = getattr(torch, a.dtype) if a.dtype else (torch.bfloat16 if a.device == "cuda" else torch.float32)
     os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-phases-"))
@@ -110,6 +113,7 @@ def main():
                 N.clear()
                 f = kiln.compile(model)
                 PROFILE["on"] = a.profile_first_run and label == "cold"
+                LOWERING["on"] = spec.name in a.profile_lowering.split(",") and label == "cold"
                 t0 = time.perf_counter()
                 f(*inputs)
                 sync(a.device)

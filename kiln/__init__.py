@@ -53,9 +53,12 @@ def _check_mode(mode):
 
 def _with_mode(backend, mode):
     """mode="reduce-overhead" (and "max-autotune", which implies CUDA graphs in
-    torch.compile too) replays each compiled CUDA graph as a CUDA graph."""
-    if backend == "kiln" and mode in ("reduce-overhead", "max-autotune"):
-        return backends.kiln_cudagraphs
+    torch.compile too) replays each compiled CUDA graph as a CUDA graph; the
+    max-autotune modes time a few launch sizes per GPU kernel on the first
+    run and keep the fastest (cached on disk)."""
+    if backend == "kiln":
+        return {"reduce-overhead": backends.kiln_cudagraphs, "max-autotune": backends.kiln_max_autotune,
+                "max-autotune-no-cudagraphs": backends.kiln_max_autotune_no_cudagraphs}.get(mode, backend)
     return backend
 
 

@@ -287,7 +287,38 @@ def _finish(program, constants, single, dev, t0):
     so = _build([program], dev)
     stats = dict(program.stats)
     stats["compile_s"] = time.perf_counter() - t0
-    return CompiledGraph(program, constants, single, stats, so)
+    cg = CompiledGraph(program, constants, single, stats, so)
+    if getattr(_autotune_state, "on", False) and program.cuda and dev.type == "cuda" and program.num_kernels:
+        cg.run = _tuning_first_run(cg, dev)
+    return cg
+
+
+_autotune_state = threading.local()
+
+
+class _autotuning:
+    """While compiling in a max-autotune mode: CUDA graphs compiled now tune
+    their kernels' launch sizes on their first run."""
+
+    def __enter__(self):
+        self.was = getattr(_autotune_state, "on", False)
+        _autotune_state.on = True
+
+    def __exit__(self, *exc):
+        _autotune_state.on = self.was
+
+
+def _tuning_first_run(cg, dev):
+    def run(*args):
+        from . import cuda
+        del cg.run   # later calls take the plain path
+        todo = cuda.prepare_tuning(cg.program, dev)
+        out = cg.run(*args)
+        if todo:
+            cuda.save_tuning(cg.program, dev, todo)
+            cg.kiln_stats["tuned_kernels"] = len(todo)
+        return out
+    return run
 
 
 def _aot(gm, example_inputs, fw):
@@ -334,8 +365,8 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 3 packed {config.packed_linear} emulate {config.cuda_emulate} "
-             f"fast {config.fast_lowering}".encode())
+    h.update(f"lowering recipe 4 packed {config.packed_linear} emulate {config.cuda_emulate} "
+             f"fast {config.fast_lowering} lt {config.lt_epilogues}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
     for t in example_inputs:
@@ -418,6 +449,97 @@ def _trace_plain(gm, example_inputs):
     return aten
 
 
+# ops whose arguments kiln must hand over as tensors (externs): a constant
+# argument of theirs is worth computing once at compile time even when it is
+# cheap, since it would otherwise be stored on every call
+_EXTERN_USERS = {"mm", "addmm", "bmm", "baddbmm", "convolution", "_convolution", "scaled_dot_product_attention",
+                 "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                 "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu"}
+# factories whose contents are unspecified: never a constant
+_NEVER_FOLD = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+_FOLD_BYTES = 1 << 24
+
+
+def _extern_user(n):
+    tgt = n.target
+    if not isinstance(tgt, torch._ops.OpOverload):
+        return False
+    return tgt.namespace != "aten" or tgt._schema.name.split("::")[-1] in _EXTERN_USERS
+
+
+def _fold_constants(aten):
+    """Compute once, at compile time, the values of an inference graph that
+    depend on no input (attention masks built from constants, the rows such
+    a mask lets attend), and make them constants of the graph.  Folded: a
+    value that an extern takes as an argument, or whose computation has a
+    reduction or another op that is not pointwise, a view or a factory; left
+    to the kernels: index arithmetic such as positions from arange, which
+    kiln computes inline for free.  Random ops, ops with unspecified
+    contents (empty) and mutating ops are never folded, nor is a graph
+    output (it would alias the constant), nor a value over 16 MiB."""
+    import operator
+
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    Node = torch.fx.Node
+    value, heavy = {}, {}
+    for n in aten.graph.nodes:
+        if n.op == "get_attr":
+            t = aten
+            for part in str(n.target).split("."):
+                t = getattr(t, part, None)
+            if isinstance(t, torch.Tensor):
+                value[n], heavy[n] = t, False
+            continue
+        if n.op != "call_function":
+            continue
+        ins = [a for a in tree_flatten((n.args, n.kwargs))[0] if isinstance(a, Node)]
+        if any(a not in value for a in ins):
+            continue
+        tgt = n.target
+        if tgt is operator.getitem:
+            v = value[n.args[0]]
+            if isinstance(v, (tuple, list)) and isinstance(v[n.args[1]], torch.Tensor):
+                value[n], heavy[n] = v[n.args[1]], heavy[n.args[0]]
+            continue
+        if not isinstance(tgt, torch._ops.OpOverload) or tgt._schema.is_mutable or \
+                torch.Tag.nondeterministic_seeded in tgt.tags or tgt._schema.name.split("::")[-1] in _NEVER_FOLD:
+            continue
+        try:
+            args, kwargs = tree_map(lambda a: value[a] if isinstance(a, Node) else a, (n.args, n.kwargs))
+            v = tgt(*args, **kwargs)
+        except Exception:
+            continue
+        if not (isinstance(v, torch.Tensor) or
+                (isinstance(v, (tuple, list)) and all(isinstance(x, torch.Tensor) for x in v))):
+            continue
+        value[n] = v
+        cheap = not ins or torch.Tag.pointwise in tgt.tags or _is_view(tgt) or \
+            tgt._schema.name.split("::")[-1] in ("lift_fresh_copy", "clone", "_to_copy", "scalar_tensor")
+        heavy[n] = not cheap or any(heavy[a] for a in ins)
+    folded = 0
+    for n, v in list(value.items()):
+        if n.op != "call_function" or not isinstance(v, torch.Tensor):
+            continue
+        outside = [u for u in n.users if u not in value]
+        if not outside or any(u.op == "output" for u in n.users):
+            continue
+        if not (heavy[n] or any(_extern_user(u) for u in outside)):
+            continue
+        if v.untyped_storage().nbytes() > _FOLD_BYTES:
+            continue
+        name = f"_kiln_folded{folded}"
+        folded += 1
+        aten.register_buffer(name, v, persistent=False)
+        with aten.graph.inserting_before(n):
+            g = aten.graph.get_attr(name)
+        n.replace_all_uses_with(g)
+    if folded:
+        aten.graph.eliminate_dead_code()
+        aten.recompile()
+    return aten
+
+
 def _lower(gm, example_inputs):
     """The captured graph as an inference ATen graph (a plain trace when it
     is functional enough, else AOT export with functionalization; both with
@@ -431,7 +553,7 @@ def _lower(gm, example_inputs):
         gm = ops.keep_attention_whole(gm)   # inference on a GPU: eager's fused attention
     if config.fast_lowering:
         try:
-            return _trace_plain(gm, example_inputs)
+            return _rewrite(_trace_plain(gm, example_inputs))
         except _NeedsFunctionalization:
             pass
     aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
@@ -441,6 +563,16 @@ def _lower(gm, example_inputs):
         if n.op == "call_function" and not n.users and n.target in _ASSERTIONS:
             aten.graph.erase_node(n)
     aten.recompile()
+    return _rewrite(aten)
+
+
+def _rewrite(aten):
+    """The graph-level rewrites of a lowered inference graph: constants
+    folded, then (on a GPU) activations moved into cuBLASLt epilogues."""
+    aten = _fold_constants(aten)
+    if config.lt_epilogues and fx_bridge.graph_device(aten).type == "cuda":
+        from . import gemm_epilogues
+        gemm_epilogues.apply(aten)
     return aten
 
 
@@ -469,13 +601,6 @@ def _compile_inference(gm, example_inputs):
         except Exception:   # a corrupt, truncated or stale entry is rebuilt, never trusted
             pass
     aten = _lower(gm, example_inputs)
-    try:
-        # described as a warm start will see it: the graph as pickling
-        # rebuilds it, with fake values re-propagated (the layouts the C core
-        # plans with then come from torch's meta functions, op by op)
-        aten = _revive(pickle.dumps(aten), example_inputs)
-    except Exception:
-        pass
     dev = fx_bridge.graph_device(aten)
     try:
         desc, constants, single = _describe(aten, dev)
@@ -491,18 +616,6 @@ def _compile_inference(gm, example_inputs):
     except Exception:
         pass   # caching is an optimisation (an argument pickle cannot write stays uncached)
     return compile_graph(aten, example_inputs, described=(desc, constants, single, dev))
-
-
-def _revive(blob, example_inputs):
-    """A pickled ATen graph with its nodes' fake values (metadata does not
-    survive pickling)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-
-    aten = pickle.loads(blob)
-    mode = FakeTensorMode(allow_non_fake_inputs=True)   # lifted constants are real tensors
-    FakeTensorProp(aten, mode).propagate(*[mode.from_tensor(t) for t in example_inputs])
-    return aten
 
 
 class _Flat:
@@ -567,6 +680,20 @@ def kiln(gm, example_inputs):
         compiled_graphs.append({"aten_ops": 0, "kernels": 0, "externs": 0, "fallbacks": 1, "extern_ops": [],
                                 "reason": f"{type(e).__name__}: {e}"})
         return gm.forward
+
+
+def kiln_max_autotune_no_cudagraphs(gm, example_inputs):
+    """The kiln backend with mode="max-autotune-no-cudagraphs": on a GPU,
+    each kernel's launch size is chosen by timing a few on the first run
+    (kept in the disk cache for later compiles)."""
+    with _autotuning():
+        return kiln(gm, example_inputs)
+
+
+def kiln_max_autotune(gm, example_inputs):
+    """mode="max-autotune": tuned launch sizes, replayed as CUDA graphs."""
+    with _autotuning():
+        return kiln_cudagraphs(gm, example_inputs)
 
 
 def kiln_cudagraphs(gm, example_inputs):

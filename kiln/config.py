@@ -9,6 +9,8 @@ CC               the C compiler (default: cc)
 CXX              the C++ compiler of the CUDA emulator (default: c++)
 KILN_FAST_LOWERING  0: always lower inference graphs through AOT export's
                  functionalization (default 1: a plain trace when the graph allows)
+KILN_LT_EPILOGUES  0: keep ReLU/tanh-GELU after a GPU matmul as kiln kernels
+                 (default 1: cuBLASLt applies them in the GEMM, kiln/gemm_epilogues.py)
 KILN_CUDA_EMULATE  1: graphs on the CPU compile through the CUDA renderer and run
                  on kiln's CPU emulation of CUDA (a test tool: kiln/cuda_emulator.py)
 """
@@ -51,6 +53,10 @@ packed_linear = os.environ.get("KILN_PACKED_LINEAR", "1") not in ("0", "")
 # inference graphs without mutation of inputs lower by one plain make_fx
 # trace instead of AOT export (see backends._trace_plain)
 fast_lowering = os.environ.get("KILN_FAST_LOWERING", "1") not in ("0", "")
+# ReLU / tanh-GELU right after a matmul on a GPU done by cuBLASLt's epilogue
+lt_epilogues = os.environ.get("KILN_LT_EPILOGUES", "1") not in ("0", "")
+# max-autotune modes on a GPU: timed launches per candidate launch size
+autotune_reps = 20
 # kernels per C translation unit before a graph is split into chunks that
 # compile in parallel
 chunk_kernels = 48

@@ -177,6 +177,50 @@ def build(programs, device):
     return os.path.join(config.cache_dir, "cuda"), all(c for _, c in results)
 
 
+def _tune_path(index, name, blocks0, threads):
+    arch, _ = _device_facts(index)
+    return os.path.join(config.cache_dir, "cuda", "tune", f"sm_{arch}-{sms(index)}sm", f"{name}-{blocks0}x{threads}")
+
+
+def prepare_tuning(program, device):
+    """Before the first run of a graph compiled in a max-autotune mode: each
+    kernel whose launch size was tuned before (on this kind of device: the
+    disk cache, <cache>/cuda/tune/) gets it; the others are tuned during the
+    next run.  Returns those, for save_tuning."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    todo = []
+    for k, (name, _, blocks0, threads, tunable) in enumerate(program.cuda_launch_sizes()):
+        if name is None or not tunable:
+            continue
+        try:
+            with open(_tune_path(index, name, blocks0, threads)) as f:
+                program.set_cuda_launch_size(k, int(f.read()))
+            continue
+        except (OSError, ValueError):
+            pass   # not tuned yet (or a damaged entry: tuned again)
+        todo.append(k)
+    if todo:
+        program.tune_next_run(config.autotune_reps, todo)
+    return todo
+
+
+def save_tuning(program, device, todo):
+    """After the tuning run: the launch sizes it chose, to the disk cache."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    sizes = program.cuda_launch_sizes()
+    for k in todo:
+        name, blocks, blocks0, threads, _ = sizes[k]
+        path = _tune_path(index, name, blocks0, threads)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(str(blocks))
+            os.replace(tmp, path)
+        except OSError:
+            pass   # caching is an optimisation
+
+
 def module(source, names, device=None):
     """Compile CUDA C `source` (extern "C" __global__ kernels `names`) for the
     current device: a kiln._C.CudaModule."""

@@ -22,7 +22,7 @@ def _fast_calls():
     table = {
         aten.mm.default: torch.mm, aten.addmm.default: torch.addmm, aten.bmm.default: torch.bmm,
         aten.baddbmm.default: torch.baddbmm, aten.convolution.default: torch.convolution,
-        aten.embedding.default: torch.embedding,
+        aten.embedding.default: torch.embedding, aten._addmm_activation.default: torch._addmm_activation,
         aten.scaled_dot_product_attention.default: torch._C._nn.scaled_dot_product_attention,
     }
     from . import ops

@@ -130,6 +130,47 @@ def test_lowered_graph_cache_is_used_and_survives_corruption(tmp_path, monkeypat
     assert len(traced) == 3   # each damaged entry was traced again
 
 
+def test_random_ops_stay_random_cold_and_warm(tmp_path, monkeypatch):
+    """A random op in an inference graph draws new values on every call, on
+    a cold compile and on a warm one from the lowered-graph cache: lowering
+    never freezes it into a constant."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+
+    def f(x):
+        return x + torch.rand(64, device=x.device) * torch.randn_like(x)
+
+    x = torch.zeros(64)
+    for _ in range(2):   # cold, then warm from the disk cache
+        kiln.reset()
+        g = kiln.compile(f)
+        with torch.no_grad():
+            a, b = g(x), g(x)
+        assert not torch.equal(a, b)
+        assert a.abs().max() < 10 and a.std() > 0.05
+
+
+def test_input_independent_values_are_folded_at_compile_time():
+    """Values that depend on no input are computed once when compiling when
+    that saves work per call (a reduction or scan in them, or an extern
+    taking them); index arithmetic stays in the kernels, random ops stay
+    random, and the compiled function computes what eager does."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x):
+        m = torch.ones(8, 8).tril().cumsum(0)       # scan: folded
+        p = torch.arange(8) * 2                      # index arithmetic: kept
+        return x @ m + p, x + torch.rand(8)
+
+    x = torch.randn(4, 8)
+    gm = backends._fold_constants(make_fx(f)(x))
+    ops = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    assert not any("cumsum" in o or "tril" in o or "ones" in o for o in ops), ops
+    assert any("arange" in o for o in ops) and any("rand" in o for o in ops), ops
+    with torch.no_grad():
+        got = kiln.compile(f)(x)
+    torch.testing.assert_close(got[0], f(x)[0])
+
+
 def test_second_process_does_no_c_compilation(tmp_path):
     script = textwrap.dedent("""
         import torch, kiln

@@ -245,3 +245,62 @@ def test_boolean_attention_mask_takes_a_fused_kernel_and_keeps_empty_rows_zero()
     from torch.nn.attention import SDPBackend, sdpa_kernel
     with sdpa_kernel(SDPBackend.MATH):
         _close(got, f(q, k, v, m), torch.bfloat16)
+
+
+def test_matmul_activations_become_cublaslt_epilogues():
+    """GPT-2's MLP (tanh-GELU spelt out) and a ReLU MLP without bias: the
+    activations run inside the GEMMs (aten._addmm_activation), and the
+    results match eager; KILN_LT_EPILOGUES=0 keeps them as kiln kernels."""
+    import math
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.proj = torch.nn.Linear(256, 1024), torch.nn.Linear(1024, 256)
+            self.wi, self.wo = torch.nn.Linear(256, 512, bias=False), torch.nn.Linear(512, 256, bias=False)
+
+        def forward(self, x):
+            h = self.fc(x)
+            h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+            y = x + self.proj(h)
+            return y + self.wo(torch.relu(self.wi(y)))
+
+    m = MLP().cuda().to(torch.bfloat16).eval()
+    x = torch.randn(4, 128, 256, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = m(x)
+        for on in (True, False):
+            kiln.reset()
+            old, kiln.config.lt_epilogues = kiln.config.lt_epilogues, on
+            try:
+                got = kiln.compile(m)(x)
+            finally:
+                kiln.config.lt_epilogues = old
+            ops = [o for g in backends.compiled_graphs for o in g.get("extern_ops", [])]
+            assert sum("_addmm_activation" in o for o in ops) == (2 if on else 0), ops
+            torch.testing.assert_close(got, want, atol=6e-2, rtol=6e-2)
+
+
+def test_max_autotune_tunes_launch_sizes_once_and_caches_them(tmp_path, monkeypatch):
+    """mode="max-autotune-no-cudagraphs": the first run times a few launch
+    sizes per kernel and keeps the fastest (same results); a later compile
+    of the same kernels reads them from the disk cache and times nothing."""
+    monkeypatch.setattr(kiln.config, "cache_dir", str(tmp_path))
+    x = torch.randn(512, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+
+    def f(x, w):
+        return torch.softmax(x * w, -1) + F.gelu(x).sum(0)
+
+    want = f(x, w)
+    for run in range(2):
+        kiln.reset()
+        with torch.no_grad():
+            got = kiln.compile(f, mode="max-autotune-no-cudagraphs")(x, w)
+            got2 = kiln.compile(f, mode="max-autotune-no-cudagraphs")(x, w)
+        _close(got, want, torch.bfloat16)
+        _close(got2, want, torch.bfloat16)
+        tuned = [g.get("tuned_kernels", 0) for g in backends.compiled_graphs]
+        assert (sum(tuned) > 0) == (run == 0), tuned
+    entries = list((tmp_path / "cuda" / "tune").rglob("*"))
+    assert any(p.is_file() and int(p.read_text()) >= 1 for p in entries)

@@ -364,6 +364,42 @@ finish_kernel(kn_ctx *c, kn_kernel *k)
     k->work = w * (k->nmembers > 0 ? k->nmembers : 1);
 }
 
+static int
+is_empty(const kn_buf *b)
+{
+    for (int d = 0; d < b->ndim; d++)
+        if (b->size[d] == 0)
+            return 1;
+    return 0;
+}
+
+/* A stored value with no elements (an empty key/value cache, a zero-length
+   slice) computes nothing: it gets a kernel of its own that reads nothing,
+   placed before the kernel being grown, so it never splits a fusion group.
+   Returns the open kernel's new step index (0 when there is none), -1 on
+   error. */
+static int
+schedule_empty(kn_ctx *c, kn_buf *b, int cur_step)
+{
+    b->body = kn_dtype_is_float(b->dt) ? kn_const_f(c, b->dt, 0.0) : kn_const_i(c, b->dt, 0);
+    if (b->body == NULL)
+        return -1;
+    kn_kernel *k = new_kernel(c, b);
+    if (k == NULL)
+        return -1;
+    finish_kernel(c, k);
+    kn_step ks = {0};
+    ks.kind = KN_ST_KERNEL;
+    ks.kernel = c->nkernels - 1;
+    if (kn_add_step(c, &ks) < 0)
+        return -1;
+    if (cur_step < 0)
+        return 0; /* no open kernel: appended */
+    memmove(&c->steps[cur_step + 1], &c->steps[cur_step], sizeof(kn_step) * (size_t)(c->nsteps - 1 - cur_step));
+    c->steps[cur_step] = ks;
+    return cur_step + 1;
+}
+
 int
 kn_fuse(kn_ctx *c)
 {
@@ -372,6 +408,7 @@ kn_fuse(kn_ctx *c)
     c->steps = NULL;
     c->nsteps = c->stepcap = 0;
     kn_kernel *cur = NULL;
+    int cur_k = -1, cur_step = -1;
     for (int i = 0; i < nold; i++) {
         kn_step *st = &old[i];
         if (st->kind != KN_ST_KERNEL) {
@@ -385,6 +422,16 @@ kn_fuse(kn_ctx *c)
         kn_buf *b = c->bufs[st->kernel];
         if (b->kernel >= 0)
             continue; /* realized twice: already scheduled */
+        if (is_empty(b) && !is_scan(b)) {
+            int r = schedule_empty(c, b, cur ? cur_step : -1);
+            if (r == -1)
+                return -1;
+            if (cur) {
+                cur_step = r;
+                cur = &c->kernels[cur_k]; /* the array may have moved */
+            }
+            continue;
+        }
         if (cur) {
             /* a kernel index may move when the array grows: refetch */
             int j = try_join(c, cur, b);
@@ -399,7 +446,8 @@ kn_fuse(kn_ctx *c)
             return -1;
         kn_step ks = {0};
         ks.kind = KN_ST_KERNEL;
-        ks.kernel = c->nkernels - 1;
+        ks.kernel = cur_k = c->nkernels - 1;
+        cur_step = c->nsteps;
         if (kn_add_step(c, &ks) < 0)
             return -1;
     }

@@ -2075,14 +2075,16 @@ store_view_root(kn_ctx *c, kn_buf *b)
     if (src->kind == KN_B_LAZY && src->view_src >= 0) {
         if (store_view_root(c, src) < 0)
             return -1;
+        /* src is now a load of the stored root (rebuild b through it, so it
+           can alias that storage), or its root stayed lazy (b is fine) */
+        if (src->kind == KN_B_LAZY && src->view_src >= 0)
+            return 0;
     } else if (src->kind == KN_B_LAZY) {
         if (src->body == NULL || src->body->op == KN_S_LOAD)
             return 0; /* a plain view of stored data: nothing to share */
         if (kn_realize(c, src) < 0)
             return -1;
     }
-    if (src->kind == KN_B_LAZY)
-        return 0;
     kn_expr *body = kn_buf_load(c, src, b->view_idx);
     if (body == NULL)
         return -1;

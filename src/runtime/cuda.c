@@ -448,6 +448,69 @@ kn_cuda_function(PyObject *mod, const char *name)
     return PyCapsule_GetPointer(cap, "kn_cufunction");
 }
 
+/* Events, for timing launch configurations (kiln's max-autotune modes).
+   Loaded apart from the entry points above: a driver without them only
+   loses tuning. */
+typedef struct CUevent_st *CUevent;
+static struct {
+    CUresult (*create)(CUevent *, unsigned);
+    CUresult (*record)(CUevent, CUstream);
+    CUresult (*sync)(CUevent);
+    CUresult (*elapsed)(float *, CUevent, CUevent);
+    CUresult (*destroy)(CUevent);
+    int ready; /* 1 loaded, -1 missing */
+} ev;
+
+static int
+events_load(void)
+{
+    if (ev.ready)
+        return ev.ready;
+    void *lc = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (lc == NULL)
+        return ev.ready = -1;
+    *(void **)&ev.create = dlsym(lc, "cuEventCreate");
+    *(void **)&ev.record = dlsym(lc, "cuEventRecord");
+    *(void **)&ev.sync = dlsym(lc, "cuEventSynchronize");
+    *(void **)&ev.elapsed = dlsym(lc, "cuEventElapsedTime");
+    *(void **)&ev.destroy = dlsym(lc, "cuEventDestroy_v2");
+    return ev.ready = ev.create && ev.record && ev.sync && ev.elapsed && ev.destroy ? 1 : -1;
+}
+
+int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);
+
+/* Time `reps` launches of fn at one launch size on `stream` (after one
+   untimed launch): milliseconds per launch in *ms.  Returns 0, 1 when the
+   driver has no events (nothing timed), -1 with a Python error. */
+int
+kn_cuda_time_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params, int reps,
+                    float *ms)
+{
+    if (cu.ready != 1 || events_load() < 0)
+        return 1;
+    CUevent a = NULL, b = NULL;
+    int rc = -1;
+    if (cu_check(ev.create(&a, 0), "cuEventCreate") < 0 || cu_check(ev.create(&b, 0), "cuEventCreate") < 0)
+        goto done;
+    if (kn_cuda_launch(fn, blocks, threads, stream, params) < 0 ||
+        cu_check(ev.record(a, (CUstream)stream), "cuEventRecord") < 0)
+        goto done;
+    for (int i = 0; i < reps; i++)
+        if (kn_cuda_launch(fn, blocks, threads, stream, params) < 0)
+            goto done;
+    if (cu_check(ev.record(b, (CUstream)stream), "cuEventRecord") < 0 ||
+        cu_check(ev.sync(b), "cuEventSynchronize") < 0 || cu_check(ev.elapsed(ms, a, b), "cuEventElapsedTime") < 0)
+        goto done;
+    *ms /= (float)(reps > 0 ? reps : 1);
+    rc = 0;
+done:
+    if (a)
+        ev.destroy(a);
+    if (b)
+        ev.destroy(b);
+    return rc;
+}
+
 int
 kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params)
 {

@@ -49,6 +49,8 @@ kn_py_set_fast_runtime(PyObject *self, PyObject *args)
 int kn_cuda_is_module(PyObject *o);
 void *kn_cuda_function(PyObject *mod, const char *name);
 int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);
+int kn_cuda_time_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params, int reps,
+                        float *ms);
 
 PyObject *kn_py_set_cuda_stream(PyObject *self, PyObject *fn);
 PyObject *
@@ -157,6 +159,23 @@ PyTypeObject kn_LibraryType = {
 };
 
 /* ---------------------------------------------------------------- Program */
+/* A kernel all of whose values have no elements (empty KV caches, zero-length
+   slices) only needs its tensors allocated.  (A reduction over an empty range
+   into a non-empty result still runs: it writes the identity, or NaN.) */
+static int
+kernel_stores_nothing(const kn_ctx *c, const kn_kernel *k)
+{
+    for (int m = 0; m < k->nmembers; m++) {
+        const kn_buf *b = c->bufs[k->members[m]];
+        int empty = 0;
+        for (int d = 0; d < b->ndim; d++)
+            empty |= b->size[d] == 0;
+        if (!empty)
+            return 0;
+    }
+    return k->nmembers > 0;
+}
+
 typedef void (*kn_kernel_fn)(void *const *);
 
 typedef struct {
@@ -180,6 +199,7 @@ typedef struct {
 typedef struct {
     kn_stepkind kind;
     int kernel;
+    int empty;                 /* a kernel with no elements: allocates, runs nothing */
     PyObject *op, *cargs, *ckwargs;  /* extern call */
     int nres;
     int res[KN_MAXARGS];
@@ -232,9 +252,17 @@ typedef struct {
     void **cufns;
     int *kthreads;
     unsigned *kblocks;
+    unsigned *kblocks0;        /* the launch sizes codegen chose (the most a tuned one may use) */
+    char *ktunable;            /* 1: re-running the kernel is harmless (it writes nothing it reads) */
+    char *ktune;               /* 1: time launch sizes at the next run (tune_next_run) */
+    int tune_reps;             /* > 0: the next run tunes the kernels marked in ktune */
+    int sms;                   /* multiprocessors of the device the code was generated for */
+    PyObject *cunames;         /* list: kernel k's name in its CUDA module (load_cuda), or NULL */
     int *knparams;
     int **kparams;
 } ProgramObject;
+
+static int tune_kernel(ProgramObject *self, int k, uintptr_t stream, void **params);
 
 static PyObject *
 tuple_of(int n, const int64_t *v)
@@ -296,6 +324,10 @@ program_dealloc(ProgramObject *self)
     free(self->emufns);
     free(self->kthreads);
     free(self->kblocks);
+    free(self->kblocks0);
+    free(self->ktunable);
+    free(self->ktune);
+    Py_XDECREF(self->cunames);
     free(self->knparams);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -352,16 +384,25 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
         p->cufns = calloc((size_t)nk, sizeof(void *));
         p->kthreads = calloc((size_t)nk, sizeof(int));
         p->kblocks = calloc((size_t)nk, sizeof(unsigned));
+        p->kblocks0 = calloc((size_t)nk, sizeof(unsigned));
+        p->ktunable = calloc((size_t)nk, 1);
+        p->ktune = calloc((size_t)nk, 1);
         p->knparams = calloc((size_t)nk, sizeof(int));
         p->kparams = calloc((size_t)nk, sizeof(int *));
-        if (!p->cufns || !p->kthreads || !p->kblocks || !p->knparams || !p->kparams) {
+        p->sms = c->cuda_sms > 0 ? c->cuda_sms : 132;
+        if (!p->cufns || !p->kthreads || !p->kblocks || !p->kblocks0 || !p->ktunable || !p->ktune ||
+            !p->knparams || !p->kparams) {
             PyErr_NoMemory();
             goto error;
         }
         for (int k = 0; k < c->nkernels; k++) {
             kn_kernel *kk = &c->kernels[k];
             p->kthreads[k] = kk->cu_threads;
-            p->kblocks[k] = (unsigned)kk->cu_blocks;
+            p->kblocks[k] = p->kblocks0[k] = (unsigned)kk->cu_blocks;
+            p->ktunable[k] = 1;
+            for (int m = 0; m < kk->nmembers; m++)
+                if (c->bufs[kk->members[m]]->inplace_of >= 0)
+                    p->ktunable[k] = 0; /* writes into a tensor it reads: once only */
             p->knparams[k] = kk->cu_nparams;
             p->kparams[k] = malloc(sizeof(int) * (size_t)(kk->cu_nparams + 1));
             if (p->kparams[k] == NULL) {
@@ -407,11 +448,14 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
             (r->cuda_args = PyTuple_Pack(3, r->size, r->stride, PyTuple_GET_ITEM(rt_dtypes, b->dt))) == NULL)
             goto error;
     }
+    int nkernels = 0;   /* kernels that run (not the empty ones) */
     for (int s = 0; s < c->nsteps; s++) {
         kn_step *st = &c->steps[s];
         rstep *r = &p->steps[s];
         r->kind = st->kind;
         r->kernel = st->kernel;
+        r->empty = st->kind == KN_ST_KERNEL && kernel_stores_nothing(c, &c->kernels[st->kernel]);
+        nkernels += st->kind == KN_ST_KERNEL && !r->empty;
         if (st->kind == KN_ST_LINEAR) {
             r->rows = st->rows;
             r->w_kn = st->w_kn;
@@ -457,7 +501,7 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
             p->out_buf[k] = c->node_bufs[a->i][0];
         PyList_SET_ITEM(p->outputs, k, Py_NewRef(PyList_GET_ITEM(douts, k)));
     }
-    p->stats = Py_BuildValue("{s:i,s:i,s:i,s:i,s:O,s:L}", "aten_ops", c->n_aten_ops, "kernels", c->nkernels,
+    p->stats = Py_BuildValue("{s:i,s:i,s:i,s:i,s:O,s:L}", "aten_ops", c->n_aten_ops, "kernels", nkernels,
                              "externs", c->n_externs, "fallbacks", c->n_fallbacks, "extern_ops", c->extern_names,
                              "arena_bytes", (long long)c->arena_bytes);
     if (p->stats == NULL)
@@ -559,6 +603,8 @@ program_load_cuda(ProgramObject *self, PyObject *args)
         Py_XSETREF(self->kw[d], kws[d]);
     Py_XSETREF(self->device_index, Py_NewRef(index));
     Py_XSETREF(self->cumod, Py_NewRef(mod));
+    if (names != Py_None)
+        Py_XSETREF(self->cunames, Py_NewRef(names));
     Py_RETURN_NONE;
 }
 
@@ -1063,7 +1109,9 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
             if (t == NULL || set_obj(self, &f, i, t) < 0)
                 goto done;
         }
-        if (st->kind == KN_ST_KERNEL && self->cuda) {
+        if (st->kind == KN_ST_KERNEL && st->empty) {
+            /* no elements: its tensors were allocated above */
+        } else if (st->kind == KN_ST_KERNEL && self->cuda) {
             int k = st->kernel, np = self->knparams[k];
             void *params_small[128];
             void **params = np <= 128 ? params_small : malloc(sizeof(void *) * (size_t)np);
@@ -1083,7 +1131,10 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
                 ef(params, blocks, (unsigned)self->kthreads[k]);
                 Py_END_ALLOW_THREADS
             } else {
-                rc = kn_cuda_launch(self->cufns[k], self->kblocks[k], (unsigned)self->kthreads[k], stream, params);
+                if (self->tune_reps > 0 && self->ktune[k] && self->ktunable[k])
+                    rc = tune_kernel(self, k, stream, params);
+                if (rc == 0)
+                    rc = kn_cuda_launch(self->cufns[k], self->kblocks[k], (unsigned)self->kthreads[k], stream, params);
             }
             if (params != params_small)
                 free(params);
@@ -1104,6 +1155,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         for (int j = 0; j < st->nfree; j++)
             Py_CLEAR(f.obj[st->free_after[j]]);
     }
+    self->tune_reps = 0; /* a tuning run tunes once */
     result = PyList_New(self->noutputs);
     if (result == NULL)
         goto done;
@@ -1139,6 +1191,122 @@ done:
     return result;
 }
 
+/* Launch-size tuning (max-autotune).  Every CUDA kernel strides over its
+   space by the grid, so any number of blocks up to the one codegen chose
+   computes the same result; fewer blocks that each do more work can be
+   faster (less scheduling, more loads in flight per thread) or slower (less
+   parallelism).  Candidates: codegen's choice, its halves, and whole waves
+   of 1..16 blocks per multiprocessor below it; each is timed over
+   tune_reps launches with CUDA events on the run's stream, and the fastest
+   is kept for the kernel.  Only kernels that write nothing they read are
+   tuned: re-running them is harmless. */
+static int
+tune_kernel(ProgramObject *self, int k, uintptr_t stream, void **params)
+{
+    unsigned b0 = self->kblocks0[k], cand[12];
+    int n = 0;
+    cand[n++] = b0;
+    for (unsigned h = b0 / 2; h >= 1 && n < 4; h /= 2)
+        cand[n++] = h;
+    static const unsigned waves[] = {1, 2, 4, 8, 16};
+    for (int w = 0; w < 5 && n < 12; w++) {
+        unsigned v = (unsigned)self->sms * waves[w];
+        int dup = v >= b0;
+        for (int j = 0; j < n && !dup; j++)
+            dup = cand[j] == v;
+        if (!dup)
+            cand[n++] = v;
+    }
+    unsigned best = self->kblocks[k];
+    float best_ms = -1.0f;
+    for (int j = 0; j < n; j++) {
+        float ms = 0.0f;
+        int rc = kn_cuda_time_launch(self->cufns[k], cand[j], (unsigned)self->kthreads[k], stream, params,
+                                     self->tune_reps, &ms);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            return 0; /* no events in this driver: keep codegen's choice */
+        /* a smaller grid must win by 3% to be kept (timing noise) */
+        if (best_ms < 0.0f || ms < best_ms * (cand[j] < best ? 0.97f : 1.0f)) {
+            best_ms = ms;
+            best = cand[j];
+        }
+    }
+    self->kblocks[k] = best;
+    self->ktune[k] = 0;
+    return 0;
+}
+
+/* cuda_launch_sizes() -> [(name or None, blocks, codegen's blocks, threads, tunable)] per kernel */
+static PyObject *
+program_cuda_launch_sizes(ProgramObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!self->cuda)
+        return PyList_New(0);
+    PyObject *out = PyList_New(self->nkernels);
+    if (out == NULL)
+        return NULL;
+    for (int k = 0; k < self->nkernels; k++) {
+        PyObject *name = self->cunames ? PyList_GET_ITEM(self->cunames, k) : Py_None;
+        PyObject *t = Py_BuildValue("(OIIii)", name, self->kblocks[k], self->kblocks0[k], self->kthreads[k],
+                                    (int)self->ktunable[k]);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, t);
+    }
+    return out;
+}
+
+/* set_cuda_launch_size(kernel, blocks): a launch size found earlier (the
+   tuning cache); at most codegen's, at least 1. */
+static PyObject *
+program_set_cuda_launch_size(ProgramObject *self, PyObject *args)
+{
+    int k;
+    unsigned long blocks;
+    if (!PyArg_ParseTuple(args, "ik", &k, &blocks))
+        return NULL;
+    if (!self->cuda || k < 0 || k >= self->nkernels) {
+        PyErr_SetString(PyExc_IndexError, "kiln: no such CUDA kernel in this program");
+        return NULL;
+    }
+    if (blocks < 1 || blocks > self->kblocks0[k]) {
+        PyErr_Format(PyExc_ValueError, "kiln: launch size %lu outside 1..%u", blocks, self->kblocks0[k]);
+        return NULL;
+    }
+    self->kblocks[k] = (unsigned)blocks;
+    self->ktune[k] = 0;
+    Py_RETURN_NONE;
+}
+
+/* tune_next_run(reps, kernels): the next run times launch sizes of these
+   kernels (indices) before launching each, and keeps the fastest. */
+static PyObject *
+program_tune_next_run(ProgramObject *self, PyObject *args)
+{
+    int reps;
+    PyObject *which;
+    if (!PyArg_ParseTuple(args, "iO!", &reps, &PyList_Type, &which))
+        return NULL;
+    if (!self->cuda)
+        Py_RETURN_NONE;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(which); j++) {
+        long k = PyLong_AsLong(PyList_GET_ITEM(which, j));
+        if (k == -1 && PyErr_Occurred())
+            return NULL;
+        if (k < 0 || k >= self->nkernels) {
+            PyErr_SetString(PyExc_IndexError, "kiln: no such CUDA kernel in this program");
+            return NULL;
+        }
+        self->ktune[k] = 1;
+    }
+    self->tune_reps = reps > 0 ? reps : 0;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef program_methods[] = {
     {"load", (PyCFunction)program_load, METH_O, "Bind the kernels of a loaded kiln._C.Library."},
     {"load_emulated", (PyCFunction)program_load_emulated, METH_VARARGS,
@@ -1146,6 +1314,12 @@ static PyMethodDef program_methods[] = {
     {"load_cuda", (PyCFunction)program_load_cuda, METH_VARARGS,
      "load_cuda(module, device, device_index, names=None): bind the kernels of a kiln._C.CudaModule "
      "(kernel k is names[k], else <prefix>k<k>)."},
+    {"cuda_launch_sizes", (PyCFunction)program_cuda_launch_sizes, METH_NOARGS,
+     "[(name, blocks, codegen's blocks, threads, tunable)] per CUDA kernel."},
+    {"set_cuda_launch_size", (PyCFunction)program_set_cuda_launch_size, METH_VARARGS,
+     "set_cuda_launch_size(kernel, blocks): launch kernel with this many blocks (1..codegen's)."},
+    {"tune_next_run", (PyCFunction)program_tune_next_run, METH_VARARGS,
+     "tune_next_run(reps, kernels): the next run times launch sizes of these kernels and keeps the fastest."},
     {NULL, NULL, 0, NULL},
 };
 

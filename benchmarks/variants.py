@@ -1,0 +1,80 @@
+"""kiln against itself: one model compiled several ways in the same process,
+on the same inputs, timed in interleaved rounds (so a noisy machine moves
+all variants alike).  Variants:
+
+    default   kiln.compile(model)
+    no-lt     KILN_LT_EPILOGUES=0: activations after GPU matmuls stay kiln kernels
+    tuned     mode="max-autotune-no-cudagraphs": launch sizes tuned on the first run
+
+    python benchmarks/variants.py --models gpt2,t5,resnet50 [--rounds 5 --repeat 20]
+
+Prints per model the median ms per call of each variant, its ratio to
+default (>1 = faster than default), and its first-call time.
+"""
+import argparse
+import statistics
+import tempfile
+import time
+
+import torch
+
+import kiln
+from kiln import backends
+from kiln.bench import models as zoo
+
+VARIANTS = ("default", "no-lt", "tuned")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="gpt2,t5")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=20)
+    a = ap.parse_args()
+    kiln.config.cache_dir = tempfile.mkdtemp(prefix="kiln-variants-")
+    dt = torch.bfloat16 if a.device == "cuda" else torch.float32
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
+    print(f"{'model':16s} " + "  ".join(f"{v:>22s}" for v in VARIANTS))
+    for spec in zoo.select_models(a.models):
+        model, inputs, _ = zoo.build_model(spec, zoo.BuildConfig(device=a.device, dtype=dt))
+        fns, first, info = {}, {}, {}
+        with torch.no_grad():
+            model(*inputs)
+            for v in VARIANTS:
+                old = kiln.config.lt_epilogues
+                kiln.config.lt_epilogues = v != "no-lt"
+                try:
+                    kiln.reset()
+                    f = kiln.compile(model, mode="max-autotune-no-cudagraphs" if v == "tuned" else None)
+                    sync()
+                    t0 = time.perf_counter()
+                    f(*inputs)
+                    sync()
+                    first[v] = time.perf_counter() - t0
+                finally:
+                    kiln.config.lt_epilogues = old
+                g = backends.compiled_graphs
+                info[v] = (sum(x.get("kernels", 0) for x in g), sum(x.get("tuned_kernels", 0) for x in g),
+                           sum("_addmm_activation" in e for x in g for e in x.get("extern_ops", [])))
+                fns[v] = f
+            times = {v: [] for v in VARIANTS}
+            for _ in range(a.rounds):
+                for v in VARIANTS:
+                    for _ in range(3):
+                        fns[v](*inputs)
+                    sync()
+                    for _ in range(a.repeat):
+                        t0 = time.perf_counter()
+                        fns[v](*inputs)
+                        sync()
+                        times[v].append(time.perf_counter() - t0)
+        med = {v: statistics.median(times[v]) * 1e3 for v in VARIANTS}
+        cells = [f"{med[v]:7.3f} ms {med['default'] / med[v]:5.2f}x {first[v]:5.2f}s" for v in VARIANTS]
+        print(f"{spec.name:16s} " + "  ".join(f"{c:>22s}" for c in cells), flush=True)
+        print(f"{'':16s} kernels/tuned/lt-epilogues: " + "  ".join(f"{v} {info[v]}" for v in VARIANTS), flush=True)
+    print("cells: median ms per call, speedup over default (>1 = faster), first call s (compile + tuning)")
+
+
+if __name__ == "__main__":
+    main()
