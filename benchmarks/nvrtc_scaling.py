@@ -20,16 +20,18 @@ import kiln  # noqa: E402
 from kiln import backends, cuda  # noqa: E402
 from kiln.bench import models as zoo  # noqa: E402
 
-OPTS = ["--gpu-architecture=sm_90", "--std=c++17", "-default-device"]
+OPTS = ["--gpu-architecture=sm_90", "--std=c++17", "-default-device"] + \
+    ([f"--Ofast-compile={kiln.config.nvrtc_fast_compile}"] if kiln.config.nvrtc_fast_compile else [])
 
 
-def compile_src(src):
+def compile_src(src, extra=()):
     lib = ctypes.CDLL(cuda.nvrtc_path())
     prog = ctypes.c_void_p()
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"k.cu", 0, None, None) == 0
-    arr = (ctypes.c_char_p * len(OPTS))(*[o.encode() for o in OPTS])
+    opts = OPTS + list(extra)
+    arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     t0 = time.perf_counter()
-    rc = lib.nvrtcCompileProgram(prog, len(OPTS), arr)
+    rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
     lib.nvrtcDestroyProgram(ctypes.byref(prog))
     assert rc == 0
     return time.perf_counter() - t0
@@ -39,6 +41,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("--jobs", default="1,2,4,8,16")
+    ap.add_argument("--options", default="",
+                    help="';'-separated sets of extra NVRTC options (space-separated within a set) "
+                         "to time on the whole program, one thread, against kiln's options")
     a = ap.parse_args()
     spec = zoo.select_models(a.model)[0]
     model, inputs, _ = zoo.build_model(spec, zoo.BuildConfig(device="cpu", dtype=torch.bfloat16))
@@ -49,7 +54,14 @@ def main():
         kiln.compile(model)(*inputs)
     bodies, _ = cuda.unique_kernels(progs)
     print(f"{a.model}: {len(bodies)} distinct kernels, nvrtc {cuda.nvrtc_path()}, {os.cpu_count()} cpus")
-    compile_src(cuda.chunks(bodies, 1)[0][0])   # warm the library
+    whole = cuda.chunks(bodies, 1)[0][0]
+    compile_src(whole)   # warm the library
+    for extra in [""] + [o for o in a.options.split(";") if o.strip()]:
+        try:
+            t = min(compile_src(whole, extra.split()) for _ in range(2))
+            print(f"  options [{extra or 'kiln'}]: {t:.3f} s, one program", flush=True)
+        except AssertionError:
+            print(f"  options [{extra}]: NVRTC refused", flush=True)
     for jobs in (int(j) for j in a.jobs.split(",")):
         parts = [p[0] for p in cuda.chunks(bodies, jobs)]
         t0 = time.perf_counter()

@@ -5,6 +5,8 @@ all variants alike).  Variants:
     default   kiln.compile(model)
     no-lt     KILN_LT_EPILOGUES=0: activations after GPU matmuls stay kiln kernels
     tuned     mode="max-autotune-no-cudagraphs": launch sizes tuned on the first run
+    full-opt  KILN_NVRTC_FAST_COMPILE=0: NVRTC's full optimisation instead of --Ofast-compile=min
+    pydispatch  KILN_TRACE_PYTHON_DISPATCHER=1: plain traces with torch's Python dispatcher
 
     python benchmarks/variants.py --models gpt2,t5,resnet50 [--rounds 5 --repeat 20]
 
@@ -22,7 +24,14 @@ import kiln
 from kiln import backends
 from kiln.bench import models as zoo
 
-VARIANTS = ("default", "no-lt", "tuned")
+# variant -> (kiln.config overrides, mode)
+VARIANTS = {
+    "default": ({}, None),
+    "no-lt": ({"lt_epilogues": False}, None),
+    "tuned": ({}, "max-autotune-no-cudagraphs"),
+    "full-opt": ({"nvrtc_fast_compile": ""}, None),
+    "pydispatch": ({"trace_python_dispatcher": True}, None),
+}
 
 
 def main():
@@ -38,23 +47,26 @@ def main():
     print(f"{'model':16s} " + "  ".join(f"{v:>22s}" for v in VARIANTS))
     for spec in zoo.select_models(a.models):
         model, inputs, _ = zoo.build_model(spec, zoo.BuildConfig(device=a.device, dtype=dt))
-        fns, first, info = {}, {}, {}
+        fns, first, info, ext = {}, {}, {}, {}
         with torch.no_grad():
             model(*inputs)
-            for v in VARIANTS:
-                old = kiln.config.lt_epilogues
-                kiln.config.lt_epilogues = v != "no-lt"
+            for v, (over, mode) in VARIANTS.items():
+                old = {k: getattr(kiln.config, k) for k in over}
+                for k, val in over.items():
+                    setattr(kiln.config, k, val)
                 try:
                     kiln.reset()
-                    f = kiln.compile(model, mode="max-autotune-no-cudagraphs" if v == "tuned" else None)
+                    f = kiln.compile(model, mode=mode)
                     sync()
                     t0 = time.perf_counter()
                     f(*inputs)
                     sync()
                     first[v] = time.perf_counter() - t0
                 finally:
-                    kiln.config.lt_epilogues = old
+                    for k, val in old.items():
+                        setattr(kiln.config, k, val)
                 g = backends.compiled_graphs
+                ext[v] = [e for x in g for e in x.get("extern_ops", [])]
                 info[v] = (sum(x.get("kernels", 0) for x in g), sum(x.get("tuned_kernels", 0) for x in g),
                            sum("_addmm_activation" in e for x in g for e in x.get("extern_ops", [])))
                 fns[v] = f
@@ -73,6 +85,9 @@ def main():
         cells = [f"{med[v]:7.3f} ms {med['default'] / med[v]:5.2f}x {first[v]:5.2f}s" for v in VARIANTS]
         print(f"{spec.name:16s} " + "  ".join(f"{c:>22s}" for c in cells), flush=True)
         print(f"{'':16s} kernels/tuned/lt-epilogues: " + "  ".join(f"{v} {info[v]}" for v in VARIANTS), flush=True)
+        if len({tuple(sorted(ext[v])) for v in VARIANTS if v != "no-lt"}) > 1:
+            print(f"{'':16s} extern ops differ: " + "  ".join(f"{v} {sorted(set(ext[v]))}" for v in VARIANTS),
+                  flush=True)
     print("cells: median ms per call, speedup over default (>1 = faster), first call s (compile + tuning)")
 
 

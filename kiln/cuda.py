@@ -121,7 +121,8 @@ def chunks(bodies, jobs):
 def _cached_module(source, names, index, arch, version):
     """A CudaModule for `source`, its cubin from the disk cache when there.
     Returns (module, was_cached)."""
-    h = hashlib.sha256(f"kiln cuda 3 | sm_{arch} | nvrtc {version}\n".encode())
+    options = f"--Ofast-compile={config.nvrtc_fast_compile}" if config.nvrtc_fast_compile else None
+    h = hashlib.sha256(f"kiln cuda 3 | sm_{arch} | nvrtc {version} | {options}\n".encode())
     h.update(source.encode())
     key = h.hexdigest()
     path = os.path.join(config.cache_dir, "cuda", key[:2], key + ".cubin")
@@ -129,12 +130,12 @@ def _cached_module(source, names, index, arch, version):
         with open(path, "rb") as f:
             cubin = f.read()
         if cubin:
-            return _C.CudaModule(source, names, index, nvrtc_path(), cubin), True
+            return _C.CudaModule(source, names, index, nvrtc_path(), cubin, options), True
     except OSError:
         pass
     except RuntimeError:
         pass   # a corrupt entry is rebuilt, never trusted
-    mod = _C.CudaModule(source, names, index, nvrtc_path())
+    mod = _C.CudaModule(source, names, index, nvrtc_path(), None, options)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import kiln  # noqa: F401
+import kiln
 from kiln import _C, backends, cuda, fx_bridge
 
 
@@ -35,7 +35,9 @@ def render(fn, *args):
 
 
 def nvrtc(program):
-    cubin, log = _C.nvrtc_compile(_C.prelude_cuda() + program.source, 90, NVRTC)
+    # with kiln's --Ofast-compile option, as kiln/cuda.py compiles
+    opt = f"--Ofast-compile={kiln.config.nvrtc_fast_compile}" if kiln.config.nvrtc_fast_compile else None
+    cubin, log = _C.nvrtc_compile(_C.prelude_cuda() + program.source, 90, NVRTC, opt)
     assert cubin[:4] == b"\x7fELF", "NVRTC must produce a cubin (native code), not PTX"
     assert "error" not in (log or "").lower()
     return cubin
@@ -159,3 +161,13 @@ def test_pointwise_kernels_load_and_store_vectors():
     p = render(lambda a, b: F.gelu(a.to(torch.bfloat16) + b.to(torch.bfloat16)), x, w)
     assert "kn_vec<uint16_t, 4>" in p.source and "if (vec_ok)" in p.source
     nvrtc(p)
+
+
+def test_an_option_this_nvrtc_refuses_is_dropped():
+    """kiln's extra NVRTC option (--Ofast-compile) is dropped, not fatal, on
+    an NVRTC that does not know it: the kernels still compile."""
+    src = 'extern "C" __global__ void k(float *p) { p[threadIdx.x] *= 2.0f; }'
+    cubin, _ = _C.nvrtc_compile(src, 90, NVRTC, "--no-such-nvrtc-option=1")
+    assert cubin[:4] == b"\x7fELF"
+    fast, _ = _C.nvrtc_compile(src, 90, NVRTC, "--Ofast-compile=min")
+    assert fast[:4] == b"\x7fELF"

@@ -167,7 +167,7 @@ typedef struct {
 } kn_cudamod;
 
 static PyObject *
-compile_cubin(const char *src, int arch, PyObject **log_out)
+compile_cubin(const char *src, int arch, const char *extra, PyObject **log_out)
 {
     nvrtcProgram prog;
     nvrtcResult rc = nv.nvrtcCreateProgram(&prog, src, "kiln.cu", 0, NULL, NULL);
@@ -177,11 +177,20 @@ compile_cubin(const char *src, int arch, PyObject **log_out)
     }
     char archopt[64];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=sm_%d", arch);
-    const char *opts[] = {archopt, "--std=c++17", "-default-device"};
+    /* extra: one more option (kiln passes --Ofast-compile=min, see
+       kiln/config.py), dropped if this NVRTC does not know it */
+    const char *opts[] = {archopt, "--std=c++17", "-default-device", extra};
+    int nopts = extra && *extra ? 4 : 3;
     /* the GIL is released: a graph's kernels compile as several programs
        on several threads (kiln/cuda.py) */
     Py_BEGIN_ALLOW_THREADS
-    rc = nv.nvrtcCompileProgram(prog, 3, opts);
+    rc = nv.nvrtcCompileProgram(prog, nopts, opts);
+    if (rc == 5 /* NVRTC_ERROR_INVALID_OPTION */ && nopts == 4) {
+        nv.nvrtcDestroyProgram(&prog);
+        rc = nv.nvrtcCreateProgram(&prog, src, "kiln.cu", 0, NULL, NULL);
+        if (rc == 0)
+            rc = nv.nvrtcCompileProgram(prog, 3, opts);
+    }
     Py_END_ALLOW_THREADS
     size_t lsz = 0;
     nv.nvrtcGetProgramLogSize(prog, &lsz);
@@ -211,12 +220,12 @@ compile_cubin(const char *src, int arch, PyObject **log_out)
 static int
 cudamod_init(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"source", "names", "device", "nvrtc", "cubin", NULL};
+    static char *kwlist[] = {"source", "names", "device", "nvrtc", "cubin", "options", NULL};
     kn_cudamod *m = (kn_cudamod *)self;
-    const char *src, *nvrtc = NULL;
+    const char *src, *nvrtc = NULL, *options = NULL;
     PyObject *names, *cubin = Py_None;
     int device = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|izO", kwlist, &src, &names, &device, &nvrtc, &cubin))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|izOz", kwlist, &src, &names, &device, &nvrtc, &cubin, &options))
         return -1;
     if (cuda_load(nvrtc) < 0) {
         PyErr_Format(PyExc_RuntimeError, "kiln: CUDA is not usable here: %s", cu.error);
@@ -235,7 +244,7 @@ cudamod_init(PyObject *self, PyObject *args, PyObject *kw)
     if (cubin != Py_None && PyBytes_Check(cubin)) {
         m->cubin = Py_NewRef(cubin);   /* from the disk cache */
     } else {
-        m->cubin = compile_cubin(src, m->arch, &m->log);
+        m->cubin = compile_cubin(src, m->arch, options, &m->log);
         if (m->cubin == NULL)
             return -1;
     }
@@ -405,22 +414,22 @@ kn_py_cuda_available(PyObject *self, PyObject *args)
     return Py_BuildValue("(Os(ii))", Py_True, "", major, minor);
 }
 
-/* nvrtc_compile(source, arch, nvrtc_path=None) -> (cubin bytes, log): NVRTC
-   only, no driver or GPU needed. */
+/* nvrtc_compile(source, arch, nvrtc_path=None, options=None) -> (cubin
+   bytes, log): NVRTC only, no driver or GPU needed. */
 PyObject *
 kn_py_nvrtc_compile(PyObject *self, PyObject *args)
 {
     (void)self;
-    const char *src, *path = NULL;
+    const char *src, *path = NULL, *options = NULL;
     int arch;
-    if (!PyArg_ParseTuple(args, "si|z", &src, &arch, &path))
+    if (!PyArg_ParseTuple(args, "si|zz", &src, &arch, &path, &options))
         return NULL;
     if (nvrtc_load(path) < 0) {
         PyErr_Format(PyExc_RuntimeError, "kiln: %s", nv.error);
         return NULL;
     }
     PyObject *log = NULL;
-    PyObject *cubin = compile_cubin(src, arch, &log);
+    PyObject *cubin = compile_cubin(src, arch, options, &log);
     if (cubin == NULL) {
         Py_XDECREF(log);
         return NULL;
