@@ -74,6 +74,12 @@ _EXTRA = [
 _table_cache = None
 
 
+def _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    if training or running_mean is None or running_var is None:
+        return NotImplemented   # training: ATen's kernel, as eager
+    return _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps)
+
+
 def _cudnn_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     if training or running_mean is None or running_var is None:
         return NotImplemented   # training: cuDNN's kernel, as eager
@@ -106,10 +112,11 @@ def decompositions():
             if op is not None and op in decomposition_table:
                 t[op] = decomposition_table[op]
         t[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
-        # on a GPU, tracing without the Python dispatcher reaches cuDNN's
-        # batch norm (batch_norm picks it at trace time): the same pointwise
-        # work in inference
+        # on a GPU, tracing without the Python dispatcher reaches the kernel
+        # batch_norm picks at trace time (cuDNN's, or native_batch_norm for
+        # bfloat16): the same pointwise work in inference
         t[aten.cudnn_batch_norm.default] = _cudnn_batch_norm
+        t[aten.native_batch_norm.default] = _native_batch_norm
         _table_cache = t
     return _table_cache
 

@@ -102,26 +102,45 @@ def unique_kernels(programs):
     return bodies, per_program
 
 
+# kernels that divide integers: division by zero is undefined in CUDA C++, and
+# what a kernel returns for it follows the division routine the compiler
+# emits; compiled with NVRTC's full optimisation (as ATen's kernels are with
+# nvcc) they return what eager returns
+_INT_DIVISION = re.compile(r"kn_(?:div|truncdiv|floordiv|rem|fmod)_[iu]\d+\(")
+
+
+def _options(exact):
+    if exact or not config.nvrtc_fast_compile:
+        return None
+    return f"--Ofast-compile={config.nvrtc_fast_compile}"
+
+
 def chunks(bodies, jobs):
     """Split the distinct kernels into at most `jobs` NVRTC programs of
-    similar size (each compiles on its own thread): [(source, names)]."""
-    items = sorted(bodies.items(), key=lambda kv: -len(kv[0]))
-    n = max(1, min(jobs, len(items)))
-    groups = [[] for _ in range(n)]
-    sizes = [0] * n
-    for body, fn in items:   # largest first onto the lightest group
-        g = sizes.index(min(sizes))
-        groups[g].append((body, fn))
-        sizes[g] += len(body)
+    similar size (each compiles on its own thread), kernels that divide
+    integers apart (compiled with NVRTC's full optimisation): [(source, names,
+    options)]."""
     prelude = _C.prelude_cuda()
-    return [(prelude + "".join(b.replace("KN_FN", fn, 1) for b, fn in grp), [fn for _, fn in grp])
-            for grp in groups if grp]
+    out = []
+    for exact in (False, True):
+        items = sorted(((b, f) for b, f in bodies.items() if bool(_INT_DIVISION.search(b)) == exact),
+                       key=lambda kv: -len(kv[0]))
+        n = max(1, min(jobs, len(items)))
+        groups = [[] for _ in range(n)]
+        sizes = [0] * n
+        for body, fn in items:   # largest first onto the lightest group
+            g = sizes.index(min(sizes))
+            groups[g].append((body, fn))
+            sizes[g] += len(body)
+        out += [(prelude + "".join(b.replace("KN_FN", fn, 1) for b, fn in grp), [fn for _, fn in grp],
+                 _options(exact)) for grp in groups if grp]
+    return out
 
 
-def _cached_module(source, names, index, arch, version):
-    """A CudaModule for `source`, its cubin from the disk cache when there.
-    Returns (module, was_cached)."""
-    options = f"--Ofast-compile={config.nvrtc_fast_compile}" if config.nvrtc_fast_compile else None
+def _cached_module(source, names, index, arch, version, options):
+    """A CudaModule for `source` compiled with NVRTC `options` (one extra
+    option or None), its cubin from the disk cache when there.  Returns
+    (module, was_cached)."""
     h = hashlib.sha256(f"kiln cuda 3 | sm_{arch} | nvrtc {version} | {options}\n".encode())
     h.update(source.encode())
     key = h.hexdigest()
@@ -163,13 +182,14 @@ def build(programs, device):
     bodies, per_program = unique_kernels(programs)
     parts = chunks(bodies, max(1, min(config.compile_jobs, len(bodies) // 2)))
     if len(parts) == 1:
-        results = [_cached_module(parts[0][0], parts[0][1], index, arch, version)]
+        results = [_cached_module(*parts[0][:2], index, arch, version, parts[0][2])]
     else:
         torch.cuda.init()
         with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
-            results = list(pool.map(lambda sn: _cached_module(sn[0], sn[1], index, arch, version), parts))
+            results = list(pool.map(lambda sno: _cached_module(sno[0], sno[1], index, arch, version, sno[2]),
+                                    parts))
     owner = {}
-    for (source, names), (mod, _) in zip(parts, results):
+    for (source, names, _), (mod, _) in zip(parts, results):
         for n in names:
             owner[n] = mod
     dev = torch.device("cuda", index)

@@ -173,7 +173,7 @@ def test_input_independent_values_are_folded_at_compile_time():
 
 def test_cudnn_batch_norm_decomposes_to_inference_batch_norm():
     """Traced on a GPU without the Python dispatcher, batch_norm arrives as
-    cudnn_batch_norm: kiln's table turns it into the same pointwise work as
+    cudnn_batch_norm or native_batch_norm: kiln's table turns it into the same pointwise work as
     eager's inference batch norm (training keeps cuDNN's kernel)."""
     x = torch.randn(4, 3, 5, 5)
     w, b, rm, rv = torch.randn(3), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5
@@ -182,6 +182,9 @@ def test_cudnn_batch_norm_decomposes_to_inference_batch_norm():
     assert len(out) == 4 and out[3].dtype == torch.uint8
     torch.testing.assert_close(out[0], torch.nn.functional.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5))
     assert table[torch.ops.aten.cudnn_batch_norm.default](x, w, b, rm, rv, True, 0.1, 1e-5) is NotImplemented
+    out = table[torch.ops.aten.native_batch_norm.default](x, w, b, rm, rv, False, 0.1, 1e-5)
+    torch.testing.assert_close(out[0], torch.nn.functional.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5))
+    assert table[torch.ops.aten.native_batch_norm.default](x, w, b, rm, rv, True, 0.1, 1e-5) is NotImplemented
 
 
 def test_second_process_does_no_c_compilation(tmp_path):

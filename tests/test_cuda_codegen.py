@@ -136,11 +136,26 @@ def test_repeated_layers_compile_once_in_parallel_programs():
     assert p.num_kernels >= 4 and len(per_program[0]) == p.num_kernels
     assert len(bodies) < p.num_kernels          # the four layers share their kernels
     parts = cuda.chunks(bodies, 2)
-    assert sorted(n for _, names in parts for n in names) == sorted(bodies.values())
+    assert sorted(n for _, names, _ in parts for n in names) == sorted(bodies.values())
     assert set(per_program[0]) <= set(bodies.values())
     with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
-        cubins = list(pool.map(lambda sn: _C.nvrtc_compile(sn[0], 90, NVRTC)[0], parts))
+        cubins = list(pool.map(lambda sno: _C.nvrtc_compile(sno[0], 90, NVRTC, sno[2])[0], parts))
     assert all(c[:4] == b"\x7fELF" for c in cubins)
+
+
+def test_kernels_that_divide_integers_compile_with_full_optimisation():
+    """Integer division by zero is undefined in CUDA C++: what a kernel
+    returns follows the division routine the compiler emits, so kernels that
+    divide integers are compiled as ATen's are (NVRTC's full optimisation,
+    no --Ofast-compile), in a program of their own; the rest keep it."""
+    a = torch.arange(12, dtype=torch.int64)
+    bodies, _ = cuda.unique_kernels([render(lambda x, y: (torch.remainder(x, y) + 1, x.float() * 2), a, a + 1)])
+    bodies.update(cuda.unique_kernels([render(lambda x: x.float().exp() + 1, torch.randn(64))])[0])
+    parts = cuda.chunks(bodies, 4)
+    exact = [p for p in parts if "kn_rem_i64(" in p[0]]
+    assert exact and all(p[2] is None for p in exact)
+    if kiln.config.nvrtc_fast_compile:
+        assert any(p[2] == f"--Ofast-compile={kiln.config.nvrtc_fast_compile}" for p in parts)
 
 
 def test_index_values_that_leave_int32_are_computed_in_64_bits():
