@@ -61,7 +61,7 @@ def sms(index):
 _stream_set = False
 
 _KERNEL_HEAD = re.compile(r'\nextern "C" __global__ void (__launch_bounds__\(\d+\) )?(\w+)\(')
-_LOCAL_NAMES = re.compile(r"\b(sm|sa|[btram])(\d+)\b")
+_LOCAL_NAMES = re.compile(r"\b(sm|sa|vl|[btram])(\d+)\b")
 
 
 def _canonical(text):

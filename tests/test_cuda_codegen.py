@@ -186,3 +186,21 @@ def test_an_option_this_nvrtc_refuses_is_dropped():
     assert cubin[:4] == b"\x7fELF"
     fast, _ = _C.nvrtc_compile(src, 90, NVRTC, "--Ofast-compile=min")
     assert fast[:4] == b"\x7fELF"
+
+
+def test_identical_vectorised_layers_compile_once():
+    """Vector loads are named after their expression (vl<id>), which differs
+    from layer to layer; the kernels of identical layers must still be one
+    NVRTC kernel."""
+    lin = [torch.nn.Linear(64, 64).to(torch.bfloat16) for _ in range(3)]
+
+    def f(h):
+        for w in lin:   # the matmul (an extern) ends each layer's GELU kernel
+            h = w(F.gelu(h * 2))
+        return h
+
+    with torch.no_grad():
+        p = render(f, torch.randn(16, 64, dtype=torch.bfloat16))
+    assert "kn_vec<uint16_t, 8>" in p.source
+    bodies, per_program = cuda.unique_kernels([p])
+    assert len(set(per_program[0])) < p.num_kernels and len(bodies) == len(set(per_program[0]))

@@ -414,26 +414,26 @@ gen_flat(kn_gen *g, int64_t n)
 }
 
 /* ---------------------------------------------------------------- vector path */
-#define KN_VEC 4
+#define KN_VEC_MAX 8
 
-/* e is a multiple of KN_VEC for every value of the kernel's variables, given
+/* e is a multiple of vw for every value of the kernel's variables, given
    that var `w` is. */
 static int
-mult_vec(kn_expr *e, int64_t w)
+mult_vec(kn_expr *e, int64_t w, int vw)
 {
     switch (e->op) {
     case KN_S_CONST:
-        return e->dt == KN_I64 && e->i % KN_VEC == 0;
+        return e->dt == KN_I64 && e->i % vw == 0;
     case KN_S_VAR:
         return e->i == w;
     case KN_S_ADD:
-        return e->dt == KN_I64 && mult_vec(e->a[0], w) && mult_vec(e->a[1], w);
+        return e->dt == KN_I64 && mult_vec(e->a[0], w, vw) && mult_vec(e->a[1], w, vw);
     case KN_S_MUL:
         if (e->dt != KN_I64)
             return 0;
-        if (e->a[1]->op == KN_S_CONST && e->a[1]->i % KN_VEC == 0)
+        if (e->a[1]->op == KN_S_CONST && e->a[1]->i % vw == 0)
             return 1;
-        return mult_vec(e->a[0], w) && e->a[1]->op == KN_S_CONST;
+        return mult_vec(e->a[0], w, vw) && e->a[1]->op == KN_S_CONST;
     default:
         return 0;
     }
@@ -441,7 +441,8 @@ mult_vec(kn_expr *e, int64_t w)
 
 typedef struct {
     kn_ctx *c;
-    kn_expr *lane[KN_VEC];    /* I0 -> W + j */
+    int vw;                   /* lanes per thread */
+    kn_expr *lane[KN_VEC_MAX];    /* I0 -> W + j */
     kn_expr *w;
     int kid;
     kn_expr *vl[64];          /* lane-0 loads fetched as vectors */
@@ -463,7 +464,7 @@ static int
 contiguous(vecscan *v, kn_expr *ix)
 {
     kn_expr *ix1 = at_lane(v, ix, 1);
-    return ix1 && ix1 == kn_iadd(v->c, ix, kn_iconst(v->c, 1)) && mult_vec(ix, v->w->i);
+    return ix1 && ix1 == kn_iadd(v->c, ix, kn_iconst(v->c, 1)) && mult_vec(ix, v->w->i, v->vw);
 }
 
 /* Collect lane-0 loads of buffers not stored by this kernel whose index is
@@ -491,26 +492,38 @@ scan_loads(vecscan *v, kn_expr *e)
 static uint32_t vec_stamp = 7u << 28;
 
 /* The vector form of a pointwise kernel whose innermost extent is a multiple
-   of KN_VEC: each thread computes KN_VEC neighbours, loading and storing
-   them as one aligned vector (16 bytes for float32) where the index allows,
-   lane by lane elsewhere.  Emitted inside `if (vec_ok)`, the pointers'
-   alignment being known only at run time.  Returns 0 (not applicable: the
-   caller emits only the scalar loop), 1 (emitted) or -1. */
+   of vw: each thread computes vw neighbours, loading and storing them as one
+   aligned vector where the index allows, lane by lane elsewhere: 16 bytes
+   (8 lanes) when every vector it touches holds 2-byte or 1-byte elements
+   (bfloat16, half, bool), else 4 lanes (16 bytes of float32).  Emitted
+   inside `if (vec_ok)`, the pointers' alignment being known only at run
+   time.  Returns 0 (not applicable: the caller emits only the scalar loop),
+   1 (emitted) or -1. */
+static int gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem);
+
 static int
 gen_flat_vec(kn_gen *g, int64_t n)
 {
+    int rc = gen_flat_vec_w(g, n, 8, 2);
+    return rc != 0 ? rc : gen_flat_vec_w(g, n, 4, 8);
+}
+
+static int
+gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
+{
     kn_ctx *c = g->c;
     const kn_kernel *k = g->k;
-    if (k->ninner != 1 || k->inner[0] % KN_VEC != 0 || n == 0 || n / KN_VEC >= ((int64_t)1 << 30))
+    if (k->ninner != 1 || k->inner[0] % vw != 0 || n == 0 || n / vw >= ((int64_t)1 << 30))
         return 0;
     vecscan v;
     memset(&v, 0, sizeof v);
     v.c = c;
+    v.vw = vw;
     v.kid = g->kid;
     v.w = kn_var(c, KN_VAR_I(1), k->inner[0]);
     if (v.w == NULL)
         return -1;
-    for (int j = 0; j < KN_VEC; j++)
+    for (int j = 0; j < vw; j++)
         if ((v.lane[j] = kn_iadd(c, v.w, kn_iconst(c, j))) == NULL)
             return -1;
     /* member bodies and store indices at lane 0 (I0 -> W) */
@@ -539,6 +552,13 @@ gen_flat_vec(kn_gen *g, int64_t n)
         else
             scan_loads(&v, body[m]);
     }
+    /* every buffer accessed as vectors must fit vw lanes in 16 bytes */
+    for (int q = 0; q < v.nvl && rc > 0; q++)
+        if (kn_dtype_size[c->bufs[v.vl[q]->i]->dt] > max_elem)
+            rc = 0;
+    for (int m = 0; m < nm && rc > 0; m++)
+        if (kn_dtype_size[c->bufs[k->members[m]]->dt] > max_elem && contiguous(&v, six[m]))
+            rc = 0;
     if (rc <= 0) {
         free(body);
         return rc;
@@ -548,23 +568,23 @@ gen_flat_vec(kn_gen *g, int64_t n)
     for (int q = 0; q < v.nvl; q++) {
         kn_buf *b = c->bufs[v.vl[q]->i];
         kn_str_printf(g->s, "  vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
-                      KN_VEC * kn_dtype_size[b->dt] - 1);
+                      vw * kn_dtype_size[b->dt] - 1);
     }
     for (int m = 0; m < nm; m++) {
         kn_buf *b = c->bufs[k->members[m]];
         if (contiguous(&v, six[m]))
             kn_str_printf(g->s, "  vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
-                          KN_VEC * kn_dtype_size[b->dt] - 1);
+                          vw * kn_dtype_size[b->dt] - 1);
     }
     kn_str_printf(g->s, "  if (vec_ok) {\n");
     g->indent = 2;
     kn_cg_open_scope(g);
     kn_cg_ind(g);
     kn_str_printf(g->s, "for (kn_ix x4 = (kn_ix)blockIdx.x * %d + threadIdx.x; x4 < %lld; x4 += (kn_ix)gridDim.x * %d) {\n",
-                  KN_CU_THREADS, (long long)(n / KN_VEC), KN_CU_THREADS);
+                  KN_CU_THREADS, (long long)(n / vw), KN_CU_THREADS);
     kn_cg_open_scope(g);
     kn_cg_ind(g);
-    kn_str_printf(g->s, "const kn_ix x = x4 * %d;\n", KN_VEC);
+    kn_str_printf(g->s, "const kn_ix x = x4 * %d;\n", vw);
     kn_cg_ind(g);
     kn_str_printf(g->s, "const kn_ix xo = x / %lld;\n", (long long)k->inner[0]);
     decompose(g, "xo", k->nouter, k->outer, KN_VAR_O(0));
@@ -578,10 +598,10 @@ gen_flat_vec(kn_gen *g, int64_t n)
         const char *st = b->dt == KN_F16 ? "uint16_t" : kn_dtype_ctype[b->dt];
         kn_str ix = kn_cg_value(g, ld->a[0]);
         kn_cg_ind(g);
-        kn_str_printf(g->s, "const kn_vec<%s, %d> vl%u = *(const kn_vec<%s, %d> *)(b%d + %s);\n", st, KN_VEC, ld->id,
-                      st, KN_VEC, b->id, ix.p);
+        kn_str_printf(g->s, "const kn_vec<%s, %d> vl%u = *(const kn_vec<%s, %d> *)(b%d + %s);\n", st, vw, ld->id,
+                      st, vw, b->id, ix.p);
         kn_str_free(&ix);
-        for (int j = 0; j < KN_VEC; j++) {
+        for (int j = 0; j < vw; j++) {
             kn_expr *lj = j ? at_lane(&v, ld, j) : ld;
             if (lj == NULL || g->nlanes >= 256) {
                 rc = lj == NULL ? -1 : rc;
@@ -595,9 +615,9 @@ gen_flat_vec(kn_gen *g, int64_t n)
     /* members in order, each computed for all lanes, then stored */
     for (int m = 0; m < nm && rc > 0; m++) {
         kn_buf *b = c->bufs[k->members[m]];
-        kn_str val[KN_VEC];
+        kn_str val[KN_VEC_MAX];
         memset(val, 0, sizeof val);
-        for (int j = 0; j < KN_VEC; j++) {
+        for (int j = 0; j < vw; j++) {
             kn_expr *bj = j ? at_lane(&v, body[m], j) : body[m];
             if (bj == NULL) {
                 rc = -1;
@@ -610,8 +630,8 @@ gen_flat_vec(kn_gen *g, int64_t n)
             kn_cg_ind(g);
             kn_str_printf(g->s, "{\n");
             kn_cg_ind(g);
-            kn_str_printf(g->s, "  kn_vec<%s, %d> sv;\n", st, KN_VEC);
-            for (int j = 0; j < KN_VEC; j++) {
+            kn_str_printf(g->s, "  kn_vec<%s, %d> sv;\n", st, vw);
+            for (int j = 0; j < vw; j++) {
                 kn_cg_ind(g);
                 if (b->dt == KN_BF16)
                     kn_str_printf(g->s, "  sv.v[%d] = kn_f2bf(%s);\n", j, val[j].p);
@@ -622,12 +642,12 @@ gen_flat_vec(kn_gen *g, int64_t n)
             }
             kn_str ix = kn_cg_value(g, six[m]);
             kn_cg_ind(g);
-            kn_str_printf(g->s, "  *(kn_vec<%s, %d> *)(b%d + %s) = sv;\n", st, KN_VEC, b->id, ix.p);
+            kn_str_printf(g->s, "  *(kn_vec<%s, %d> *)(b%d + %s) = sv;\n", st, vw, b->id, ix.p);
             kn_str_free(&ix);
             kn_cg_ind(g);
             kn_str_printf(g->s, "}\n");
         } else if (rc > 0) {
-            for (int j = 0; j < KN_VEC; j++) {
+            for (int j = 0; j < vw; j++) {
                 kn_expr *ixj = j ? at_lane(&v, six[m], j) : six[m];
                 if (ixj == NULL) {
                     rc = -1;
@@ -636,7 +656,7 @@ gen_flat_vec(kn_gen *g, int64_t n)
                 kn_cg_store(g, b, ixj, val[j].p);
             }
         }
-        for (int j = 0; j < KN_VEC; j++)
+        for (int j = 0; j < vw; j++)
             kn_str_free(&val[j]);
     }
     g->nlanes = 0;

@@ -1,0 +1,15 @@
+# GPU round 9 (final): CUDA tests at the final code (8-lane bfloat16
+# vectors), the bandwidth check, and the ten-model bfloat16 benchmark.
+set -u
+OUT=${OUT:-/tmp/out}; export KILN_CACHE_DIR=/tmp/kiln-cache; REPO=$(pwd)
+python3 -m pip install --no-deps --no-build-isolation . > /tmp/install.log 2>&1 || { tail -30 /tmp/install.log; exit 1; }
+cd /tmp
+timeout 120 python3 -m pytest $REPO/tests/test_cuda_backend.py $REPO/tests/test_fusion.py $REPO/tests/test_cuda_runtime.py \
+  $REPO/tests/test_cuda_codegen.py $REPO/tests/test_gemm_epilogues.py -q -p no:cacheprovider > $OUT/cuda-tests.txt 2>&1
+tail -1 $OUT/cuda-tests.txt; grep -E "^(FAILED|ERROR)" $OUT/cuda-tests.txt | head
+timeout 90 python3 -m kiln.bench --device cuda --bandwidth > $OUT/bandwidth.txt 2>&1; grep -v -i warn $OUT/bandwidth.txt | tail -9
+rm -rf /tmp/kiln-cache
+timeout 330 python3 -m kiln.bench --device cuda --dtype bfloat16 \
+  --models encoder,bert,gpt2,llama,t5,resnet18,resnet50,mobilenet_v3,efficientnet_b0,vit_small \
+  --repeat 20 --json $OUT/bench.json > $OUT/bench.txt 2>$OUT/bench.err
+echo "bench rc=$?"; grep -v "^wrote\|^$" $OUT/bench.txt | tail -20 | cut -c1-200; grep -v "%|" $OUT/bench.err | tail -3
