@@ -330,8 +330,17 @@ def _tuning_first_run(cg, dev):
     def run(*args):
         from . import cuda
         del cg.run   # later calls take the plain path
-        todo = cuda.prepare_tuning(cg.program, dev)
-        out = cg.run(*args)
+        try:
+            todo = cuda.prepare_tuning(cg.program, dev)
+            out = cg.run(*args)
+        except Exception as e:
+            # tuning must never cost the user a result: codegen's launch
+            # sizes, untuned, and the call again (a genuine error raises there)
+            cg.program.tune_next_run(0, [])
+            for k, (_, _, blocks0, _, _) in enumerate(cg.program.cuda_launch_sizes()):
+                cg.program.set_cuda_launch_size(k, blocks0)
+            _warn_once(f"kiln: launch-size tuning failed ({type(e).__name__}: {e}); using codegen's launch sizes")
+            return cg.run(*args)
         if todo:
             cuda.save_tuning(cg.program, dev, todo)
             cg.kiln_stats["tuned_kernels"] = len(todo)

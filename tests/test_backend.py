@@ -187,6 +187,38 @@ def test_cudnn_batch_norm_decomposes_to_inference_batch_norm():
     assert table[torch.ops.aten.native_batch_norm.default](x, w, b, rm, rv, True, 0.1, 1e-5) is NotImplemented
 
 
+def test_a_failed_tuning_run_falls_back_to_codegen_launch_sizes(monkeypatch):
+    """max-autotune: if timing launch sizes fails on the first run, the call
+    still returns its result (codegen's launch sizes, one warning), and later
+    calls take the plain path."""
+    import kiln.cuda
+
+    calls = []
+
+    class Program:
+        def tune_next_run(self, reps, kernels):
+            calls.append(("tune", reps, kernels))
+
+        def cuda_launch_sizes(self):
+            return [("kn_u0", 5, 10, 128, 1)]
+
+        def set_cuda_launch_size(self, k, blocks):
+            calls.append(("set", k, blocks))
+
+    def boom(program, device):
+        raise RuntimeError("no events")
+
+    cg = backends.CompiledGraph(Program(), (), True, {}, None)
+    monkeypatch.setattr(backends.CompiledGraph, "run", lambda self, *a: 42)
+    monkeypatch.setattr(kiln.cuda, "prepare_tuning", boom)
+    cg.run = backends._tuning_first_run(cg, torch.device("cuda", 0))
+    backends._warned.clear()
+    with pytest.warns(RuntimeWarning, match="tuning failed"):
+        assert cg.run() == 42
+    assert ("tune", 0, []) in calls and ("set", 0, 10) in calls
+    assert "run" not in cg.__dict__ and cg.run() == 42
+
+
 def test_second_process_does_no_c_compilation(tmp_path):
     script = textwrap.dedent("""
         import torch, kiln
