@@ -491,6 +491,19 @@ _NEVER_FOLD = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_s
 _FOLD_BYTES = 1 << 24
 
 
+def _bytes_of(val):
+    """Bytes of storage behind a node's value (fake or real; 0 if unknown)."""
+    vals = val if isinstance(val, (tuple, list)) else (val,)
+    total = 0
+    for v in vals:
+        if isinstance(v, torch.Tensor):
+            try:
+                total += v.untyped_storage().nbytes()
+            except Exception:
+                total += v.numel() * v.element_size()
+    return total
+
+
 def _extern_user(n):
     tgt = n.target
     if not isinstance(tgt, torch._ops.OpOverload):
@@ -536,6 +549,8 @@ def _fold_constants(aten):
         if not isinstance(tgt, torch._ops.OpOverload) or tgt._schema.is_mutable or \
                 torch.Tag.nondeterministic_seeded in tgt.tags or tgt._schema.name.split("::")[-1] in _NEVER_FOLD:
             continue
+        if _bytes_of(n.meta.get("val")) > _FOLD_BYTES:
+            continue   # not computed at all: a big temporary is not worth the memory
         try:
             args, kwargs = tree_map(lambda a: value[a] if isinstance(a, Node) else a, (n.args, n.kwargs))
             v = tgt(*args, **kwargs)
