@@ -81,10 +81,11 @@ def _native_batch_norm(x, weight, bias, running_mean, running_var, training, mom
 
 
 def _cudnn_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
-    if training or running_mean is None or running_var is None:
-        return NotImplemented   # training: cuDNN's kernel, as eager
-    out, empty, _ = _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps)
-    return out, empty, empty, x.new_zeros((0,), dtype=torch.uint8)
+    r = _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)
+    if r is NotImplemented:
+        return r   # training: cuDNN's kernel, as eager
+    out, empty, _ = r
+    return out, empty, empty, x.new_zeros((0,), dtype=torch.uint8)   # + cuDNN's (empty) reserve
 
 
 def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
@@ -422,8 +423,10 @@ def _trace_plain(gm, example_inputs):
     (ReLU(inplace=True), `x += y` on a temporary) become their functional
     forms; anything else that mutates, or outputs that alias inputs or each
     other, raise _NeedsFunctionalization (the caller takes AOT export)."""
+    import contextlib
     import operator
 
+    from torch._dispatch.python import enable_python_dispatcher
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -431,10 +434,6 @@ def _trace_plain(gm, example_inputs):
     # TorchDynamo tracing context, which may make sizes symbolic)
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
-    import contextlib
-
-    from torch._dispatch.python import enable_python_dispatcher
-
     # Without the Python dispatcher (2-3x faster to trace a convolutional
     # network), composite ops pick a device kernel at trace time: on a GPU,
     # batch_norm becomes cudnn_batch_norm, which kiln's table decomposes.

@@ -181,13 +181,16 @@ def build(programs, device):
     _, _, version = available()
     bodies, per_program = unique_kernels(programs)
     parts = chunks(bodies, max(1, min(config.compile_jobs, len(bodies) // 2)))
+    def one(part):
+        source, names, options = part
+        return _cached_module(source, names, index, arch, version, options)
+
     if len(parts) == 1:
-        results = [_cached_module(*parts[0][:2], index, arch, version, parts[0][2])]
+        results = [one(parts[0])]
     else:
         torch.cuda.init()
         with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
-            results = list(pool.map(lambda sno: _cached_module(sno[0], sno[1], index, arch, version, sno[2]),
-                                    parts))
+            results = list(pool.map(one, parts))
     owner = {}
     for (source, names, _), (mod, _) in zip(parts, results):
         for n in names:

@@ -1,9 +1,6 @@
 # GPU round: fusion/backend tests, the gpt2 kernel count under both lowerings,
 # and the ten-model bench.  Results in $OUT (at most 8 files).
-set -u
-OUT=${OUT:-/tmp/out}; export KILN_CACHE_DIR=/tmp/kiln-cache; REPO=$(pwd)
-python3 -m pip install --no-deps --no-build-isolation . > /tmp/install.log 2>&1 || { tail -30 /tmp/install.log; exit 1; }
-cd /tmp
+source "$(dirname "$0")/setup.sh"
 D=$OUT/diag.txt
 for fl in 0 1; do echo "=== fast $fl" >> $D; KILN_FAST_LOWERING=$fl python3 $REPO/benchmarks/diag/gpt2_kernels.py >> $D 2>&1; done
 grep KERNELS $D | cut -c1-40

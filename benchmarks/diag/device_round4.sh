@@ -2,10 +2,7 @@
 # attention layouts eager and kiln pass to SDPA, cuBLASLt epilogues against a
 # separate activation, compile time by phase (ViT's lowering profiled), and
 # the fusion/backend tests.  Results in $OUT (at most 8 files).
-set -u
-OUT=${OUT:-/tmp/out}; export KILN_CACHE_DIR=/tmp/kiln-cache; REPO=$(pwd)
-python3 -m pip install --no-deps --no-build-isolation . > /tmp/install.log 2>&1 || { tail -30 /tmp/install.log; exit 1; }
-cd /tmp
+source "$(dirname "$0")/setup.sh"
 D=$OUT/diag.txt
 timeout 120 python3 $REPO/benchmarks/diag/revive_check.py --models gpt2,bert,llama,vit_small,resnet50 >> $D 2>&1
 grep -E " (revive|plain) " $D

@@ -1,9 +1,6 @@
 # GPU round 5: loop and graph dumps of GPT-2 (small) and BERT, traced vs the
 # old pickle round trip.  Results in $OUT.
-set -u
-OUT=${OUT:-/tmp/out}; REPO=$(pwd)
-python3 -m pip install --no-deps --no-build-isolation . > /tmp/install.log 2>&1 || { tail -30 /tmp/install.log; exit 1; }
-cd /tmp
+source "$(dirname "$0")/setup.sh"
 for m in gpt2small bert; do for mode in plain revive; do
   KILN_DUMP=graph,loops timeout 100 python3 $REPO/benchmarks/diag/dump_modes.py $m $mode > $OUT/$m-$mode.txt 2>&1
   echo "$m $mode $(grep KERNELS $OUT/$m-$mode.txt)"

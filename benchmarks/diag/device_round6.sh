@@ -2,10 +2,7 @@
 # constant folding, cuBLASLt epilogues, launch-size tuning), kernels and
 # run time with and without the old pickle round trip, and kiln's variants
 # (default / no cuBLASLt epilogues / tuned launch sizes).  Results in $OUT.
-set -u
-OUT=${OUT:-/tmp/out}; export KILN_CACHE_DIR=/tmp/kiln-cache; REPO=$(pwd)
-python3 -m pip install --no-deps --no-build-isolation . > /tmp/install.log 2>&1 || { tail -30 /tmp/install.log; exit 1; }
-cd /tmp
+source "$(dirname "$0")/setup.sh"
 timeout 200 python3 -m pytest $REPO/tests/test_cuda_backend.py $REPO/tests/test_fusion.py $REPO/tests/test_cuda_runtime.py \
   $REPO/tests/test_cuda_codegen.py $REPO/tests/test_gemm_epilogues.py -q -p no:cacheprovider > $OUT/tests.txt 2>&1
 tail -3 $OUT/tests.txt; grep -E "^(FAILED|ERROR)" $OUT/tests.txt | head

@@ -2,10 +2,7 @@
 # parallel) at the current code, then kiln's variants (default / no cuBLASLt
 # epilogues / tuned launch sizes / NVRTC full optimisation / Python
 # dispatcher in the trace).  Results in $OUT.
-set -u
-OUT=${OUT:-/tmp/out}; export KILN_CACHE_DIR=/tmp/kiln-cache; REPO=$(pwd)
-python3 -m pip install --no-deps --no-build-isolation . > /tmp/install.log 2>&1 || { tail -30 /tmp/install.log; exit 1; }
-cd /tmp
+source "$(dirname "$0")/setup.sh"
 timeout 280 python3 -m pytest $REPO/tests/test_cuda_backend.py $REPO/tests/test_fusion.py $REPO/tests/test_cuda_runtime.py \
   $REPO/tests/test_cuda_codegen.py $REPO/tests/test_gemm_epilogues.py -q -p no:cacheprovider > $OUT/cuda-tests.txt 2>&1 &
 for dt in float32 bfloat16 int64 bool; do

@@ -1,9 +1,6 @@
 # GPU round 9 (final): CUDA tests at the final code (8-lane bfloat16
 # vectors), the bandwidth check, and the ten-model bfloat16 benchmark.
-set -u
-OUT=${OUT:-/tmp/out}; export KILN_CACHE_DIR=/tmp/kiln-cache; REPO=$(pwd)
-python3 -m pip install --no-deps --no-build-isolation . > /tmp/install.log 2>&1 || { tail -30 /tmp/install.log; exit 1; }
-cd /tmp
+source "$(dirname "$0")/setup.sh"
 timeout 120 python3 -m pytest $REPO/tests/test_cuda_backend.py $REPO/tests/test_fusion.py $REPO/tests/test_cuda_runtime.py \
   $REPO/tests/test_cuda_codegen.py $REPO/tests/test_gemm_epilogues.py -q -p no:cacheprovider > $OUT/cuda-tests.txt 2>&1
 tail -1 $OUT/cuda-tests.txt; grep -E "^(FAILED|ERROR)" $OUT/cuda-tests.txt | head
