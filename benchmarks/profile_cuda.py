@@ -3,7 +3,11 @@ kiln on the same model and inputs, the wall time per call, the CPU time to
 enqueue a call (no sync), and from torch.profiler the GPU kernel time per
 call, the number of kernels, and the heaviest kernels.
 
-    python benchmarks/profile_cuda.py --models bert,resnet18 [--dtype bfloat16]
+    python benchmarks/profile_cuda.py --models bert,resnet18 [--dtype bfloat16] [--cpu-ops 12]
+
+--cpu-ops N also lists, per variant, the N operators with the most CPU time
+of their own (torch.profiler's self CPU time), to see where an enqueue-bound
+call spends its host time.
 """
 import argparse
 import collections
@@ -48,10 +52,23 @@ def gpu_profile(fn, x, n=5):
     return total, count // n, per.most_common(6)
 
 
+def cpu_profile(fn, x, top, n=5):
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(n):
+            fn(*x)
+        torch.cuda.synchronize()
+    rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:top]
+    for e in rows:
+        print(f"      cpu {e.self_cpu_time_total / n / 1e3:7.3f} ms self  {e.count // n:4d} calls  {e.key[:70]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="bert,resnet18,vit_small")
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--cpu-ops", type=int, default=0)
     a = ap.parse_args()
     dtype = getattr(torch, a.dtype)
     cfg = zoo.BuildConfig(device="cuda", dtype=dtype)
@@ -73,6 +90,8 @@ def main():
                       f"gpu {gpu:7.3f} ms  kernels/call {nk}")
                 for k, t in top:
                     print(f"      {t / 5 / 1e3:7.3f} ms  {k}")
+                if a.cpu_ops:
+                    cpu_profile(fn, inputs, a.cpu_ops)
             for f, ex in graphs:
                 cg = getattr(f, "cg", None)
                 if cg is None or not hasattr(cg, "program"):

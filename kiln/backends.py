@@ -219,11 +219,12 @@ def _program(desc, prefix, device):
     kiln/cuda.py for the build).  Raises on failure."""
     if device.type == "cpu" and config.cuda_emulate:
         # tests: the CUDA renderer's kernels, run by the CPU emulator
-        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132)
+        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132, config.cuda_row_registers)
     elif device.type == "cuda":
         from . import cuda
         index = device.index if device.index is not None else torch.cuda.current_device()
-        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, cuda.sms(index))
+        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, cuda.sms(index),
+                             config.cuda_row_registers)
     else:
         program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear)
     if "loops" in config.dump:

@@ -15,6 +15,8 @@ KILN_NVRTC_FAST_COMPILE  NVRTC's --Ofast-compile level for kiln's kernels: min (
                  mid, max, or 0 for NVRTC's full optimisation
 KILN_TRACE_PYTHON_DISPATCHER  1: plain traces run torch's Python dispatcher, as AOT
                  export does (default 0: 2-3x faster tracing of convolutional networks)
+KILN_CUDA_ROW_REGISTERS  0: CUDA row kernels (softmax, norms) loop over their rows in memory
+                 (default 1: a row that fits is loaded once, as vectors, into registers)
 KILN_CUDA_EMULATE  1: graphs on the CPU compile through the CUDA renderer and run
                  on kiln's CPU emulation of CUDA (a test tool: kiln/cuda_emulator.py)
 """
@@ -64,6 +66,10 @@ lt_epilogues = os.environ.get("KILN_LT_EPILOGUES", "1") not in ("0", "")
 # passes) with no measurable cost to them (benchmarks/variants.py)
 _ofc = os.environ.get("KILN_NVRTC_FAST_COMPILE", "min")
 nvrtc_fast_compile = "" if _ofc in ("", "0", "off") else _ofc
+# CUDA kernels with reductions over short rows (softmax, layer_norm,
+# RMSNorm) keep each row in registers, loaded once as 16-byte vectors, across
+# all their passes (codegen/cuda.c: gen_rows_regs)
+cuda_row_registers = os.environ.get("KILN_CUDA_ROW_REGISTERS", "1") not in ("0", "")
 # max-autotune modes on a GPU: timed launches per candidate launch size
 autotune_reps = 20
 # the plain trace with torch's Python dispatcher on (as AOT export): slower,

@@ -61,7 +61,7 @@ def sms(index):
 _stream_set = False
 
 _KERNEL_HEAD = re.compile(r'\nextern "C" __global__ void (__launch_bounds__\(\d+\) )?(\w+)\(')
-_LOCAL_NAMES = re.compile(r"\b(sm|sa|vl|[btram])(\d+)\b")
+_LOCAL_NAMES = re.compile(r"\b(sm|sa|vl|[btramp])(\d+)\b")
 
 
 def _canonical(text):
@@ -107,6 +107,20 @@ def unique_kernels(programs):
 # emits; compiled with NVRTC's full optimisation (as ATen's kernels are with
 # nvcc) they return what eager returns
 _INT_DIVISION = re.compile(r"kn_(?:div|truncdiv|floordiv|rem|fmod)_[iu]\d+\(")
+# kernels whose speed depends on NVRTC's full optimisation: reductions (warp
+# shuffles, rows held in registers) and math functions.  Measured on the H200
+# (benchmarks/diag/row_and_pointwise.py): --Ofast-compile=min makes an erf-GELU
+# 1.3x slower (34 -> 44 us) and add + layer_norm 1.2x slower; a copy or a
+# BN-ReLU (loads, multiply-adds, stores) is the same either way.
+_HEAVY = re.compile(r"kn_shfl|#pragma unroll|\b(?:a?(?:sin|cos|tan)h?|atan2|exp2?|expm1|log(?:1p|2|10)?|erfc?|"
+                    r"sqrt|hypot|pow)f?\(|kn_(?:gelu|gelu_tanh|sigmoid|pow|rsqrt|recip)_")
+
+
+def _full_optimisation(body):
+    """Kernels compiled without --Ofast-compile: integer division (CUDA
+    leaves division by zero undefined, and the fast build's result differed
+    from eager's) and the heavy kernels above."""
+    return bool(_INT_DIVISION.search(body) or _HEAVY.search(body))
 
 
 def _options(exact):
@@ -117,13 +131,13 @@ def _options(exact):
 
 def chunks(bodies, jobs):
     """Split the distinct kernels into at most `jobs` NVRTC programs of
-    similar size (each compiles on its own thread), kernels that divide
-    integers apart (compiled with NVRTC's full optimisation): [(source, names,
-    options)]."""
+    similar size (each compiles on its own thread), the kernels that need
+    NVRTC's full optimisation (_full_optimisation) apart from the others
+    (--Ofast-compile): [(source, names, options)]."""
     prelude = _C.prelude_cuda()
     out = []
     for exact in (False, True):
-        items = sorted(((b, f) for b, f in bodies.items() if bool(_INT_DIVISION.search(b)) == exact),
+        items = sorted(((b, f) for b, f in bodies.items() if _full_optimisation(b) == exact),
                        key=lambda kv: -len(kv[0]))
         n = max(1, min(jobs, len(items)))
         groups = [[] for _ in range(n)]

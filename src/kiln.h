@@ -320,6 +320,7 @@ struct kn_ctx {
     int dump_loops;
     int cuda;                 /* target: 0 C for the CPU, 1 CUDA C */
     int cuda_sms;             /* CUDA: multiprocessors of the device (launch sizing) */
+    int cuda_row_regs;        /* CUDA: rows that fit are held in registers (cuda.c) */
 };
 
 kn_buf *kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *size);

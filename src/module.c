@@ -1,9 +1,10 @@
 /* module.c — the kiln._C extension module: entry points called by kiln's
  * Python shell.
  *
- *   compile(desc, prefix, want_loops[, packed_linear, cuda, sms]) -> Program
+ *   compile(desc, prefix, want_loops[, packed_linear, cuda, sms, row_regs]) -> Program
  *                                                   parse, lower, fuse, plan, generate C
- *                                                   (CUDA C when cuda: sms sizes launches)
+ *                                                   (CUDA C when cuda: sms sizes launches,
+ *                                                   row_regs keeps rows in registers)
  *   build(units, cache_dir, cc, cflags, salt, jobs) -> (so_path, was_cached)
  *   prelude() -> str                                text heading every generated unit
  *   prelude_cuda() -> str                           text heading every generated CUDA program
@@ -45,13 +46,15 @@ py_compile(PyObject *self, PyObject *args)
     (void)self;
     PyObject *desc;
     const char *prefix;
-    int want_loops, packed_linear = 0, cuda = 0, sms = 0;
-    if (!PyArg_ParseTuple(args, "O!sp|ppi", &PyTuple_Type, &desc, &prefix, &want_loops, &packed_linear, &cuda, &sms))
+    int want_loops, packed_linear = 0, cuda = 0, sms = 0, row_regs = 1;
+    if (!PyArg_ParseTuple(args, "O!sp|ppip", &PyTuple_Type, &desc, &prefix, &want_loops, &packed_linear, &cuda, &sms,
+                          &row_regs))
         return NULL;
     kn_ctx c;
     memset(&c, 0, sizeof c);
     c.cuda = cuda;
     c.cuda_sms = sms;
+    c.cuda_row_regs = row_regs;
     c.packed_linear = !cuda && packed_linear && kn_runtime_packed_linear();
     kn_str src = {0}, loops = {0};
     PyObject *source = NULL, *loops_s = NULL, *prog = NULL;

@@ -202,8 +202,8 @@ def format_summary(summary: dict, kiln_backend: str) -> str:
 
 def format_legend() -> str:
     return "\n".join([
-        "times: median ms per call; x: speedup (>1 = faster): ind x = eager/inductor, "
-        "kiln x = eager/kiln, kiln/ind = inductor/kiln",
+        "times: median ms per call, eager, inductor and kiln timed in interleaved rounds; "
+        "x: speedup (>1 = faster): ind x = eager/inductor, kiln x = eager/kiln, kiln/ind = inductor/kiln",
         "cold: first call of a fresh compile (empty caches, compiler already started in this "
         "process) minus one eager call; warm: the same in a new process whose kiln disk cache "
         "was filled by the cold run (on a GPU, cuDNN's first use of channels-last convolutions "

@@ -3,15 +3,19 @@
 For every selected model, in one process and on the same inputs, under
 ``torch.no_grad()`` with the model in eval mode:
 
-1. eager: warm up, time ``--repeat`` calls, keep the output as reference;
+1. eager: warm up, time a few calls (for the cold compile times below), keep
+   the output as reference;
 2. inductor (``torch.compile`` default backend; skip with ``--no-inductor``):
    dynamo reset, fresh empty inductor cache dir, time the first call (cold
-   compile = first call - eager median), check the output, time ``--repeat``
-   calls;
+   compile = first call - eager median), check the output, warm up;
 3. kiln (``kiln.compile(model, backend=--kiln-backend)``: kiln's own C capture;
    ``--kiln-capture dynamo`` uses ``torch.compile(backend=...)`` instead): the same, after
    ``kiln.reset()`` and with ``KILN_CACHE_DIR`` pointing at a fresh empty
    directory;
+3b. steady-state times: ``--repeat`` calls of each of eager, inductor and kiln,
+   in ``--rounds`` interleaved rounds (eager, inductor, kiln, eager, ...), so
+   that a machine whose speed drifts (other tenants, clocks) moves all three
+   alike; medians of each one's samples;
 4. kiln warm compile (skip with ``--no-warm``): a new process
    (``python -m kiln.bench --_warm-child MODEL ...``) rebuilds the same model,
    reuses the cache directory filled in step 3 and reports its first-call time.
@@ -73,6 +77,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=30, help="timed iterations (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=5,
                    help="untimed iterations before timing (default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="interleaved timing rounds the --repeat calls are spread over (default: %(default)s)")
     p.add_argument("--batch", type=int, default=None, help="override every model's batch size")
     p.add_argument("--seq", type=int, default=None, help="override the sequence length")
     p.add_argument("--json", metavar="FILE", help="also write all results as JSON")
@@ -197,9 +203,25 @@ def run_eager(model, inputs, session: Session) -> tuple[dict, object]:
     """Reference output and eager timing."""
     args = session.args
     _, ref = time_first_call(model, inputs, session.sync)
-    samples = time_iterations(model, inputs, args.warmup, args.repeat, session.sync)
+    # a first estimate, for the cold compile times; the reported time comes
+    # from the interleaved rounds (timed_rounds)
+    samples = time_iterations(model, inputs, args.warmup, min(args.repeat, 5), session.sync)
     prime_channels_last(model, inputs, session)
     return {"median_ms": median(samples), "samples_ms": samples}, ref
+
+
+def timed_rounds(fns: dict, inputs, session: Session) -> dict:
+    """``--repeat`` timed calls of each function in ``fns``, spread over
+    ``--rounds`` rounds that take the functions in turn (one untimed call
+    before each function's share of a round); returns the samples of each."""
+    args = session.args
+    rounds = max(1, min(args.rounds, args.repeat))
+    samples: dict = {name: [] for name in fns}
+    for r in range(rounds):
+        share = args.repeat // rounds + (1 if r < args.repeat % rounds else 0)
+        for name, fn in fns.items():
+            samples[name] += time_iterations(fn, inputs, 1, share, session.sync)
+    return samples
 
 
 def compile_with(model, timed, kiln_capture: bool, session: Session):
@@ -225,8 +247,10 @@ def run_compiled(model, inputs, ref, backend: str, eager_ms: float, session: Ses
         result["graph_stats"] = kiln_graph_stats(session.kiln)
     result.update(compare_outputs(ref, out, session.dtype))
     del out
-    samples = time_iterations(compiled, inputs, args.warmup, args.repeat, session.sync)
-    result.update(median_ms=median(samples), samples_ms=samples)
+    for _ in range(args.warmup):
+        compiled(*inputs)
+    session.sync()
+    result["_fn"] = compiled   # timed with the others in timed_rounds, then dropped
     return result
 
 
@@ -295,7 +319,25 @@ def run_model(spec: zoo.ModelSpec, session: Session, bar: tqdm) -> dict:
         session.note_error(row, "kiln", exc)
     bar.update(1)
 
-    del model, inputs, ref
+    step("timing")
+    fns = {"eager": model}
+    for name in ("inductor", "kiln"):
+        if name in row and "_fn" in row[name]:
+            fns[name] = row[name]["_fn"]
+    try:
+        with torch.no_grad():
+            samples = timed_rounds(fns, inputs, session)
+        row["eager"].update(median_ms=median(samples["eager"]), samples_ms=samples["eager"])
+        row["eager_ms"] = row["eager"]["median_ms"]
+        for name in fns:
+            if name != "eager":
+                row[name].update(median_ms=median(samples[name]), samples_ms=samples[name])
+    except Exception as exc:
+        session.note_error(row, "timing", exc)
+    for name in ("inductor", "kiln"):
+        if name in row:
+            row[name].pop("_fn", None)
+    del model, inputs, ref, fns
     release_memory()
 
     if not args.no_warm:

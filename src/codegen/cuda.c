@@ -103,57 +103,55 @@ acc_type(const kn_buf *b)
     return kn_cg_ctype((kn_dtype)b->acc_dt);
 }
 
-/* One reduction member inside a row: strided accumulation, then the group
-   combine; leaves r<id> in every thread of the group. */
+/* Declare reduction b's accumulator(s). */
+static void
+declare_acc(kn_gen *g, const kn_buf *b)
+{
+    int isf, id = b->id;
+    const char *init = kn_cg_acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
+    kn_cg_ind(g);
+    if (b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN)
+        kn_str_printf(g->s, "%s m%d = %s; long long a%d = 0;\n", acc_type(b), id, init, id);
+    else
+        kn_str_printf(g->s, "%s a%d = %s;\n", acc_type(b), id, init);
+}
+
+/* Fold value v (at inner position pos, for arg reductions) into b's
+   accumulator. */
+static void
+accumulate(kn_gen *g, const kn_buf *b, const char *v, const char *pos)
+{
+    int id = b->id;
+    const char *at = acc_type(b);
+    kn_cg_ind(g);
+    if (b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN) {
+        kn_str_printf(g->s, "kn_argcomb(m%d, a%d, (%s)%s, (long long)(%s), %s);\n", id, id, at, v, pos,
+                      b->rop == KN_R_ARGMAX ? "true" : "false");
+        return;
+    }
+    char an[32];
+    snprintf(an, sizeof an, "a%d", id);
+    kn_str t = {0}, cv = {0};
+    if (b->rop == KN_R_ANY || b->rop == KN_R_ALL)
+        kn_str_printf(&t, "(int)(%s != 0)", v);
+    else
+        kn_str_printf(&t, "(%s)%s", at, v);
+    combine(&cv, b, an, t.p);
+    kn_str_printf(g->s, "a%d = %s;\n", id, cv.p);
+    kn_str_free(&t);
+    kn_str_free(&cv);
+}
+
+/* The combine of reduction b's partial results a<id> (m<id> for arg
+   reductions) across the G threads of a row, leaving r<id> in every one of
+   them, and its store by the row's first thread. */
 static int
-gen_reduction(kn_gen *g, kn_buf *b, int G)
+group_combine(kn_gen *g, kn_buf *b, int G)
 {
     kn_ctx *c = g->c;
     const kn_kernel *k = g->k;
-    kn_expr *body = kn_member_body(c, k, b);
-    if (body == NULL)
-        return -1;
-    int isf, id = b->id, arg = b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN;
-    const char *init = kn_cg_acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
+    int id = b->id, arg = b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN;
     const char *at = acc_type(b);
-    kn_cg_hoist(g, body);
-    kn_cg_ind(g);
-    if (arg)
-        kn_str_printf(g->s, "%s m%d = %s; long long a%d = 0;\n", at, id, init, id);
-    else
-        kn_str_printf(g->s, "%s a%d = %s;\n", at, id, init);
-    kn_cg_ind(g);
-    kn_str_printf(g->s, "for (kn_ix i = lane; i < lim; i += %d) {\n", G);
-    kn_cg_open_scope(g);
-    decompose(g, "i", k->ninner, k->inner, KN_VAR_I(0));
-    kn_str v = kn_cg_value(g, body);
-    kn_cg_ind(g);
-    if (arg) {
-        kn_str_printf(g->s, "kn_argcomb(m%d, a%d, (%s)%s, (long long)i, %s);\n", id, id, at, v.p,
-                      b->rop == KN_R_ARGMAX ? "true" : "false");
-    } else {
-        char an[32];
-        snprintf(an, sizeof an, "a%d", id);
-        kn_str cv = {0};
-        if (b->rop == KN_R_ANY || b->rop == KN_R_ALL) {
-            kn_str t = {0};
-            kn_str_printf(&t, "(int)(%s != 0)", v.p);
-            combine(&cv, b, an, t.p);
-            kn_str_free(&t);
-        } else {
-            kn_str t = {0};
-            kn_str_printf(&t, "(%s)%s", at, v.p);
-            combine(&cv, b, an, t.p);
-            kn_str_free(&t);
-        }
-        kn_str_printf(g->s, "a%d = %s;\n", id, cv.p);
-        kn_str_free(&cv);
-    }
-    kn_str_free(&v);
-    kn_cg_close_scope(g);
-    kn_cg_ind(g);
-    kn_str_printf(g->s, "}\n");
-    /* across the group */
     if (G > 1) {
         int warp_g = G > 32 ? 32 : G;
         kn_cg_ind(g);
@@ -227,6 +225,56 @@ gen_reduction(kn_gen *g, kn_buf *b, int G)
     return 0;
 }
 
+/* One reduction member inside a row: strided accumulation, then the group
+   combine; leaves r<id> in every thread of the group. */
+static int
+gen_reduction(kn_gen *g, kn_buf *b, int G)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    kn_expr *body = kn_member_body(c, k, b);
+    if (body == NULL)
+        return -1;
+    kn_cg_hoist(g, body);
+    declare_acc(g, b);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "for (kn_ix i = lane; i < lim; i += %d) {\n", G);
+    kn_cg_open_scope(g);
+    decompose(g, "i", k->ninner, k->inner, KN_VAR_I(0));
+    kn_str v = kn_cg_value(g, body);
+    accumulate(g, b, v.p, "i");
+    kn_str_free(&v);
+    kn_cg_close_scope(g);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "}\n");
+    return group_combine(g, b, G);
+}
+
+/* A pointwise member over the row's outer point only: r<id> in every
+   thread of the row, stored by its first. */
+static int
+gen_outer_member(kn_gen *g, kn_buf *b)
+{
+    kn_expr *body, *ix;
+    if (member_value(g, b, &body, &ix) < 0)
+        return -1;
+    kn_str v = kn_cg_value(g, body);
+    kn_dtype rdt = kn_dtype_compute(b->dt);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "const %s r%d = %s;\n", kn_cg_ctype(rdt), b->id, v.p);
+    if (!b->local) {
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "if (valid && lane == 0) {\n");
+        kn_cg_open_scope(g);
+        kn_cg_store(g, b, ix, v.p);
+        kn_cg_close_scope(g);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "}\n");
+    }
+    kn_str_free(&v);
+    return 0;
+}
+
 static int
 has_scan(kn_ctx *c, const kn_kernel *k)
 {
@@ -266,15 +314,19 @@ rows_threads(kn_ctx *c, const kn_kernel *k, int64_t inner_n)
 }
 
 /* Blocks of T threads for `units` work units (elements, or rows at rpb per
-   block): enough for four waves of full occupancy at most, the kernels
-   stride over the rest by the grid. */
+   block): four waves of full occupancy at most, the kernels striding over
+   the rest by the grid.  Past that cap every block makes the same number of
+   trips: a grid of `cap` blocks would leave most threads one trip short of
+   the busiest (2.24 trips on average, 3 for some, costs 3). */
 static void
 set_launch(kn_gen *g, int64_t units, int per_block, int T)
 {
     int64_t blocks = (units + per_block - 1) / per_block;
     int64_t cap = (int64_t)(g->c->cuda_sms > 0 ? g->c->cuda_sms : 132) * (2048 / T) * 4;
-    if (blocks > cap)
-        blocks = cap;
+    if (blocks > cap) {
+        int64_t trips = (blocks + cap - 1) / cap;
+        blocks = (blocks + trips - 1) / trips;
+    }
     g->c->kernels[g->kid].cu_threads = T;
     g->c->kernels[g->kid].cu_blocks = blocks < 1 ? 1 : blocks;
 }
@@ -328,23 +380,8 @@ gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
             continue;
         }
         if (kn_cg_is_outer_member(k, b)) {
-            kn_expr *body, *ix;
-            if (member_value(g, b, &body, &ix) < 0)
+            if (gen_outer_member(g, b) < 0)
                 return -1;
-            kn_str v = kn_cg_value(g, body);
-            kn_dtype rdt = kn_dtype_compute(b->dt);
-            kn_cg_ind(g);
-            kn_str_printf(s, "const %s r%d = %s;\n", kn_cg_ctype(rdt), b->id, v.p);
-            if (!b->local) {
-                kn_cg_ind(g);
-                kn_str_printf(s, "if (valid && lane == 0) {\n");
-                kn_cg_open_scope(g);
-                kn_cg_store(g, b, ix, v.p);
-                kn_cg_close_scope(g);
-                kn_cg_ind(g);
-                kn_str_printf(s, "}\n");
-            }
-            kn_str_free(&v);
             m++;
             continue;
         }
@@ -668,6 +705,7 @@ gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
     kn_str_printf(g->s, "}\n");
     kn_cg_close_scope(g);
     kn_str_printf(g->s, "  } else {\n");
+    g->vw = vw;
     return 1;
 }
 
@@ -676,6 +714,421 @@ static const char *
 storage_type(kn_dtype dt)
 {
     return dt == KN_F16 ? "uint16_t" : kn_dtype_ctype[dt];
+}
+
+/* ---------------------------------------------------------------- rows in registers */
+/* A kernel with reductions over short rows (softmax, layer_norm, RMSNorm)
+   can hold its row in registers: thread `lane` of the row's G owns the
+   vectors j*G + lane (j < nch) of vw neighbouring elements.  Each input
+   read along the row is loaded once, as aligned vectors, before any member
+   runs; each pointwise member over the row keeps the values it stores (as
+   stored, so a later member reads what eager reads back), and later members
+   read those registers instead of memory.  Every pass of the row then runs
+   from registers: one read of each input and one write of each output, with
+   nch * vw independent loads in flight per thread instead of one.  The
+   trip loops over j are unrolled, so the arrays stay in registers. */
+#define KN_ROW_CHUNKS 4      /* vectors per thread a row aims for */
+#define KN_ROW_MAX_CHUNKS 8  /* and at most */
+#define KN_ROW_MAX_WORDS 96  /* 32-bit registers the resident row may take per thread */
+
+typedef struct {
+    int regs;              /* 1: the register form below; 0: gen_rows */
+    int G, T, vw, nch;
+    int words;             /* registers per vector position the row takes */
+    vecscan v;
+    kn_expr **body, **six; /* per member, I0 -> W (NULL for outer members) */
+    kn_expr **own;         /* per member: its load by later members, when kept */
+} rowplan;
+
+static uint32_t own_stamp = 9u << 28;
+
+/* Loads of this kernel's own pointwise members inside e: each must read the
+   element its member stores at the same position (then the member keeps its
+   values in registers), else the kernel is not for this form (0). */
+static int
+scan_own(rowplan *p, kn_gen *g, kn_expr *e, int m, uint32_t stamp)
+{
+    if (e->visit == stamp)
+        return 1;
+    e->visit = stamp;
+    if (e->op == KN_S_LOAD) {
+        kn_buf *b = g->c->bufs[e->i];
+        if (b->kernel == g->kid && b->kind == KN_B_POINTWISE && !kn_cg_is_outer_member(g->k, b)) {
+            int q = 0;
+            while (q < m && g->k->members[q] != b->id)
+                q++;
+            if (q == m || p->six[q] == NULL || e->a[0] != p->six[q] || (p->own[q] && p->own[q] != e))
+                return 0;
+            p->own[q] = e;
+        }
+    }
+    for (int j = 0; j < e->n; j++)
+        if (!scan_own(p, g, e->a[j], m, stamp))
+            return 0;
+    return 1;
+}
+
+static void
+rowplan_free(rowplan *p)
+{
+    free(p->body);
+    p->body = p->six = p->own = NULL;
+}
+
+/* Member bodies at lane 0 for vectors of vw lanes, the vector loads, and
+   the register values.  1: usable; 2: some vector would pass 16 bytes
+   (try fewer lanes); 0: not this form; -1: error. */
+static int
+rowplan_scan(rowplan *p, kn_gen *g, int vw)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    int nm = k->nmembers;
+    memset(&p->v, 0, sizeof p->v);
+    p->v.c = c;
+    p->v.vw = vw;
+    p->v.kid = g->kid;
+    if ((p->v.w = kn_var(c, KN_VAR_I(1), k->inner[0])) == NULL)
+        return -1;
+    for (int j = 0; j < (vw > 1 ? vw : 2); j++)
+        if ((p->v.lane[j] = kn_iadd(c, p->v.w, kn_iconst(c, j))) == NULL)
+            return -1;
+    memset(p->body, 0, sizeof(kn_expr *) * (size_t)nm * 3);
+    p->v.stamp = ++vec_stamp;
+    uint32_t stamp = ++own_stamp;
+    for (int m = 0; m < nm; m++) {
+        kn_buf *b = c->bufs[k->members[m]];
+        if (kn_cg_is_outer_member(k, b))
+            continue;
+        kn_expr *bd, *ix;
+        if (member_value(g, b, &bd, &ix) < 0)
+            return -1;
+        kn_subst s;
+        memset(&s, 0, sizeof s);
+        s.to[KN_VAR_I(0)] = p->v.w;
+        if ((p->body[m] = kn_substitute(c, bd, &s)) == NULL)
+            return -1;
+        if (b->kind == KN_B_POINTWISE && (p->six[m] = kn_substitute(c, ix, &s)) == NULL)
+            return -1;
+        scan_loads(&p->v, p->body[m]);
+        if (!scan_own(p, g, p->body[m], m, stamp))
+            return 0;
+    }
+    int words = 0, arrays = p->v.nvl;
+    for (int q = 0; q < p->v.nvl; q++) {
+        int sz = kn_dtype_size[c->bufs[p->v.vl[q]->i]->dt];
+        if (sz * vw > 16)
+            return 2;
+        words += (sz * vw + 3) / 4;
+    }
+    for (int m = 0; m < nm; m++) {
+        if (p->six[m] == NULL)
+            continue;
+        int sz = kn_dtype_size[c->bufs[k->members[m]]->dt];
+        if (sz * vw > 16 && contiguous(&p->v, p->six[m]))
+            return 2;
+        if (p->own[m]) {
+            words += (sz * vw + 3) / 4;
+            arrays++;
+        }
+    }
+    if (arrays * vw > 256)   /* g->lane_e */
+        return 0;
+    p->words = words;
+    return 1;
+}
+
+/* Choose the form of a kernel with reductions (see gen_rows_regs). */
+static int
+rowplan_make(rowplan *p, kn_gen *g, int64_t inner_n)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    memset(p, 0, sizeof *p);
+    p->G = (int)rows_group(c, k, inner_n);
+    p->T = rows_threads(c, k, inner_n);
+    if (!c->cuda_row_regs || has_scan(c, k) || k->ninner != 1 || inner_n < 1)
+        return 0;
+    p->body = calloc((size_t)k->nmembers * 3 + 1, sizeof(kn_expr *));
+    if (p->body == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    p->six = p->body + k->nmembers;
+    p->own = p->six + k->nmembers;
+    int rc = 0, vw;
+    for (vw = 8; vw >= 1; vw /= 2) {
+        if (inner_n % vw != 0)
+            continue;
+        rc = rowplan_scan(p, g, vw);
+        if (rc < 0)
+            return -1;
+        if (rc == 1 && vw > 1) {
+            /* wider vectors only where something is read or written as one */
+            int any = p->v.nvl > 0;
+            for (int m = 0; m < k->nmembers && !any; m++)
+                any = p->six[m] && contiguous(&p->v, p->six[m]);
+            if (!any)
+                continue;
+        }
+        if (rc != 2)
+            break;
+    }
+    if (rc != 1 || vw < 1) {
+        rowplan_free(p);
+        return 0;
+    }
+    int words = p->words;
+    int64_t nvec = inner_n / vw, G = pow2_at_least((nvec + KN_ROW_CHUNKS - 1) / KN_ROW_CHUNKS);
+    if (G > 1024)
+        G = 1024;
+    int64_t nch = (nvec + G - 1) / G;
+    while (nch * words > KN_ROW_MAX_WORDS && G < 1024) {
+        G *= 2;
+        nch = (nvec + G - 1) / G;
+    }
+    if (nch > KN_ROW_MAX_CHUNKS || nch * words > KN_ROW_MAX_WORDS) {
+        rowplan_free(p);
+        return 0;
+    }
+    p->regs = 1;
+    p->vw = vw;
+    p->G = (int)G;
+    p->nch = (int)nch;
+    p->T = G > 32 ? (int)G : 128;
+    return 0;
+}
+
+/* Open `for j` over the thread's vectors of the row, with v<W> the first
+   element of vector j; its body runs only inside the row. */
+static void
+open_chunks(kn_gen *g, const rowplan *p)
+{
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "#pragma unroll\n");
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "for (int j = 0; j < %d; j++) {\n", p->nch);
+    g->indent++;
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "const kn_ix v%d = (lane + j * %d) * %d;\n", KN_VAR_I(1), p->G, p->vw);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "if (v%d < lim) {\n", KN_VAR_I(1));
+    kn_cg_open_scope(g);
+}
+
+static void
+close_chunks(kn_gen *g)
+{
+    kn_cg_close_scope(g);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "}\n");
+    g->indent--;
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "}\n");
+}
+
+static int
+add_lanes(kn_gen *g, rowplan *p, kn_expr *ld, const char *arr)
+{
+    for (int l = 0; l < p->vw; l++) {
+        kn_expr *e = l ? at_lane(&p->v, ld, l) : ld;
+        if (e == NULL)
+            return -1;
+        if (g->nlanes >= 256)
+            return -1;
+        g->lane_e[g->nlanes] = e;
+        snprintf(g->lane_txt[g->nlanes], sizeof g->lane_txt[0], "%s[j].v[%d]", arr, l);
+        g->nlanes++;
+    }
+    return 0;
+}
+
+/* The text of float value `val` converted to b's storage type. */
+static void
+to_storage(kn_str *s, const kn_buf *b, const char *val)
+{
+    if (b->dt == KN_BF16)
+        kn_str_printf(s, "kn_f2bf(%s)", val);
+    else if (b->dt == KN_F16)
+        kn_str_printf(s, "kn_f2h(%s)", val);
+    else
+        kn_str_printf(s, "(%s)(%s)", storage_type(b->dt), val);
+}
+
+/* A pointwise member over the row: each vector's values, stored (as a
+   vector where contiguous) and, when later members read them, kept. */
+static int
+gen_regs_pointwise(kn_gen *g, rowplan *p, int m)
+{
+    kn_ctx *c = g->c;
+    kn_buf *b = c->bufs[g->k->members[m]];
+    const char *st = storage_type(b->dt);
+    int vw = p->vw, vec = contiguous(&p->v, p->six[m]);
+    char arr[32];
+    snprintf(arr, sizeof arr, "p%d", b->id);
+    kn_expr *hb, *hix;
+    if (member_value(g, b, &hb, &hix) < 0)
+        return -1;
+    kn_cg_hoist(g, hb);
+    if (p->own[m]) {
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "kn_vec<%s, %d> %s[%d];\n", st, vw, arr, p->nch);
+    }
+    open_chunks(g, p);
+    kn_cg_ind(g);
+    if (p->own[m])
+        kn_str_printf(g->s, "kn_vec<%s, %d> &sv = %s[j];\n", st, vw, arr);
+    else
+        kn_str_printf(g->s, "kn_vec<%s, %d> sv;\n", st, vw);
+    for (int l = 0; l < vw; l++) {
+        kn_expr *e = l ? at_lane(&p->v, p->body[m], l) : p->body[m];
+        if (e == NULL)
+            return -1;
+        kn_str v = kn_cg_value(g, e), t = {0};
+        to_storage(&t, b, v.p);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "sv.v[%d] = %s;\n", l, t.p);
+        kn_str_free(&v);
+        kn_str_free(&t);
+    }
+    if (vec) {
+        kn_str ix = kn_cg_value(g, p->six[m]);
+        kn_cg_ind(g);
+        if (vw > 1)
+            kn_str_printf(g->s, "if (vec_ok) *(kn_vec<%s, %d> *)(b%d + %s) = sv; else for (int l = 0; l < %d; l++) b%d[%s + l] = sv.v[l];\n",
+                          st, vw, b->id, ix.p, vw, b->id, ix.p);
+        else
+            kn_str_printf(g->s, "b%d[%s] = sv.v[0];\n", b->id, ix.p);
+        kn_str_free(&ix);
+    } else {
+        for (int l = 0; l < vw; l++) {
+            kn_expr *ixl = l ? at_lane(&p->v, p->six[m], l) : p->six[m];
+            if (ixl == NULL)
+                return -1;
+            kn_str ix = kn_cg_value(g, ixl);
+            kn_cg_ind(g);
+            kn_str_printf(g->s, "b%d[%s] = sv.v[%d];\n", b->id, ix.p, l);
+            kn_str_free(&ix);
+        }
+    }
+    close_chunks(g);
+    return p->own[m] ? add_lanes(g, p, p->own[m], arr) : 0;
+}
+
+static int
+gen_regs_reduction(kn_gen *g, rowplan *p, int m)
+{
+    kn_buf *b = g->c->bufs[g->k->members[m]];
+    kn_expr *hb = kn_member_body(g->c, g->k, b);
+    if (hb == NULL)
+        return -1;
+    kn_cg_hoist(g, hb);
+    declare_acc(g, b);
+    open_chunks(g, p);
+    for (int l = 0; l < p->vw; l++) {
+        kn_expr *e = l ? at_lane(&p->v, p->body[m], l) : p->body[m];
+        if (e == NULL)
+            return -1;
+        kn_str v = kn_cg_value(g, e);
+        char pos[48];
+        snprintf(pos, sizeof pos, "v%d + %d", KN_VAR_I(1), l);
+        accumulate(g, b, v.p, pos);
+        kn_str_free(&v);
+    }
+    close_chunks(g);
+    return group_combine(g, b, p->G);
+}
+
+static int
+gen_rows_regs(kn_gen *g, rowplan *p, int64_t outer_n, int64_t inner_n)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    int G = p->G, rpb = p->T / G, vw = p->vw;
+    set_launch(g, outer_n, rpb, p->T);
+    kn_str *s = g->s;
+    /* vectors need aligned pointers, known only at run time: lane by lane
+       otherwise */
+    kn_cg_ind(g);
+    kn_str_printf(s, "bool vec_ok = true;\n");
+    if (vw > 1) {
+        for (int q = 0; q < p->v.nvl; q++) {
+            kn_buf *b = c->bufs[p->v.vl[q]->i];
+            kn_cg_ind(g);
+            kn_str_printf(s, "vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id, vw * kn_dtype_size[b->dt] - 1);
+        }
+        for (int m = 0; m < k->nmembers; m++)
+            if (p->six[m] && contiguous(&p->v, p->six[m])) {
+                kn_buf *b = c->bufs[k->members[m]];
+                kn_cg_ind(g);
+                kn_str_printf(s, "vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
+                              vw * kn_dtype_size[b->dt] - 1);
+            }
+    }
+    kn_cg_ind(g);
+    kn_str_printf(s, "(void)vec_ok;\n");
+    kn_cg_ind(g);
+    kn_str_printf(s, "const int lane = threadIdx.x %% %d;\n", G);
+    kn_cg_ind(g);
+    kn_str_printf(s, "(void)lane;\n");
+    kn_cg_ind(g);
+    kn_str_printf(s, "for (kn_ix base = (kn_ix)blockIdx.x * %d; base < %lld; base += (kn_ix)gridDim.x * %d) {\n", rpb,
+                  (long long)outer_n, rpb);
+    kn_cg_open_scope(g);
+    kn_cg_ind(g);
+    kn_str_printf(s, "const kn_ix row = base + (kn_ix)(threadIdx.x / %d);\n", G);
+    kn_cg_ind(g);
+    kn_str_printf(s, "const bool valid = row < %lld;\n", (long long)outer_n);
+    kn_cg_ind(g);
+    kn_str_printf(s, "const kn_ix lim = valid ? %lld : 0;\n", (long long)inner_n);
+    decompose(g, "(valid ? row : 0)", k->nouter, k->outer, KN_VAR_O(0));
+    /* the row's inputs, once */
+    g->nlanes = 0;
+    for (int q = 0; q < p->v.nvl; q++) {
+        kn_buf *b = c->bufs[p->v.vl[q]->i];
+        kn_cg_ind(g);
+        kn_str_printf(s, "kn_vec<%s, %d> vl%u[%d];\n", storage_type(b->dt), vw, p->v.vl[q]->id, p->nch);
+    }
+    if (p->v.nvl) {
+        open_chunks(g, p);
+        for (int q = 0; q < p->v.nvl; q++) {
+            kn_expr *ld = p->v.vl[q];
+            kn_buf *b = c->bufs[ld->i];
+            const char *st = storage_type(b->dt);
+            kn_str ix = kn_cg_value(g, ld->a[0]);
+            kn_cg_ind(g);
+            if (vw > 1)
+                kn_str_printf(s, "if (vec_ok) vl%u[j] = *(const kn_vec<%s, %d> *)(b%d + %s); else for (int l = 0; l < %d; l++) vl%u[j].v[l] = b%d[%s + l];\n",
+                              ld->id, st, vw, b->id, ix.p, vw, ld->id, b->id, ix.p);
+            else
+                kn_str_printf(s, "vl%u[j].v[0] = b%d[%s];\n", ld->id, b->id, ix.p);
+            kn_str_free(&ix);
+        }
+        close_chunks(g);
+        for (int q = 0; q < p->v.nvl; q++) {
+            char arr[32];
+            snprintf(arr, sizeof arr, "vl%u", p->v.vl[q]->id);
+            if (add_lanes(g, p, p->v.vl[q], arr) < 0)
+                return -1;
+        }
+    }
+    for (int m = 0; m < k->nmembers; m++) {
+        kn_buf *b = c->bufs[k->members[m]];
+        int rc;
+        if (b->kind == KN_B_REDUCTION)
+            rc = gen_regs_reduction(g, p, m);
+        else if (kn_cg_is_outer_member(k, b))
+            rc = gen_outer_member(g, b);
+        else
+            rc = gen_regs_pointwise(g, p, m);
+        if (rc < 0)
+            return -1;
+    }
+    g->nlanes = 0;
+    kn_cg_close_scope(g);
+    kn_cg_ind(g);
+    kn_str_printf(s, "}\n");
+    return 0;
 }
 
 static int
@@ -715,7 +1168,13 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     k->cu_nparams = 0;
     /* the block size is fixed by the sizes: tell NVRTC, so it never uses
        more registers than a block of that size can have */
-    int threads = k->has_reduction ? rows_threads(c, k, inner_n) : KN_CU_THREADS;
+    rowplan rp;
+    memset(&rp, 0, sizeof rp);
+    if (k->has_reduction && rowplan_make(&rp, &g, inner_n) < 0) {
+        free(used);
+        return -1;
+    }
+    int threads = k->has_reduction ? rp.T : KN_CU_THREADS;
     kn_str_printf(s, "\nextern \"C\" __global__ void __launch_bounds__(%d) %sk%d(", threads, c->prefix, kid);
     for (int i = 0; i < c->nbufs; i++) {
         if (!used[i] || (c->bufs[i]->kernel == kid && c->bufs[i]->local))
@@ -731,15 +1190,19 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     g.scope[g.nscope++] = 200000000 + kid;
     int rc;
     if (k->has_reduction) {
-        rc = gen_rows(&g, outer_n, inner_n);
+        rc = rp.regs ? gen_rows_regs(&g, &rp, outer_n, inner_n) : gen_rows(&g, outer_n, inner_n);
+        rowplan_free(&rp);
     } else {
         int vec = gen_flat_vec(&g, outer_n * inner_n);
         if (vec < 0)
             return -1;
         g.indent = vec ? 2 : 1;
         rc = gen_flat(&g, outer_n * inner_n);
-        if (vec)
+        if (vec) {
             kn_str_printf(s, "  }\n");
+            /* sized for the vector loop (the scalar one strides further) */
+            set_launch(&g, outer_n * inner_n / g.vw, KN_CU_THREADS, KN_CU_THREADS);
+        }
     }
     if (rc < 0)
         return -1;

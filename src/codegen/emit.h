@@ -23,6 +23,7 @@ typedef struct {
     /* CUDA vector path: loads already fetched as lanes of a vector register
        (lane_e[i] is rendered as the raw storage value lane_txt[i]) */
     int nlanes;
+    int vw;              /* lanes per thread of the vector loop emitted */
     kn_expr *lane_e[256];
     char lane_txt[256][40];
 } kn_gen;

@@ -260,7 +260,19 @@ typedef struct {
     PyObject *cunames;         /* list: kernel k's name in its CUDA module (load_cuda), or NULL */
     int *knparams;
     int **kparams;
+    /* host_profile(True): CPU time per step, [2 * step] allocation and
+       [2 * step + 1] the step itself (ns, summed over calls) */
+    int64_t *host_ns;
+    long host_calls;
 } ProgramObject;
+
+static int64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int tune_kernel(ProgramObject *self, int k, uintptr_t stream, void **params);
 
@@ -284,6 +296,7 @@ tuple_of(int n, const int64_t *v)
 static void
 program_dealloc(ProgramObject *self)
 {
+    free(self->host_ns);
     for (int i = 0; i < self->nbufs; i++) {
         Py_XDECREF(self->bufs[i].size);
         Py_XDECREF(self->bufs[i].stride);
@@ -1100,6 +1113,9 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
             if (self->bufs[i].arena_off >= 0 && !self->bufs[i].own_tensor)
                 f.ptr[i] = (char *)base + self->bufs[i].arena_off;
     }
+    int64_t *hns = self->host_ns, t0 = hns ? now_ns() : 0;
+    if (hns)
+        self->host_calls++;
     for (int s = 0; s < self->nsteps; s++) {
         rstep *st = &self->steps[s];
         for (int j = 0; j < st->nalloc; j++) {
@@ -1108,6 +1124,11 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
             PyObject *t = from >= 0 && f.obj[from] ? Py_NewRef(f.obj[from]) : alloc_tensor(self, &self->bufs[i]);
             if (t == NULL || set_obj(self, &f, i, t) < 0)
                 goto done;
+        }
+        if (hns) {
+            int64_t t1 = now_ns();
+            hns[2 * s] += t1 - t0;
+            t0 = t1;
         }
         if (st->kind == KN_ST_KERNEL && st->empty) {
             /* no elements: its tensors were allocated above */
@@ -1154,6 +1175,11 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         }
         for (int j = 0; j < st->nfree; j++)
             Py_CLEAR(f.obj[st->free_after[j]]);
+        if (hns) {
+            int64_t t1 = now_ns();
+            hns[2 * s + 1] += t1 - t0;
+            t0 = t1;
+        }
     }
     self->tune_reps = 0; /* a tuning run tunes once */
     result = PyList_New(self->noutputs);
@@ -1307,6 +1333,50 @@ program_tune_next_run(ProgramObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Diagnostics (benchmarks/diag/host_steps.py): where a call's host time
+   goes, step by step. */
+static PyObject *
+program_host_profile(ProgramObject *self, PyObject *on)
+{
+    int want = PyObject_IsTrue(on);
+    if (want < 0)
+        return NULL;
+    PyObject *rows = PyList_New(0);
+    if (rows == NULL)
+        return NULL;
+    for (int s = 0; self->host_ns && s < self->nsteps; s++) {
+        rstep *st = &self->steps[s];
+        PyObject *what;
+        const char *kind;
+        if (st->kind == KN_ST_KERNEL) {
+            kind = "kernel";
+            what = self->cunames && st->kernel < PyList_GET_SIZE(self->cunames)
+                       ? Py_NewRef(PyList_GET_ITEM(self->cunames, st->kernel))
+                       : PyUnicode_FromFormat("k%d", st->kernel);
+        } else {
+            kind = st->kind == KN_ST_LINEAR ? "linear" : "extern";
+            what = st->op ? PyObject_Str(st->op) : PyUnicode_FromString("?");
+        }
+        PyObject *row = what ? Py_BuildValue("(sNLL)", kind, what, (long long)self->host_ns[2 * s],
+                                             (long long)self->host_ns[2 * s + 1]) : NULL;
+        if (row == NULL || PyList_Append(rows, row) < 0) {
+            Py_XDECREF(row);
+            Py_DECREF(rows);
+            return NULL;
+        }
+        Py_DECREF(row);
+    }
+    PyObject *res = Py_BuildValue("(lN)", self->host_calls, rows);
+    free(self->host_ns);
+    self->host_ns = NULL;
+    self->host_calls = 0;
+    if (want && res && (self->host_ns = calloc((size_t)self->nsteps * 2 + 1, sizeof(int64_t))) == NULL) {
+        Py_DECREF(res);
+        return PyErr_NoMemory();
+    }
+    return res;
+}
+
 static PyMethodDef program_methods[] = {
     {"load", (PyCFunction)program_load, METH_O, "Bind the kernels of a loaded kiln._C.Library."},
     {"load_emulated", (PyCFunction)program_load_emulated, METH_VARARGS,
@@ -1318,6 +1388,9 @@ static PyMethodDef program_methods[] = {
      "[(name, blocks, codegen's blocks, threads, tunable)] per CUDA kernel."},
     {"set_cuda_launch_size", (PyCFunction)program_set_cuda_launch_size, METH_VARARGS,
      "set_cuda_launch_size(kernel, blocks): launch kernel with this many blocks (1..codegen's)."},
+    {"host_profile", (PyCFunction)program_host_profile, METH_O,
+     "host_profile(on): from now on (True) or never (False) time each step's CPU work; returns the times so "
+     "far as (calls, [(kind, what, alloc ns, step ns)] per step), summed over calls."},
     {"tune_next_run", (PyCFunction)program_tune_next_run, METH_VARARGS,
      "tune_next_run(reps, kernels): the next run times launch sizes of these kernels and keeps the fastest."},
     {NULL, NULL, 0, NULL},
