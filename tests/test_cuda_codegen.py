@@ -224,9 +224,10 @@ def test_identical_vectorised_layers_compile_once():
 
 def test_short_rows_are_held_in_registers():
     """A residual add + layer_norm over rows of 384 bfloat16: each of the
-    four inputs (two activations, weight, bias) is read once, as 16-byte
-    vectors, and the stored sum is kept in registers for the mean, variance
-    and normalisation passes instead of being read back three times."""
+    four inputs (two activations, weight, bias) is read once, as vectors
+    (4 lanes: a warp per row, 12 elements per thread), and the stored sum is
+    kept in registers for the mean, variance and normalisation passes
+    instead of being read back three times."""
     ln = torch.nn.LayerNorm(384).to(torch.bfloat16)
     a, b = torch.randn(2, 64, 384, dtype=torch.bfloat16)
 
@@ -237,8 +238,9 @@ def test_short_rows_are_held_in_registers():
     with torch.no_grad():
         p = render(f, a, b)
     assert p.num_kernels == 1
-    assert p.source.count("*(const kn_vec<uint16_t, 8> *)") == 4
-    assert "#pragma unroll" in p.source and "kn_vec<uint16_t, 8> &sv = p" in p.source
+    assert p.source.count("*(const kn_vec<uint16_t, 4> *)") == 4
+    assert "#pragma unroll" in p.source and "kn_vec<uint16_t, 4> &sv = p" in p.source
+    assert "threadIdx.x % 32" in p.source and "j < 3;" in p.source
     # the sum is only written: no scalar read of any buffer is left
     assert "kn_bf2f(b" not in p.source
     nvrtc(p)

@@ -727,8 +727,8 @@ storage_type(kn_dtype dt)
    from registers: one read of each input and one write of each output, with
    nch * vw independent loads in flight per thread instead of one.  The
    trip loops over j are unrolled, so the arrays stay in registers. */
-#define KN_ROW_CHUNKS 4      /* vectors per thread a row aims for */
-#define KN_ROW_MAX_CHUNKS 8  /* and at most */
+#define KN_ROW_ELEMS 16      /* elements per thread a row aims for */
+#define KN_ROW_MAX_CHUNKS 8  /* vectors per thread at most */
 #define KN_ROW_MAX_WORDS 96  /* 32-bit registers the resident row may take per thread */
 
 typedef struct {
@@ -856,14 +856,28 @@ rowplan_make(rowplan *p, kn_gen *g, int64_t inner_n)
     }
     p->six = p->body + k->nmembers;
     p->own = p->six + k->nmembers;
-    int rc = 0, vw;
-    for (vw = 8; vw >= 1; vw /= 2) {
-        if (inner_n % vw != 0)
+    /* G threads per row: about KN_ROW_ELEMS elements each, or up to twice
+       that to keep a row of at most 1024 in one warp (shuffles only) */
+    int64_t G = pow2_at_least((inner_n + KN_ROW_ELEMS - 1) / KN_ROW_ELEMS);
+    if (G > 32 && inner_n <= 32 * 2 * KN_ROW_ELEMS)
+        G = 32;
+    if (G > 1024)
+        G = 1024;
+    /* lanes per vector: the fewest elements per thread (a last vector
+       partly past the row's end counts whole), then the widest */
+    int vw = 0;
+    int64_t best = 0;
+    for (int w = 8; w >= 1; w /= 2) {
+        if (inner_n % w != 0)
             continue;
-        rc = rowplan_scan(p, g, vw);
+        int rc = rowplan_scan(p, g, w);
         if (rc < 0)
             return -1;
-        if (rc == 1 && vw > 1) {
+        if (rc == 0)
+            break;                      /* not this form at any width */
+        if (rc == 2)
+            continue;                   /* some vector would pass 16 bytes */
+        if (w > 1) {
             /* wider vectors only where something is read or written as one */
             int any = p->v.nvl > 0;
             for (int m = 0; m < k->nmembers && !any; m++)
@@ -871,18 +885,18 @@ rowplan_make(rowplan *p, kn_gen *g, int64_t inner_n)
             if (!any)
                 continue;
         }
-        if (rc != 2)
-            break;
+        int64_t per = (inner_n / w + G - 1) / G * w;
+        if (vw == 0 || per < best) {
+            vw = w;
+            best = per;
+        }
     }
-    if (rc != 1 || vw < 1) {
+    if (vw == 0 || rowplan_scan(p, g, vw) != 1) {
         rowplan_free(p);
         return 0;
     }
     int words = p->words;
-    int64_t nvec = inner_n / vw, G = pow2_at_least((nvec + KN_ROW_CHUNKS - 1) / KN_ROW_CHUNKS);
-    if (G > 1024)
-        G = 1024;
-    int64_t nch = (nvec + G - 1) / G;
+    int64_t nvec = inner_n / vw, nch = (nvec + G - 1) / G;
     while (nch * words > KN_ROW_MAX_WORDS && G < 1024) {
         G *= 2;
         nch = (nvec + G - 1) / G;
