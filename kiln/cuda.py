@@ -107,21 +107,10 @@ def unique_kernels(programs):
 # emits; compiled with NVRTC's full optimisation (as ATen's kernels are with
 # nvcc) they return what eager returns
 _INT_DIVISION = re.compile(r"kn_(?:div|truncdiv|floordiv|rem|fmod)_[iu]\d+\(")
-# kernels whose speed depends on NVRTC's full optimisation: reductions (warp
-# shuffles, rows held in registers) and math functions computed in software
-# (not rsqrt, sqrt or a reciprocal, which are hardware instructions).
-# Measured on the H200 (benchmarks/diag/row_and_pointwise.py): --Ofast-compile=min
-# makes an erf-GELU 1.3x slower (34 -> 44 us) and add + layer_norm 1.2x slower;
-# a copy is the same either way.
-_HEAVY = re.compile(r"kn_shfl|#pragma unroll|\b(?:a?(?:sin|cos|tan)h?|atan2|exp2?|expm1|log(?:1p|2|10)?|erfc?|"
-                    r"pow)f?\(|kn_(?:gelu|gelu_tanh|sigmoid|pow)_")
-
-
-def _full_optimisation(body):
-    """Kernels compiled without --Ofast-compile: integer division (CUDA
-    leaves division by zero undefined, and the fast build's result differed
-    from eager's) and the heavy kernels above."""
-    return bool(_INT_DIVISION.search(body) or _HEAVY.search(body))
+# (The other kernels keep --Ofast-compile: measured on the H200 with
+# benchmarks/diag/row_and_pointwise.py, an erf-GELU, a copy and a register-row
+# add + layer_norm in bfloat16 run as fast as with NVRTC's full optimisation,
+# once bfloat16 rounding is the hardware conversion.)
 
 
 def _options(exact):
@@ -131,18 +120,16 @@ def _options(exact):
 
 
 def chunks(bodies, jobs):
-    """Split the distinct kernels into NVRTC programs of similar size (each
-    compiles on its own thread), the kernels that need NVRTC's full
-    optimisation (_full_optimisation) apart from the others (--Ofast-compile):
-    [(source, names, options)].  Fully optimised kernels take a program each
-    up to `jobs` (they cost several times the prelude every program parses);
-    the quick ones go at least two to a program."""
+    """Split the distinct kernels into at most `jobs` NVRTC programs of
+    similar size (each compiles on its own thread), kernels that divide
+    integers apart (compiled with NVRTC's full optimisation): [(source, names,
+    options)]."""
     prelude = _C.prelude_cuda()
     out = []
     for exact in (False, True):
-        items = sorted(((b, f) for b, f in bodies.items() if _full_optimisation(b) == exact),
+        items = sorted(((b, f) for b, f in bodies.items() if bool(_INT_DIVISION.search(b)) == exact),
                        key=lambda kv: -len(kv[0]))
-        n = max(1, min(jobs, len(items) if exact else len(items) // 2))
+        n = max(1, min(jobs, len(items)))
         groups = [[] for _ in range(n)]
         sizes = [0] * n
         for body, fn in items:   # largest first onto the lightest group
@@ -197,7 +184,7 @@ def build(programs, device):
     arch, _ = _device_facts(index)
     _, _, version = available()
     bodies, per_program = unique_kernels(programs)
-    parts = chunks(bodies, max(1, config.compile_jobs))
+    parts = chunks(bodies, max(1, min(config.compile_jobs, len(bodies) // 2)))
     def one(part):
         source, names, options = part
         return _cached_module(source, names, index, arch, version, options)

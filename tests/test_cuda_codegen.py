@@ -150,28 +150,12 @@ def test_kernels_that_divide_integers_compile_with_full_optimisation():
     no --Ofast-compile), in a program of their own; the rest keep it."""
     a = torch.arange(12, dtype=torch.int64)
     bodies, _ = cuda.unique_kernels([render(lambda x, y: (torch.remainder(x, y) + 1, x.float() * 2), a, a + 1)])
-    bodies.update(cuda.unique_kernels([render(lambda x: x.float() * 3 + 1, torch.randn(64))])[0])
+    bodies.update(cuda.unique_kernels([render(lambda x: x.float().exp() + 1, torch.randn(64))])[0])
     parts = cuda.chunks(bodies, 4)
     exact = [p for p in parts if "kn_rem_i64(" in p[0]]
     assert exact and all(p[2] is None for p in exact)
     if kiln.config.nvrtc_fast_compile:
         assert any(p[2] == f"--Ofast-compile={kiln.config.nvrtc_fast_compile}" for p in parts)
-
-
-@pytest.mark.parametrize("fn", [lambda x: F.gelu(x) * 2, lambda x: x.exp() + 1, lambda x: x.softmax(-1),
-                                lambda x: F.layer_norm(x, (64,))])
-def test_math_and_reduction_kernels_compile_with_full_optimisation(fn):
-    """--Ofast-compile makes kernels that compute math functions or reduce
-    rows slower (an erf-GELU 1.3x on the H200): those get NVRTC's full
-    optimisation; plain loads, multiply-adds and stores keep the fast build."""
-    light = cuda.unique_kernels([render(lambda x: (x * 2 + 1).relu(), torch.randn(8, 64))])[0]
-    heavy = cuda.unique_kernels([render(fn, torch.randn(8, 64))])[0]
-    parts = cuda.chunks({**light, **heavy}, 4)
-    for _, names, opt in parts:
-        is_heavy = [n in heavy.values() for n in names]
-        assert all(is_heavy) or not any(is_heavy), "heavy and light kernels share a program"
-        if kiln.config.nvrtc_fast_compile:
-            assert (opt is None) == all(is_heavy)
 
 
 def test_index_values_that_leave_int32_are_computed_in_64_bits():

@@ -86,11 +86,12 @@ def test_vector_path_and_its_scalar_fallback(offset):
 
 
 @pytest.mark.parametrize("case", ["sum_all", "mean_nhw", "softmax_long", "var_rows", "amax", "any", "norm_bf16",
-                                  "prime_length"])
+                                  "prime_length", "prime_max", "prime_prod_int", "prime_all", "prime_min_bf16"])
 def test_split_reductions_of_few_long_rows(case):
     """A reduction of few long rows is split in two kernels (partials per
     chunk of a row, then the partials), so that it spreads over the whole
-    GPU; lengths with no good divisor keep the one-kernel form."""
+    GPU; a length with no good divisor (a prime) is cut in equal chunks and
+    a short last one, whose positions past the end reduce the identity."""
     x = torch.randn(1 << 18)
     fn, want_split = {
         "sum_all": (lambda a: a.sum(), True),
@@ -100,7 +101,12 @@ def test_split_reductions_of_few_long_rows(case):
         "amax": (lambda a: a.view(2, -1).amax(-1), True),
         "any": (lambda a: (a > 4.0).any(), True),
         "norm_bf16": (lambda a: (a.bfloat16() / a.bfloat16().norm()).float(), True),
-        "prime_length": (lambda a: a[:131071].sum(), False),
+        "prime_length": (lambda a: a[:131071].sum(), True),
+        # all negative / all positive / all ones: a wrong identity (0) would show
+        "prime_max": (lambda a: (-a[:131071].abs() - 1).amax(), True),
+        "prime_prod_int": (lambda a: (a[:131071].abs() < 10).to(torch.int32).prod(), True),
+        "prime_all": (lambda a: (a[:131071] < 10.0).all(), True),
+        "prime_min_bf16": (lambda a: (a[:131071].abs() + 1).bfloat16().amin().float(), True),
     }[case]
     got = kiln.compile(fn)(x)
     want = fn(x)

@@ -1634,6 +1634,29 @@ reduction_buf(kn_ctx *c, kn_dtype dt, int on, const int64_t *osize, kn_expr *bod
     return kn_add_step(c, &st) < 0 ? NULL : b;
 }
 
+/* The value that leaves a reduction rop unchanged, in dtype dt. */
+static kn_expr *
+reduce_identity(kn_ctx *c, kn_rop rop, kn_dtype dt)
+{
+    int fl = kn_dtype_is_float(dt);
+    int64_t lo = 0, hi = 1;   /* bool */
+    switch (dt) {
+    case KN_U8: lo = 0; hi = 255; break;
+    case KN_I8: lo = -128; hi = 127; break;
+    case KN_I16: lo = -32768; hi = 32767; break;
+    case KN_I32: lo = INT32_MIN; hi = INT32_MAX; break;
+    case KN_I64: lo = INT64_MIN; hi = INT64_MAX; break;
+    default: break;
+    }
+    switch (rop) {
+    case KN_R_PROD:
+    case KN_R_ALL: return fl ? kn_const_f(c, dt, 1.0) : kn_const_i(c, dt, 1);
+    case KN_R_MAX: return fl ? kn_const_f(c, dt, -INFINITY) : kn_const_i(c, dt, lo);
+    case KN_R_MIN: return fl ? kn_const_f(c, dt, INFINITY) : kn_const_i(c, dt, hi);
+    default: return fl ? kn_const_f(c, dt, 0.0) : kn_const_i(c, dt, 0);
+    }
+}
+
 /* Split form of a reduction on a GPU.  A kernel gives each output element (a
    row) to at most one block, so a reduction of few long rows (a loss, a norm
    of a whole tensor, batch statistics per channel) would leave most of the
@@ -1692,7 +1715,19 @@ split_reduction(kn_ctx *c, kn_expr **v, int on, const int64_t *osize, int *rnp, 
         if (pre > 2 * want)
             break;
     }
-    if (best_k < 0 || best_n < want / 2 || on + best_k + (best_a > 1) > KN_MAXDIM || on + best_k + 1 > 16)
+    /* no good divisor (a prime length): the first reduction dim cut in `a`
+       parts of `part`, the last one short; positions past the end read a
+       clamped index and reduce the identity instead */
+    int64_t ragged = 0;
+    if (best_k < 0 || best_n < want / 2) {
+        int64_t part = (rsize[0] + want - 1) / want, a = (rsize[0] + part - 1) / part;
+        if (a < 2 || rsize[0] % part == 0 || part * (a - 1) >= rsize[0])
+            return 0;
+        best_k = 0;
+        best_a = a;
+        ragged = part;
+    }
+    if (on + best_k + (best_a > 1) > KN_MAXDIM || on + best_k + 1 > 16)
         return 0;
     k = best_k;
     int64_t a = best_a;
@@ -1711,7 +1746,12 @@ split_reduction(kn_ctx *c, kn_expr **v, int on, const int64_t *osize, int *rnp, 
     int prn = 0;
     for (int j = 0; j < k; j++)
         s.to[KN_VAR_R(j)] = kn_var(c, KN_VAR_P(on + j), rsize[j]);
-    if (a > 1) {
+    kn_expr *pos = NULL;                     /* ragged: the position along dim 0 */
+    if (ragged) {
+        pos = kn_iadd(c, kn_imul(c, kn_var(c, KN_VAR_P(on), a), ragged), kn_var(c, KN_VAR_R(0), ragged));
+        s.to[KN_VAR_R(0)] = clamp_index(c, pos, rsize[0]);
+        prs[prn++] = ragged;
+    } else if (a > 1) {
         int64_t part = rsize[k] / a;
         s.to[KN_VAR_R(k)] = kn_iadd(c, kn_imul(c, kn_var(c, KN_VAR_P(on + k), a), part),
                                     kn_var(c, KN_VAR_R(0), part));
@@ -1725,6 +1765,9 @@ split_reduction(kn_ctx *c, kn_expr **v, int on, const int64_t *osize, int *rnp, 
         prs[prn++] = rsize[j];
     }
     kn_expr *pbody = kn_substitute(c, *v, &s);
+    if (pbody && ragged)
+        pbody = kn_op3(c, KN_S_WHERE, (kn_dtype)pbody->dt, kn_op2(c, KN_S_LT, KN_BOOL, pos, kn_iconst(c, rsize[0])),
+                       pbody, reduce_identity(c, rop, (kn_dtype)pbody->dt));
     if (pbody == NULL)
         return -1;
     kn_buf *p = reduction_buf(c, acc, on + extra, psize, pbody, rop, prn, prs, acc);
