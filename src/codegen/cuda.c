@@ -331,18 +331,18 @@ set_launch(kn_gen *g, int64_t units, int per_block, int T)
     g->c->kernels[g->kid].cu_blocks = blocks < 1 ? 1 : blocks;
 }
 
-static int
-gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
+/* The loop over rows: blocks of T threads, groups of G per row (`lane`
+   within it), `row`, `valid`, the row's length `lim` (0 past the end) and
+   the outer loop variables; leaves the loop's scope open. */
+static void
+open_rows(kn_gen *g, int G, int T, int64_t outer_n, int64_t inner_n)
 {
-    kn_ctx *c = g->c;
     const kn_kernel *k = g->k;
-    int64_t G = rows_group(c, k, inner_n);
-    int T = rows_threads(c, k, inner_n);
-    int rpb = T / (int)G;
-    set_launch(g, outer_n, rpb, T);
     kn_str *s = g->s;
+    int rpb = T / G;
+    set_launch(g, outer_n, rpb, T);
     kn_cg_ind(g);
-    kn_str_printf(s, "const int lane = threadIdx.x %% %d;\n", (int)G);
+    kn_str_printf(s, "const int lane = threadIdx.x %% %d;\n", G);
     kn_cg_ind(g);
     kn_str_printf(s, "(void)lane;\n");
     kn_cg_ind(g);
@@ -350,7 +350,7 @@ gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
                   (long long)outer_n, rpb);
     kn_cg_open_scope(g);
     kn_cg_ind(g);
-    kn_str_printf(s, "const kn_ix row = base + (kn_ix)(threadIdx.x / %d);\n", (int)G);
+    kn_str_printf(s, "const kn_ix row = base + (kn_ix)(threadIdx.x / %d);\n", G);
     kn_cg_ind(g);
     kn_str_printf(s, "const bool valid = row < %lld;\n", (long long)outer_n);
     kn_cg_ind(g);
@@ -358,6 +358,17 @@ gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
     kn_cg_ind(g);
     kn_str_printf(s, "(void)lim;\n");
     decompose(g, "(valid ? row : 0)", k->nouter, k->outer, KN_VAR_O(0));
+}
+
+static int
+gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    int64_t G = rows_group(c, k, inner_n);
+    int T = rows_threads(c, k, inner_n);
+    kn_str *s = g->s;
+    open_rows(g, (int)G, T, outer_n, inner_n);
     int m = 0;
     while (m < k->nmembers) {
         kn_buf *b = c->bufs[k->members[m]];
@@ -526,6 +537,63 @@ scan_loads(vecscan *v, kn_expr *e)
         scan_loads(v, e->a[j]);
 }
 
+/* storage types as CUDA sees them (half is carried as its bits) */
+static const char *
+storage_type(kn_dtype dt)
+{
+    return dt == KN_F16 ? "uint16_t" : kn_dtype_ctype[dt];
+}
+
+/* The text of float value `val` converted to b's storage type. */
+static void
+to_storage(kn_str *s, const kn_buf *b, const char *val)
+{
+    if (b->dt == KN_BF16)
+        kn_str_printf(s, "kn_f2bf(%s)", val);
+    else if (b->dt == KN_F16)
+        kn_str_printf(s, "kn_f2h(%s)", val);
+    else
+        kn_str_printf(s, "(%s)(%s)", storage_type(b->dt), val);
+}
+
+/* `bool vec_ok`: every pointer the vector form reads (v's loads) or writes
+   (members whose store index `six` is contiguous) as vectors is aligned. */
+static void
+emit_vec_ok(kn_gen *g, vecscan *v, kn_expr **six)
+{
+    kn_ctx *c = g->c;
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "bool vec_ok = true;\n");
+    for (int q = 0; q < v->nvl; q++) {
+        kn_buf *b = c->bufs[v->vl[q]->i];
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id, v->vw * kn_dtype_size[b->dt] - 1);
+    }
+    for (int m = 0; m < g->k->nmembers; m++) {
+        kn_buf *b = c->bufs[g->k->members[m]];
+        if (six[m] && contiguous(v, six[m])) {
+            kn_cg_ind(g);
+            kn_str_printf(g->s, "vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
+                          v->vw * kn_dtype_size[b->dt] - 1);
+        }
+    }
+}
+
+/* Load ld's lanes are register text `<reg>.v[l]` from now on. */
+static int
+add_lanes(kn_gen *g, vecscan *v, kn_expr *ld, const char *reg)
+{
+    for (int l = 0; l < v->vw; l++) {
+        kn_expr *e = l ? at_lane(v, ld, l) : ld;
+        if (e == NULL || g->nlanes >= 256)
+            return -1;
+        g->lane_e[g->nlanes] = e;
+        snprintf(g->lane_txt[g->nlanes], sizeof g->lane_txt[0], "%s.v[%d]", reg, l);
+        g->nlanes++;
+    }
+    return 0;
+}
+
 static uint32_t vec_stamp = 7u << 28;
 
 /* The vector form of a pointwise kernel whose innermost extent is a multiple
@@ -601,18 +669,7 @@ gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
         return rc;
     }
     /* run-time alignment of every pointer accessed as vectors */
-    kn_str_printf(g->s, "  bool vec_ok = true;\n");
-    for (int q = 0; q < v.nvl; q++) {
-        kn_buf *b = c->bufs[v.vl[q]->i];
-        kn_str_printf(g->s, "  vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
-                      vw * kn_dtype_size[b->dt] - 1);
-    }
-    for (int m = 0; m < nm; m++) {
-        kn_buf *b = c->bufs[k->members[m]];
-        if (contiguous(&v, six[m]))
-            kn_str_printf(g->s, "  vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
-                          vw * kn_dtype_size[b->dt] - 1);
-    }
+    emit_vec_ok(g, &v, six);
     kn_str_printf(g->s, "  if (vec_ok) {\n");
     g->indent = 2;
     kn_cg_open_scope(g);
@@ -632,22 +689,16 @@ gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
     for (int q = 0; q < v.nvl && rc > 0; q++) {
         kn_expr *ld = v.vl[q];
         kn_buf *b = c->bufs[ld->i];
-        const char *st = b->dt == KN_F16 ? "uint16_t" : kn_dtype_ctype[b->dt];
+        const char *st = storage_type(b->dt);
         kn_str ix = kn_cg_value(g, ld->a[0]);
         kn_cg_ind(g);
         kn_str_printf(g->s, "const kn_vec<%s, %d> vl%u = *(const kn_vec<%s, %d> *)(b%d + %s);\n", st, vw, ld->id,
                       st, vw, b->id, ix.p);
         kn_str_free(&ix);
-        for (int j = 0; j < vw; j++) {
-            kn_expr *lj = j ? at_lane(&v, ld, j) : ld;
-            if (lj == NULL || g->nlanes >= 256) {
-                rc = lj == NULL ? -1 : rc;
-                break;
-            }
-            g->lane_e[g->nlanes] = lj;
-            snprintf(g->lane_txt[g->nlanes], sizeof g->lane_txt[0], "vl%u.v[%d]", ld->id, j);
-            g->nlanes++;
-        }
+        char reg[32];
+        snprintf(reg, sizeof reg, "vl%u", ld->id);
+        if (add_lanes(g, &v, ld, reg) < 0)
+            rc = -1;
     }
     /* members in order, each computed for all lanes, then stored */
     for (int m = 0; m < nm && rc > 0; m++) {
@@ -663,19 +714,17 @@ gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
             val[j] = kn_cg_value(g, bj);
         }
         if (rc > 0 && contiguous(&v, six[m])) {
-            const char *st = b->dt == KN_F16 ? "uint16_t" : kn_dtype_ctype[b->dt];
+            const char *st = storage_type(b->dt);
             kn_cg_ind(g);
             kn_str_printf(g->s, "{\n");
             kn_cg_ind(g);
             kn_str_printf(g->s, "  kn_vec<%s, %d> sv;\n", st, vw);
             for (int j = 0; j < vw; j++) {
+                kn_str t = {0};
+                to_storage(&t, b, val[j].p);
                 kn_cg_ind(g);
-                if (b->dt == KN_BF16)
-                    kn_str_printf(g->s, "  sv.v[%d] = kn_f2bf(%s);\n", j, val[j].p);
-                else if (b->dt == KN_F16)
-                    kn_str_printf(g->s, "  sv.v[%d] = kn_f2h(%s);\n", j, val[j].p);
-                else
-                    kn_str_printf(g->s, "  sv.v[%d] = (%s)(%s);\n", j, st, val[j].p);
+                kn_str_printf(g->s, "  sv.v[%d] = %s;\n", j, t.p);
+                kn_str_free(&t);
             }
             kn_str ix = kn_cg_value(g, six[m]);
             kn_cg_ind(g);
@@ -707,13 +756,6 @@ gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
     kn_str_printf(g->s, "  } else {\n");
     g->vw = vw;
     return 1;
-}
-
-/* storage types as CUDA sees them (half is carried as its bits) */
-static const char *
-storage_type(kn_dtype dt)
-{
-    return dt == KN_F16 ? "uint16_t" : kn_dtype_ctype[dt];
 }
 
 /* ---------------------------------------------------------------- rows in registers */
@@ -941,34 +983,6 @@ close_chunks(kn_gen *g)
     kn_str_printf(g->s, "}\n");
 }
 
-static int
-add_lanes(kn_gen *g, rowplan *p, kn_expr *ld, const char *arr)
-{
-    for (int l = 0; l < p->vw; l++) {
-        kn_expr *e = l ? at_lane(&p->v, ld, l) : ld;
-        if (e == NULL)
-            return -1;
-        if (g->nlanes >= 256)
-            return -1;
-        g->lane_e[g->nlanes] = e;
-        snprintf(g->lane_txt[g->nlanes], sizeof g->lane_txt[0], "%s[j].v[%d]", arr, l);
-        g->nlanes++;
-    }
-    return 0;
-}
-
-/* The text of float value `val` converted to b's storage type. */
-static void
-to_storage(kn_str *s, const kn_buf *b, const char *val)
-{
-    if (b->dt == KN_BF16)
-        kn_str_printf(s, "kn_f2bf(%s)", val);
-    else if (b->dt == KN_F16)
-        kn_str_printf(s, "kn_f2h(%s)", val);
-    else
-        kn_str_printf(s, "(%s)(%s)", storage_type(b->dt), val);
-}
-
 /* A pointwise member over the row: each vector's values, stored (as a
    vector where contiguous) and, when later members read them, kept. */
 static int
@@ -1026,7 +1040,8 @@ gen_regs_pointwise(kn_gen *g, rowplan *p, int m)
         }
     }
     close_chunks(g);
-    return p->own[m] ? add_lanes(g, p, p->own[m], arr) : 0;
+    snprintf(arr, sizeof arr, "p%d[j]", b->id);
+    return p->own[m] ? add_lanes(g, &p->v, p->own[m], arr) : 0;
 }
 
 static int
@@ -1058,44 +1073,14 @@ gen_rows_regs(kn_gen *g, rowplan *p, int64_t outer_n, int64_t inner_n)
 {
     kn_ctx *c = g->c;
     const kn_kernel *k = g->k;
-    int G = p->G, rpb = p->T / G, vw = p->vw;
-    set_launch(g, outer_n, rpb, p->T);
+    int G = p->G, vw = p->vw;
     kn_str *s = g->s;
     /* vectors need aligned pointers, known only at run time: lane by lane
        otherwise */
-    kn_cg_ind(g);
-    kn_str_printf(s, "bool vec_ok = true;\n");
-    if (vw > 1) {
-        for (int q = 0; q < p->v.nvl; q++) {
-            kn_buf *b = c->bufs[p->v.vl[q]->i];
-            kn_cg_ind(g);
-            kn_str_printf(s, "vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id, vw * kn_dtype_size[b->dt] - 1);
-        }
-        for (int m = 0; m < k->nmembers; m++)
-            if (p->six[m] && contiguous(&p->v, p->six[m])) {
-                kn_buf *b = c->bufs[k->members[m]];
-                kn_cg_ind(g);
-                kn_str_printf(s, "vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
-                              vw * kn_dtype_size[b->dt] - 1);
-            }
-    }
+    emit_vec_ok(g, &p->v, p->six);
     kn_cg_ind(g);
     kn_str_printf(s, "(void)vec_ok;\n");
-    kn_cg_ind(g);
-    kn_str_printf(s, "const int lane = threadIdx.x %% %d;\n", G);
-    kn_cg_ind(g);
-    kn_str_printf(s, "(void)lane;\n");
-    kn_cg_ind(g);
-    kn_str_printf(s, "for (kn_ix base = (kn_ix)blockIdx.x * %d; base < %lld; base += (kn_ix)gridDim.x * %d) {\n", rpb,
-                  (long long)outer_n, rpb);
-    kn_cg_open_scope(g);
-    kn_cg_ind(g);
-    kn_str_printf(s, "const kn_ix row = base + (kn_ix)(threadIdx.x / %d);\n", G);
-    kn_cg_ind(g);
-    kn_str_printf(s, "const bool valid = row < %lld;\n", (long long)outer_n);
-    kn_cg_ind(g);
-    kn_str_printf(s, "const kn_ix lim = valid ? %lld : 0;\n", (long long)inner_n);
-    decompose(g, "(valid ? row : 0)", k->nouter, k->outer, KN_VAR_O(0));
+    open_rows(g, G, p->T, outer_n, inner_n);
     /* the row's inputs, once */
     g->nlanes = 0;
     for (int q = 0; q < p->v.nvl; q++) {
@@ -1120,9 +1105,9 @@ gen_rows_regs(kn_gen *g, rowplan *p, int64_t outer_n, int64_t inner_n)
         }
         close_chunks(g);
         for (int q = 0; q < p->v.nvl; q++) {
-            char arr[32];
-            snprintf(arr, sizeof arr, "vl%u", p->v.vl[q]->id);
-            if (add_lanes(g, p, p->v.vl[q], arr) < 0)
+            char reg[32];
+            snprintf(reg, sizeof reg, "vl%u[j]", p->v.vl[q]->id);
+            if (add_lanes(g, &p->v, p->v.vl[q], reg) < 0)
                 return -1;
         }
     }
