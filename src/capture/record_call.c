@@ -432,6 +432,8 @@ make_ctx(kn_rec *r, int mode, int immediate, kn_val **out)
     if (c == NULL)
         return KN_FAIL;
     c->mode = mode;
+    if (immediate && mode && !r->grad_start)   /* see kn_torch_op: the call is done for real */
+        return kn_brk(r, "torch.set_grad_enabled(True) inside a graph entered without grad");
     if (immediate) {   /* torch.set_grad_enabled(x) as a call changes the mode now */
         c->prev = r->grad_cur;
         c->entered = 1;

@@ -125,6 +125,11 @@ int
 kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    if (r->grad_cur && !r->grad_start)
+        /* a compiled graph runs under the grad mode it is entered with (AOT
+         * autograd records no backward for a call made without grad): ops
+         * under grad enabled inside a graph entered without it run outside */
+        return kn_brk(r, "a tensor operation with grad enabled inside a graph entered without grad");
     if (method) {
         const char *nm = PyUnicode_AsUTF8(target);
         for (int i = 0; nm && denied_methods[i]; i++)

@@ -595,9 +595,15 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
             kn_decode(fr, pc, &op, &arg, &next);
             int region = kn_exc_region(code, pc);
             if (fr->nwith > 0) {
-                /* a break inside a with block: the whole segment runs as Python */
+                /* a break inside a with block: the whole segment runs as Python;
+                 * nothing recorded (values, effects, grad mode) is replayed */
                 r->neff = 0;
                 r->nops = 0;
+                r->nvtab = 0;
+                r->grad_cur = r->grad_start;
+                fr->sp = 0;
+                for (int i = 0; i < fr->nlocals; i++)
+                    fr->locals[i] = fr->initial[i];
                 seg = finish(r, fr, offset, 0, KN_T_FALLBACK, offset, 0, 0, 0, NULL);
                 if (seg) {
                     seg->nops = 0;
@@ -619,6 +625,20 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
             }
         } else {
             seg = finish(r, fr, offset, nstack, KN_T_RETURN, 0, 0, 0, 0, NULL);
+        }
+        {
+            /* the backend may have run the graph's grad-mode calls for real
+             * (AOT's tracing does): the frame's grad mode is what it was */
+            PyObject *et = kn_err_take();
+            PyObject *g1 = PyObject_CallNoArgs(kn_cenv.is_grad);
+            if (g1 && (g1 == Py_True) != grad0) {
+                PyObject *x = PyObject_CallOneArg(kn_cenv.set_grad, grad0 ? Py_True : Py_False);
+                Py_XDECREF(x);
+            }
+            Py_XDECREF(g1);
+            PyErr_Clear();
+            if (et)
+                PyErr_SetRaisedException_compat(et);
         }
         if (seg == NULL) {
             rec_free(r);
