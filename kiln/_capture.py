@@ -69,6 +69,23 @@ def _global_hook_dicts():
 
 global_hook_dicts = _global_hook_dicts()
 
+def regen_view(anchor, out, info):
+    """A graph output that views an input or another graph tensor, rebuilt
+    from that anchor so that it shares its memory as in eager (a backend may
+    return views as fresh tensors).  ``out`` (the graph's own output) is the
+    answer when the anchor's geometry is not the one recorded."""
+    size, stride, rel, asize, astride, grad = info
+    if anchor.shape != asize or anchor.stride() != astride:
+        return out
+    off = anchor.storage_offset() + rel
+    if off < 0:
+        return out
+    if grad == torch.is_grad_enabled():
+        return anchor.as_strided(size, stride, off)
+    with torch.set_grad_enabled(grad):
+        return anchor.as_strided(size, stride, off)
+
+
 # ---------------------------------------------------------------- state for explain
 graphs = []      # one dict per compiled graph (the newest _KEEP)
 breaks = []      # one dict per graph break (the newest _KEEP)

@@ -225,6 +225,7 @@ typedef struct {
     PyObject *rpath_keys;        /* keeps integer path keys alive */
     PyObject *autocast_cls, *enter_autocast, *exit_autocast, *nullcontext;
     PyObject *dump_guards;       /* callable(code, offset, [str]) or NULL */
+    PyObject *regen_view;        /* (anchor, graph output, geometry) -> the view, rebuilt */
 } kn_capture_env;
 
 extern kn_capture_env kn_cenv;

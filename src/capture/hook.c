@@ -979,6 +979,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(enter_autocast, "enter_autocast");
     GET(exit_autocast, "exit_autocast");
     GET(nullcontext, "nullcontext");
+    GET(regen_view, "regen_view");
     Py_XSETREF(kn_cenv.dump_guards, PyObject_GetAttrString(mod, "dump_guards"));
     if (kn_cenv.dump_guards == Py_None)
         Py_CLEAR(kn_cenv.dump_guards);

@@ -1180,6 +1180,8 @@ kn_jump_target(int op, int arg, int next)
 static int
 with_enter(kn_rec *r, kn_val *a)
 {
+    if (a->entered)   /* torch.set_grad_enabled(m): set (and prev taken) by the call */
+        return 0;
     a->prev = r->grad_cur;
     a->entered = 1;
     if (a->ctxkind == 0)

@@ -57,6 +57,8 @@ struct kn_val {
     kn_val *ctor;            /* OBJ built while recording: a V_TUPLE (class, args...) */
     PyObject *ctor_kw;       /* its keyword names, or NULL */
     PyObject *ttype;         /* TUPLE: a tuple subclass (structseq, namedtuple) to rebuild */
+    kn_val *vanchor;         /* TENSOR, a view: the input or non-view graph tensor it views */
+    PyObject *vinfo;         /*   (size, stride, offset - anchor's, anchor size, anchor stride, grad) */
     kn_val *rparent;         /* reached from an object built while recording: */
     PyObject *rkey;          /*   rparent.rkey (rkind 1) or rparent[rkey] (rkind 2) */
     int rkind;
@@ -179,5 +181,6 @@ int kn_iter_items(kn_rec *r, kn_val *v, kn_val **out);      /* make a V_ITER */
 int kn_truth(kn_rec *r, kn_val *v, int *out);               /* 0 ok, KN_BREAK */
 int kn_is_module_seq(PyObject *o);                        /* ModuleList or Sequential */
 int kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out);
+int kn_note_views(kn_rec *r, kn_val *out, kn_val **args, int nargs);
 
 #endif

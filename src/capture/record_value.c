@@ -116,6 +116,140 @@ wrap_result(kn_rec *r, PyObject *node, PyObject *res)
     return kn_v_const(r, res);
 }
 
+/* fake's storage root: its _base, or itself (new ref) */
+static PyObject *
+view_root(PyObject *fake)
+{
+    PyObject *b = PyObject_GetAttrString(fake, "_base");
+    if (b == NULL || b == Py_None) {
+        Py_XDECREF(b);
+        PyErr_Clear();
+        return Py_NewRef(fake);
+    }
+    return b;
+}
+
+static PyObject *
+geometry(PyObject *fake, PyObject **stride, PyObject **off)
+{
+    PyObject *sz = PyObject_GetAttr(fake, kn_cenv.s_shape);
+    PyObject *t = sz ? PySequence_Tuple(sz) : NULL;
+    Py_XDECREF(sz);
+    PyObject *st = PyObject_CallMethodNoArgs(fake, kn_cenv.s_stride);
+    *stride = st ? PySequence_Tuple(st) : NULL;
+    Py_XDECREF(st);
+    *off = PyObject_CallMethod(fake, "storage_offset", NULL);
+    if (t == NULL || *stride == NULL || *off == NULL) {
+        Py_XDECREF(t);
+        Py_CLEAR(*stride);
+        Py_CLEAR(*off);
+        return NULL;
+    }
+    return t;
+}
+
+static int
+plain_bits(PyObject *fake)   /* no conjugate or negative bit: as_strided rebuilds it */
+{
+    PyObject *c = PyObject_CallMethod(fake, "is_conj", NULL), *n = PyObject_CallMethod(fake, "is_neg", NULL);
+    int ok = c == Py_False && n == Py_False;
+    Py_XDECREF(c);
+    Py_XDECREF(n);
+    PyErr_Clear();
+    return ok;
+}
+
+/* A tensor an op returned that views one of its tensor arguments: note the
+ * input or non-view graph tensor it views (its anchor) and its geometry
+ * relative to it, so that the replay can rebuild it from that anchor and
+ * values that share memory in eager share it after a graph break too. */
+static int
+note_view(kn_rec *r, kn_val *v, kn_val **args, int nargs)
+{
+    PyObject *isv = PyObject_CallMethod(v->obj, "_is_view", NULL);
+    int view = isv == Py_True;
+    Py_XDECREF(isv);
+    if (!view) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *root = view_root(v->obj);
+    kn_val *anchor = NULL;
+    int ambiguous = 0;
+    for (int i = 0; i < nargs; i++) {
+        kn_val *a = args[i];
+        if (a->kind != V_TENSOR || a == v)
+            continue;
+        PyObject *ar = view_root(a->obj);
+        int same = ar == root;
+        Py_DECREF(ar);
+        if (!same)
+            continue;
+        kn_val *an = a->vanchor ? a->vanchor : a;
+        if (a->vanchor == NULL && a->src < 0) {
+            PyObject *aisv = PyObject_CallMethod(a->obj, "_is_view", NULL);
+            if (aisv != Py_False)   /* a view with no known anchor */
+                an = NULL;
+            Py_XDECREF(aisv);
+            PyErr_Clear();
+        }
+        if (an == NULL || (anchor && anchor != an))
+            ambiguous = 1;
+        anchor = an;
+    }
+    Py_DECREF(root);
+    if (anchor == NULL || ambiguous)
+        return 0;
+    PyObject *vdt = PyObject_GetAttr(v->obj, kn_cenv.s_dtype), *adt = PyObject_GetAttr(anchor->obj, kn_cenv.s_dtype);
+    int same_dtype = vdt && vdt == adt;
+    Py_XDECREF(vdt);
+    Py_XDECREF(adt);
+    PyErr_Clear();
+    if (!same_dtype || !plain_bits(v->obj) || !plain_bits(anchor->obj))
+        return 0;
+    PyObject *vst, *voff, *ast, *aoff;
+    PyObject *vsz = geometry(v->obj, &vst, &voff);
+    PyObject *asz = vsz ? geometry(anchor->obj, &ast, &aoff) : NULL;
+    if (asz == NULL) {
+        Py_XDECREF(vsz);
+        Py_XDECREF(vst);
+        Py_XDECREF(voff);
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *rel = PyNumber_Subtract(voff, aoff);
+    PyObject *info = rel ? Py_BuildValue("(OOOOOO)", vsz, vst, rel, asz, ast, r->grad_cur ? Py_True : Py_False)
+                         : NULL;
+    Py_DECREF(vsz);
+    Py_DECREF(vst);
+    Py_DECREF(voff);
+    Py_DECREF(asz);
+    Py_DECREF(ast);
+    Py_DECREF(aoff);
+    Py_XDECREF(rel);
+    if (info == NULL || PyList_Append(r->pins, info) < 0) {
+        Py_XDECREF(info);
+        return -1;
+    }
+    Py_DECREF(info);
+    v->vanchor = anchor;
+    v->vinfo = info;
+    return 0;
+}
+
+/* note_view for every tensor in an op's (wrapped) result */
+int
+kn_note_views(kn_rec *r, kn_val *out, kn_val **args, int nargs)
+{
+    if (out->kind == V_TENSOR)
+        return out->src < 0 && out->vanchor == NULL ? note_view(r, out, args, nargs) : 0;
+    if (out->kind == V_TUPLE || out->kind == V_LIST)
+        for (int i = 0; i < out->n; i++)
+            if (kn_note_views(r, out->items[i], args, nargs) < 0)
+                return -1;
+    return 0;
+}
+
 static const char *const denied_methods[] = {
     "backward", "register_hook", "retain_grad", "numpy", "tolist", "item", "data_ptr", "storage", "untyped_storage",
     "set_", "resize_", "__setstate__", "record_stream", "share_memory_", "pin_memory", NULL,
@@ -244,7 +378,7 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         goto done;
     r->nops++;
     *out = wrap_result(r, node, res);
-    rc = *out ? 0 : KN_FAIL;
+    rc = *out ? (kn_note_views(r, *out, args, nargs) < 0 ? KN_ERR : 0) : KN_FAIL;
 done:
     Py_XDECREF(fa);
     Py_XDECREF(na);
@@ -767,6 +901,10 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             r->nops++;
             *out = wrap_result(r, node, val);
             Py_DECREF(node);
+            if (*out && kn_note_views(r, *out, &v, 1) < 0) {
+                Py_DECREF(val);
+                return KN_ERR;
+            }
         } else {
             *out = kn_v_const(r, val);
         }

@@ -72,6 +72,22 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
     case V_TENSOR:
         if (v->src >= 0)
             return emit(e, KN_P_SRC, v->src);
+        if (v->tmp)
+            return emit(e, KN_P_TMP_GET, v->tmp - 1);
+        if (v->vanchor) {
+            /* a view: rebuilt from its anchor, so it shares memory with it (and
+             * with the anchor's other views) as in eager, whatever the backend
+             * returned for it; regen_view(anchor, graph's own output, geometry) */
+            kn_val *view = v->vanchor;
+            v->vanchor = NULL;
+            int rc = emit_const(e, kn_cenv.regen_view) < 0 || emit_val(r, e, view) < 0 || emit_val(r, e, v) < 0 ||
+                     emit_const(e, v->vinfo) < 0 || emit(e, KN_P_CALL, 3) < 0;
+            v->vanchor = view;
+            if (rc)
+                return -1;
+            v->tmp = ++e->ntmp;
+            return emit(e, KN_P_TMP_SET, v->tmp - 1);
+        }
         if (!v->outidx) {
             if (PyList_Append(e->outs, v->node) < 0)
                 return -1;
