@@ -154,7 +154,26 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
     case V_CELL:
         if (v->src >= 0)
             return emit(e, KN_P_SRC, v->src);
-        break;
+        if (v->obj)   /* a real cell (stores to one without a source break) */
+            return emit_const(e, v->obj);
+        if (v->tmp)
+            return emit(e, KN_P_TMP_GET, v->tmp - 1);
+        {
+            /* a cell made while recording: one real cell shared by every
+             * closure over it, made empty first (a function in it may close
+             * over it), then filled */
+            if (emit_const(e, (PyObject *)&PyCell_Type) < 0 || emit(e, KN_P_CALL, 0) < 0)
+                return -1;
+            v->tmp = ++e->ntmp;
+            if (emit(e, KN_P_TMP_SET, v->tmp - 1) < 0)
+                return -1;
+            kn_val *c = v->content;
+            if (c == NULL || c == LAZY || c->kind == V_NULL)
+                return 0;
+            return emit(e, KN_P_TMP_GET, v->tmp - 1) < 0 || emit_val(r, e, c) < 0 || emit(e, KN_P_CELLSET, 0) < 0
+                       ? -1
+                       : 0;
+        }
     case V_ITER: {
         for (int i = v->pos; i < v->n; i++)
             if (emit_val(r, e, v->items[i]) < 0)
@@ -192,6 +211,8 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
         return rc;
     }
     case V_FUNC:
+        if (v->tmp)   /* one function object however often it is referenced */
+            return emit(e, KN_P_TMP_GET, v->tmp - 1);
         if (v->self == NULL) {
             /* FunctionType(code, globals, name, defaults, closure): the cells must be real */
             PyObject *types = PyImport_ImportModule("types");
@@ -212,15 +233,18 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
             } else {
                 for (int i = 0; i < v->n; i++) {
                     kn_val *c = v->items[i];
-                    if (c->kind != V_CELL || c->src < 0)
+                    if (c->kind != V_CELL)
                         goto unsupported;
-                    if (emit(e, KN_P_SRC, c->src) < 0)
+                    if (emit_val(r, e, c) < 0)
                         return -1;
                 }
                 if (emit(e, KN_P_TUPLE, v->n) < 0)
                     return -1;
             }
-            return emit(e, KN_P_CALL, 5);
+            if (emit(e, KN_P_CALL, 5) < 0)
+                return -1;
+            v->tmp = ++e->ntmp;
+            return emit(e, KN_P_TMP_SET, v->tmp - 1);
         }
         if (0) {
             PyObject *types = PyImport_ImportModule("types");

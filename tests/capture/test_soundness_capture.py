@@ -250,3 +250,94 @@ def test_aliasing_across_breaks(fn, rg, backend):
             want[0].add_(5)
             for g, w in zip(got, want):
                 torch.testing.assert_close(g, w)
+
+
+# ---------------------------------------------------------------- 4. lambdas, map/filter/sorted/min/max
+def l_loop_var_late(x):
+    fs = [lambda t: t * i for i in range(3)]
+    return [g(x) for g in fs]
+
+
+def l_loop_var_default(x):
+    fs = [lambda t, i=i: t * i for i in range(3)]
+    return [g(x) for g in fs]
+
+
+def l_map_filter(x):
+    ys = list(map(lambda t: t + 1, [x, x * 2, x[:2]]))
+    return list(filter(lambda t: t.shape[0] > 2, ys))
+
+
+def l_sorted_min_max_key(x):
+    ys = [x[:1], x, x[:2]]
+    return (sorted(ys, key=lambda t: t.shape[0]), max(ys, key=lambda t: t.numel()),
+            min(ys, key=lambda t: t.numel()), sorted(range(4), key=lambda i: (i % 2, -i)))
+
+
+def l_key_items(x):
+    ys = [x * 2, x - 5, x + 3]
+    return (sorted(ys, key=lambda t: t.sum().item()), max(ys, key=lambda t: t.sum()),
+            list(filter(lambda t: t.sum() > 0, ys)))
+
+
+def l_closure_over_tensor(x):
+    s = x.sum()
+    return list(map(lambda t: t * s, [x, x * 2]))
+
+
+def l_map_zip(x):
+    return (list(map(lambda p: p[0] * p[1], zip([x, x + 1, x + 2], [1.0, 2.0, 3.0]))),
+            list(map(lambda a, b: a * b, [x, x], [2, 3])))
+
+
+def l_nested_comprehensions(x):
+    return [[x * i + j for j in range(2)] for i in range(2)], [list(map(lambda v: v + i, [x, x])) for i in range(3)]
+
+
+def l_closures_returned(x):
+    fs = [lambda t: t * i + x for i in range(3)]   # one cell for i, shared by the three
+    return fs
+
+
+def l_same_closure_twice(x):
+    g = lambda t: t + x
+    return g, g
+
+
+def l_recursive_closure(x):
+    def rec(n):
+        return x if n == 0 else rec(n - 1) * 2
+    return rec
+
+
+def l_closure_across_break(x):
+    fs = [(lambda t, j=j: t * j) for j in range(3)]
+    brk()
+    return [f(x) for f in fs]
+
+
+LAMBDA_PROGRAMS = [l_loop_var_late, l_loop_var_default, l_map_filter, l_sorted_min_max_key, l_key_items,
+                   l_closure_over_tensor, l_map_zip, l_nested_comprehensions, l_closures_returned,
+                   l_same_closure_twice, l_recursive_closure, l_closure_across_break]
+
+
+def _materialize(o, x):
+    if callable(o) and not isinstance(o, torch.Tensor):
+        return _materialize(o(x) if o.__code__.co_argcount else o(), x)
+    if isinstance(o, (list, tuple)):
+        return [_materialize(i, x) for i in o]
+    return o
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+@pytest.mark.parametrize("fn", LAMBDA_PROGRAMS, ids=lambda f: f.__name__)
+def test_lambdas(fn, backend):
+    cf = kiln.compile(fn, backend=backend)
+    for i in range(3):
+        x = torch.randn(3) * (i + 1) - i
+        got, want = cf(x), fn(x)
+        if fn is l_same_closure_twice:
+            assert got[0] is got[1]
+        if fn is l_recursive_closure:
+            got, want = got(3), want(3)
+        torch.testing.assert_close(_materialize(got, x * 3), _materialize(want, x * 3))
