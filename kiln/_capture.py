@@ -17,7 +17,7 @@ import warnings
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import _C
 
@@ -84,6 +84,33 @@ def regen_view(anchor, out, info):
         return anchor.as_strided(size, stride, off)
     with torch.set_grad_enabled(grad):
         return anchor.as_strided(size, stride, off)
+
+
+def fill_object(obj, d):
+    """An object made while recording, built by the replay: object.__new__
+    made it, its __dict__ is what the recorded __init__ and stores left."""
+    obj.__dict__.update(d)
+    return obj
+
+
+def has_fake(values, _depth=0):
+    """Whether a fake tensor is inside values (the replay's constants): one
+    must never reach the user or the frame."""
+    for v in values:
+        if isinstance(v, FakeTensor):
+            return True
+        if _depth < 4:
+            if isinstance(v, (tuple, list, set, frozenset)):
+                if has_fake(v, _depth + 1):
+                    return True
+            elif isinstance(v, dict):
+                if has_fake(v.values(), _depth + 1):
+                    return True
+            elif not isinstance(v, (type, types.ModuleType, types.FunctionType, torch.nn.Module)):
+                d = getattr(v, "__dict__", None)
+                if isinstance(d, dict) and has_fake(d.values(), _depth + 1):
+                    return True
+    return False
 
 
 # ---------------------------------------------------------------- state for explain

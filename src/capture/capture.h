@@ -226,6 +226,8 @@ typedef struct {
     PyObject *autocast_cls, *enter_autocast, *exit_autocast, *nullcontext;
     PyObject *dump_guards;       /* callable(code, offset, [str]) or NULL */
     PyObject *regen_view;        /* (anchor, graph output, geometry) -> the view, rebuilt */
+    PyObject *fill_object;       /* (obj, dict) -> obj with its __dict__ filled */
+    PyObject *has_fake;          /* (list) -> bool: a fake tensor inside (the replay's constants) */
 } kn_capture_env;
 
 extern kn_capture_env kn_cenv;

@@ -980,6 +980,8 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(exit_autocast, "exit_autocast");
     GET(nullcontext, "nullcontext");
     GET(regen_view, "regen_view");
+    GET(fill_object, "fill_object");
+    GET(has_fake, "has_fake");
     Py_XSETREF(kn_cenv.dump_guards, PyObject_GetAttrString(mod, "dump_guards"));
     if (kn_cenv.dump_guards == Py_None)
         Py_CLEAR(kn_cenv.dump_guards);

@@ -139,7 +139,7 @@ int
 kn_rebuildable(kn_val *v)
 {
     for (int depth = 0; v && depth < 32; depth++) {
-        if (v->src >= 0 || v->ctor)
+        if (v->src >= 0 || v->ctor || v->newobj)
             return 1;
         v = v->rparent;
     }
@@ -149,7 +149,7 @@ kn_rebuildable(kn_val *v)
 void
 kn_set_rpath(kn_val *v, kn_val *parent, int kind, PyObject *key)
 {
-    if (v == NULL || v->src >= 0 || v->ctor || v->rparent || v == parent)
+    if (v == NULL || v->src >= 0 || v->ctor || v->newobj || v->rparent || v == parent)
         return;
     if (v->kind != V_OBJ && v->kind != V_LIST && v->kind != V_DICT)
         return;
@@ -1378,6 +1378,10 @@ run_one(kn_rec *r, rframe *fr)
             name = PyTuple_GET_ITEM(co->co_names, arg);
             a = POP();   /* object */
             b = POP();   /* value */
+            if (a->kind == V_OBJ && a->newobj) {
+                CHECK(kn_newobj_setattr(r, a, name, b));
+                break;
+            }
             if (a->kind != V_OBJ || !kn_rebuildable(a))
                 return kn_brk(r, "attribute store on a %s",
                               a->kind == V_TENSOR ? "tensor" : "value kiln does not track");

@@ -54,7 +54,9 @@ struct kn_val {
     int ctxkind;             /* CTX: 0 grad mode, 1 no-op, 2 autocast */
     PyObject *ctxargs, *ctxnode, *ctxreal;   /* autocast: its arguments, enter node, real mode */
     kn_attr *attrs;          /* OBJ: attribute stores made while recording */
-    kn_val *ctor;            /* OBJ built while recording: a V_TUPLE (class, args...) */
+    int newobj;              /* OBJ made while recording by object.__new__: obj is an empty shell, */
+    kn_val *idict;           /*   its attributes are this V_DICT (its __dict__); __init__ was inlined */
+    kn_val *ctor;            /* OBJ built at record time (library classes): a V_TUPLE (class, args...) */
     PyObject *ctor_kw;       /* its keyword names, or NULL */
     PyObject *ttype;         /* TUPLE: a tuple subclass (structseq, namedtuple) to rebuild */
     kn_val *vanchor;         /* TENSOR, a view: the input or non-view graph tensor it views */
@@ -182,5 +184,6 @@ int kn_truth(kn_rec *r, kn_val *v, int *out);               /* 0 ok, KN_BREAK */
 int kn_is_module_seq(PyObject *o);                        /* ModuleList or Sequential */
 int kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out);
 int kn_note_views(kn_rec *r, kn_val *out, kn_val **args, int nargs);
+int kn_newobj_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v);   /* 0, KN_BREAK, KN_ERR */
 
 #endif

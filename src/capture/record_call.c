@@ -300,11 +300,174 @@ call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, k
 }
 
 static PyObject *real_of(kn_rec *r, kn_val *v);
+static int construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames,
+                                    kn_val **out);
 
-/* An instance of a plain Python class, built at record time over fake
+/* ------------------------------------------------------------------ objects built while recording
+ *
+ * The rule: a constructor runs exactly once per call, on real values.
+ *  - a plain Python class (type's own __call__, object.__new__, generic
+ *    attribute access, an instance __dict__, no __slots__, no __del__): the
+ *    object is modelled — an empty shell from object.__new__ stands for its
+ *    type, its __dict__ is a symbolic dict, and __init__ is inlined like any
+ *    function (its side effects are recorded and replayed once; a break in it
+ *    runs the construction for real).  The replay makes the object with
+ *    object.__new__ and fills its __dict__ (kiln._capture.new_object).
+ *  - a namedtuple: its generated __new__ is inlined; tuple.__new__ makes a
+ *    tuple of that type.
+ *  - container classes of torch and transformers (ModelOutput, caches) are
+ *    built at record time over fake tensors and again by the replay: their
+ *    constructors only store their arguments.
+ *  - anything else breaks the graph: the constructor runs for real. */
+
+static int
+modelled_class(PyTypeObject *tp)
+{
+    if (Py_TYPE(tp)->tp_call != PyType_Type.tp_call || tp->tp_new != PyBaseObject_Type.tp_new ||
+        tp->tp_setattro != PyObject_GenericSetAttr || tp->tp_getattro != PyObject_GenericGetAttr ||
+        tp->tp_finalize != NULL || tp->tp_del != NULL ||
+        (tp->tp_dictoffset == 0 && !(tp->tp_flags & Py_TPFLAGS_MANAGED_DICT)))
+        return 0;
+    PyObject *mro = tp->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (b == &PyBaseObject_Type)
+            continue;
+        if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyDict_GetItemString(b->tp_dict, "__slots__"))
+            return 0;
+    }
+    return 1;
+}
+
+/* the generated __new__ of a collections.namedtuple class (a function), or NULL */
+static PyObject *
+namedtuple_new(PyTypeObject *tp)
+{
+    if (!PyType_IsSubtype(tp, &PyTuple_Type) || tp->tp_init != PyBaseObject_Type.tp_init ||
+        Py_TYPE(tp)->tp_call != PyType_Type.tp_call)
+        return NULL;
+    PyObject *nm = PyUnicode_FromString("__new__");
+    PyObject *d = nm ? _PyType_Lookup(tp, nm) : NULL;
+    Py_XDECREF(nm);
+    if (d == NULL || !Py_IS_TYPE(d, &PyStaticMethod_Type))
+        return NULL;
+    PyObject *f = PyObject_GetAttrString(d, "__func__");
+    if (f == NULL || !PyFunction_Check(f)) {
+        Py_XDECREF(f);
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *g = PyDict_GetItemString(PyFunction_GET_GLOBALS(f), "__name__");
+    const char *gs = g && PyUnicode_Check(g) ? PyUnicode_AsUTF8(g) : NULL;
+    if (gs == NULL || strncmp(gs, "namedtuple_", 11) != 0) {
+        PyErr_Clear();
+        Py_DECREF(f);
+        return NULL;
+    }
+    Py_DECREF(f);   /* alive in the class dict */
+    return f;
+}
+
+static int
+library_class(PyTypeObject *tp)
+{
+    PyObject *mod = PyObject_GetAttrString((PyObject *)tp, "__module__");
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    int lib = m && (strncmp(m, "torch.", 6) == 0 || strncmp(m, "transformers.", 13) == 0);
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    return lib;
+}
+
+/* o.name = v on an object made while recording: its __dict__ */
+int
+kn_newobj_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v)
+{
+    PyObject *d = _PyType_Lookup(Py_TYPE(o->obj), name);
+    if (d && Py_TYPE(d)->tp_descr_set)
+        return kn_brk(r, "attribute store through a descriptor (%s)", PyUnicode_AsUTF8(name));
+    kn_val *dict = o->idict;
+    for (int i = 0; i < dict->n; i++) {
+        if (PyUnicode_Compare(dict->keys[i], name) == 0) {
+            dict->items[i] = v;
+            return 0;
+        }
+    }
+    if (PyErr_Occurred() || PyList_Append(r->pins, name) < 0 || kn_v_add(r, dict, v) < 0)
+        return KN_ERR;
+    dict->keys[dict->n - 1] = name;
+    return 0;
+}
+
+static int
+construct_modelled(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+{
+    PyTypeObject *tp = (PyTypeObject *)cls->obj;
+    PyObject *empty = PyTuple_New(0);
+    PyObject *shell = empty ? PyBaseObject_Type.tp_new(tp, empty, NULL) : NULL;   /* no code of the class runs */
+    Py_XDECREF(empty);
+    if (shell == NULL)
+        return KN_ERR;
+    kn_val *v = kn_v_new(r, V_OBJ), *d = kn_v_new(r, V_DICT);
+    int rc = v && d && PyList_Append(r->pins, shell) == 0 ? 0 : KN_FAIL;
+    Py_DECREF(shell);
+    if (rc)
+        return rc;
+    v->obj = shell;
+    v->newobj = 1;
+    v->idict = d;
+    d->rparent = v;   /* reached again as obj.__dict__ */
+    d->rkind = 1;
+    d->rkey = kn_cenv.s_dict;
+    if (kn_memo_obj(r, shell, v) < 0)
+        return KN_FAIL;
+    if (tp->tp_init == PyBaseObject_Type.tp_init) {
+        if (nargs)
+            return kn_brk(r, "%s() takes no arguments", tp->tp_name);
+    } else {
+        PyObject *nm = PyUnicode_FromString("__init__");
+        PyObject *init = nm ? _PyType_Lookup(tp, nm) : NULL;
+        Py_XDECREF(nm);
+        if (init == NULL || !PyFunction_Check(init) || nargs + 1 > 64)
+            return kn_brk(r, "constructing a %s: its __init__ is not a Python function", tp->tp_name);
+        kn_val *argv[65], *res, *iv = kn_v_const(r, init);
+        if (iv == NULL)
+            return KN_FAIL;
+        argv[0] = v;
+        memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
+        CHECK(kn_inline(r, fr, init, iv, argv, nargs + 1, kwnames, &res));
+        if (res->kind != V_CONST || res->obj != Py_None)
+            return kn_brk(r, "__init__ of %s returns a value", tp->tp_name);
+    }
+    *out = v;
+    return 0;
+}
+
+/* An instance of a Python class built while recording (see the rule above). */
+static int
+construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+{
+    PyTypeObject *tp = (PyTypeObject *)cls->obj;
+    if (modelled_class(tp))
+        return construct_modelled(r, fr, cls, args, nargs, kwnames, out);
+    PyObject *nt = namedtuple_new(tp);
+    if (nt) {
+        kn_val *argv[65], *fv = kn_v_const(r, nt);
+        if (fv == NULL || nargs + 1 > 64)
+            return KN_FAIL;
+        argv[0] = cls;
+        memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
+        return kn_inline(r, fr, nt, fv, argv, nargs + 1, kwnames, out);
+    }
+    if (!library_class(tp))
+        return kn_brk(r, "constructing a %s, whose constructor kiln cannot model: it runs for real", tp->tp_name);
+    return construct_at_record_time(r, cls, args, nargs, kwnames, out);
+}
+
+/* A library container (library_class), built at record time over fake
  * tensors; the replay builds it again over the real ones. */
 static int
-construct(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     PyObject *fa = PyTuple_New(npos), *fk = PyDict_New(), *obj = NULL;
@@ -366,7 +529,7 @@ real_of(kn_rec *r, kn_val *v)
     switch (v->kind) {
     case V_CONST:
     case V_OBJ:
-        if (v->attrs)
+        if (v->attrs || v->newobj)   /* a shell stands for an object made only by the replay */
             return NULL;
         return Py_NewRef(v->obj);
     case V_METHOD: {
@@ -532,6 +695,17 @@ builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObj
         PyObject *o = a->kind == V_TENSOR || a->kind == V_CONST || a->kind == V_OBJ ? a->obj : NULL;
         if (o == NULL)
             return kn_brk(r, "hasattr on a value kiln does not model");
+        if (a->kind == V_OBJ && a->newobj) {
+            kn_val *tmp;
+            int rc = kn_getattr(r, fr, a, args[1]->obj, &tmp);
+            if (rc == KN_ERR)
+                return rc;
+            if (rc == KN_BREAK && PyObject_HasAttr(o, args[1]->obj))
+                return rc;   /* there, but not readable by kiln */
+            r->reason[0] = 0;
+            *out = kn_v_const(r, rc == 0 ? Py_True : Py_False);
+            return *out ? 0 : KN_FAIL;
+        }
         int h = PyObject_HasAttr(o, args[1]->obj);
         if (h && a->kind == V_OBJ) {   /* guard it through a load */
             kn_val *tmp;
@@ -542,6 +716,12 @@ builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObj
                 r->reason[0] = 0;
         }
         *out = kn_v_const(r, h ? Py_True : Py_False);
+        return *out ? 0 : KN_FAIL;
+    }
+    if (f == kn_builtin("setattr") && npos == 3 && args[1]->kind == V_CONST && args[0]->kind == V_OBJ &&
+        args[0]->newobj && PyUnicode_Check(args[1]->obj)) {
+        CHECK(kn_newobj_setattr(r, args[0], args[1]->obj, args[2]));
+        *out = kn_v_const(r, Py_None);
         return *out ? 0 : KN_FAIL;
     }
     if (f == kn_builtin("setattr") && npos == 3 && args[1]->kind == V_CONST) {
@@ -1272,6 +1452,22 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         *out = c;
         return 0;
     }
+    if (f == PyDict_GetItemString(PyTuple_Type.tp_dict, "__new__") && nargs == 2 && !kwnames &&
+        args[0]->kind == V_CONST && PyType_Check(args[0]->obj) &&
+        PyType_IsSubtype((PyTypeObject *)args[0]->obj, &PyTuple_Type) &&
+        (args[1]->kind == V_TUPLE || args[1]->kind == V_LIST)) {
+        /* tuple.__new__(cls, items): a namedtuple's generated __new__ */
+        kn_val *t = kn_v_new(r, V_TUPLE);
+        if (t == NULL)
+            return KN_FAIL;
+        for (int i = 0; i < args[1]->n; i++)
+            if (kn_v_add(r, t, args[1]->items[i]) < 0)
+                return KN_FAIL;
+        if (args[0]->obj != (PyObject *)&PyTuple_Type)
+            t->ttype = args[0]->obj;   /* pinned by its constant */
+        *out = t;
+        return 0;
+    }
     if (f == kn_cenv.set_grad_enabled_cls) {
         if (nargs != 1 || args[0]->kind != V_CONST)
             return kn_brk(r, "set_grad_enabled with a non-constant mode");
@@ -1368,7 +1564,7 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     if (PyType_Check(f) && PyObject_IsSubclass(f, kn_cenv.nn_module) == 0 &&
         (((PyTypeObject *)f)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
         PyErr_Clear();
-        return construct(r, fn, args, nargs, kwnames, out);
+        return construct(r, fr, fn, args, nargs, kwnames, out);
     }
     PyErr_Clear();
     PyObject *nmo = PyObject_GetAttrString(f, "__qualname__");

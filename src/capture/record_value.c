@@ -749,6 +749,26 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
 {
     PyObject *o = v->obj;
     PyTypeObject *tp = Py_TYPE(o);
+    if (v->newobj) {   /* made while recording: its __dict__ is v->idict (the shell's is empty) */
+        if (PyUnicode_Compare(name, kn_cenv.s_dict) == 0) {
+            *out = v->idict;
+            return 0;
+        }
+        PyObject *d = _PyType_Lookup(tp, name);
+        if (!(d && Py_TYPE(d)->tp_descr_set)) {
+            for (int i = 0; i < v->idict->n; i++) {
+                if (PyUnicode_Compare(v->idict->keys[i], name) == 0) {
+                    *out = v->idict->items[i];
+                    return 0;
+                }
+            }
+        }
+        if (PyErr_Occurred())
+            return KN_ERR;
+    } else if (PyUnicode_Compare(name, kn_cenv.s_dict) == 0) {
+        /* attribute stores to it are tracked one by one, not through its dict */
+        return kn_brk(r, "reading __dict__ of a %s", tp->tp_name);
+    }
     for (kn_attr *at = v->attrs; at; at = at->next) {
         if (PyUnicode_Compare(at->name, name) == 0) {
             if (at->val == NULL)

@@ -129,6 +129,27 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
         }
         return 0;
     case V_OBJ:
+        if (v->newobj) {
+            /* fill_object(object.__new__(cls), {its __dict__}): made once, and
+             * reachable (tmp) while its attribute values are built */
+            if (v->tmp)
+                return emit(e, KN_P_TMP_GET, v->tmp - 1);
+            PyObject *onew = PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__new__");
+            int rc = onew == NULL || emit_const(e, kn_cenv.fill_object) < 0 || emit_const(e, onew) < 0 ||
+                     emit_const(e, (PyObject *)Py_TYPE(v->obj)) < 0 || emit(e, KN_P_CALL, 1) < 0;
+            Py_XDECREF(onew);
+            if (rc)
+                return -1;
+            v->tmp = ++e->ntmp;
+            if (emit(e, KN_P_TMP_SET, v->tmp - 1) < 0)
+                return -1;
+            kn_val *d = v->idict, *dp = d->rparent;
+            d->rparent = NULL;   /* its contents, not obj.__dict__ */
+            rc = emit_val(r, e, d);
+            d->rparent = dp;
+            d->tmp = 0;          /* later uses: obj.__dict__ itself */
+            return rc < 0 ? -1 : emit(e, KN_P_CALL, 2);
+        }
         if (v->src >= 0)
             return emit(e, KN_P_SRC, v->src);
         if (v->ctor) {
@@ -338,6 +359,19 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
     } else {
         if (emit_val(r, &e, fr->ret) < 0 || emit(&e, KN_P_RET, 0) < 0)
             goto error;
+    }
+    {
+        /* no fake value may reach the user or the frame: one among the
+         * replay's constants is a kiln bug (an internal error: raised under
+         * debug, else this code runs as Python) */
+        PyObject *hf = PyObject_CallOneArg(kn_cenv.has_fake, e.consts);
+        int bad = hf == NULL ? -1 : hf == Py_True;
+        Py_XDECREF(hf);
+        if (bad) {
+            if (bad > 0)
+                PyErr_SetString(PyExc_SystemError, "kiln: a fake tensor would reach the frame after the graph");
+            goto error;
+        }
     }
     seg = PyMem_Calloc(1, sizeof *seg);
     if (seg == NULL) {

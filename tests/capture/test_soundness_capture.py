@@ -341,3 +341,219 @@ def test_lambdas(fn, backend):
         if fn is l_recursive_closure:
             got, want = got(3), want(3)
         torch.testing.assert_close(_materialize(got, x * 3), _materialize(want, x * 3))
+
+
+# ---------------------------------------------------------------- 1, 3. objects built in the frame
+LOG = []
+COUNT = [0]
+REG = []
+
+
+@dataclasses.dataclass
+class Pair:
+    a: torch.Tensor
+    b: torch.Tensor
+
+
+@dataclasses.dataclass
+class Derived:
+    a: torch.Tensor
+
+    def __post_init__(self):
+        self.c = self.a * 2          # a tensor made inside the constructor
+        COUNT[0] += 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: torch.Tensor
+
+
+@dataclasses.dataclass
+class Outer:
+    p: Pair
+    n: int = 3
+    extra: list = dataclasses.field(default_factory=list)
+
+
+class ReadsDict:
+    def __init__(self, t):
+        self.t = t
+        LOG.append(sorted(self.__dict__))
+        COUNT[0] += 1
+
+
+class UpdatesDict:
+    def __init__(self, t, **kw):
+        self.__dict__.update(kw)
+        self.t = t * 2
+        self.names = sorted(self.__dict__)
+
+
+class Prints:
+    def __init__(self, t):
+        print("made")
+        self.t = t
+
+
+class Registers:
+    def __init__(self, t):
+        self.t = t + 1
+        REG.append(self)
+
+
+class Slotted:
+    __slots__ = ("t", "u")
+
+    def __init__(self, t):
+        self.t = t
+        self.u = t * 3
+        COUNT[0] += 100
+
+
+NT = collections.namedtuple("NT", "x y", defaults=[None])
+
+
+def o_dataclass_in_out(p):
+    return Pair(p.a + 1, p.b * 2)
+
+
+def o_dataclass_made_tensor(x):
+    d = Derived(x + 1)
+    return d, d.c
+
+
+def o_frozen(x):
+    return Frozen(x + 1)
+
+
+def o_nested(x):
+    o = Outer(Pair(x + 1, x))
+    o.extra.append(x * 2)
+    return o
+
+
+def o_reads_dict(x):
+    a = ReadsDict(x + 1)
+    return a.t, a
+
+
+def o_updates_dict(x):
+    u = UpdatesDict(x, k=3)
+    return u.t, u.k, u.names
+
+
+def o_prints(x):
+    return Prints(x * 2).t
+
+
+def o_registers(x):
+    return Registers(x).t * 2
+
+
+def o_slotted(x):
+    return Slotted(x).u
+
+
+def o_namedtuple(x):
+    n = NT(x + 1)
+    return n, n.x * 2, NT(x, y=x * 3)
+
+
+def o_left_in_frame_after_break(x):
+    d = Derived(x)
+    brk()
+    return d.c + 1, d
+
+
+def o_attr_added_later(x):
+    a = ReadsDict(x)
+    a.extra = x * 5
+    return a
+
+
+def o_self_reference(x):
+    a = ReadsDict(x)
+    a.me = a
+    return a.me.t
+
+
+def o_stored_in_global(x):
+    global STORED
+    STORED = Pair(x * 2, x)
+    return x + 1
+
+
+STORED = None
+
+OBJ_PROGRAMS = [o_dataclass_made_tensor, o_frozen, o_nested, o_reads_dict, o_updates_dict, o_prints, o_registers,
+                o_slotted, o_namedtuple, o_left_in_frame_after_break, o_attr_added_later, o_self_reference,
+                o_stored_in_global]
+
+
+def _snap(o, seen=None):
+    """Structure and values, failing on any fake tensor."""
+    seen = set() if seen is None else seen
+    assert not isinstance(o, FakeTensor), "a FakeTensor reached the user"
+    if isinstance(o, torch.Tensor):
+        return ("T", o.tolist(), type(o).__name__)
+    if id(o) in seen:
+        return "<cycle>"
+    if isinstance(o, (list, tuple)):
+        seen.add(id(o))
+        return (type(o).__name__, [_snap(i, seen) for i in o])
+    if hasattr(o, "__dict__") and not isinstance(o, type):
+        seen.add(id(o))
+        return (type(o).__name__, {k: _snap(v, seen) for k, v in vars(o).items()})
+    if hasattr(o, "__slots__"):
+        return (type(o).__name__, {k: _snap(getattr(o, k), seen) for k in o.__slots__})
+    return o
+
+
+def _state():
+    return (LOG[:], COUNT[0], [_snap(r) for r in REG], _snap(STORED))
+
+
+def _run_obj(fn, f, x):
+    global STORED
+    LOG.clear()
+    REG.clear()
+    COUNT[0] = 0
+    STORED = None
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        outs = [_snap(f(x)) for _ in range(3)]
+    return outs, _state(), buf.getvalue()
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+@pytest.mark.parametrize("fn", OBJ_PROGRAMS, ids=lambda f: f.__name__)
+def test_objects_built_in_frame(fn, backend):
+    """Values, object state, and every constructor side effect exactly once per call."""
+    x = torch.randn(3)
+    want = _run_obj(fn, fn, x)
+    got = _run_obj(fn, kiln.compile(fn, backend=backend), x)
+    assert got == want
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+def test_dataclass_argument_and_result(backend):
+    cf = kiln.compile(o_dataclass_in_out, backend=backend)
+    for _ in range(2):
+        p = Pair(torch.randn(3), torch.randn(3, requires_grad=True))
+        got, want = cf(p), o_dataclass_in_out(p)
+        assert type(got) is Pair
+        assert not isinstance(got.a, FakeTensor) and not isinstance(got.b, FakeTensor)
+        assert _snap(got) == _snap(want)
+        assert got.b.requires_grad
+
+
+def test_a_fake_value_never_reaches_the_frame():
+    """The final safety net: a fake tensor among the replay's constants is an
+    internal error (raised under debug), never handed to the user."""
+    from kiln import _capture
+    fake_mode = torch._subclasses.fake_tensor.FakeTensorMode()
+    fake = fake_mode.from_tensor(torch.randn(2))
+    assert _capture.has_fake([Pair(fake, fake)])
+    assert _capture.has_fake([{"a": [1, (fake,)]}])
+    assert not _capture.has_fake([Pair(torch.randn(2), 1), {"a": [torch.randn(1)]}])
