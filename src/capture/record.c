@@ -989,6 +989,23 @@ store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v)
     return kn_brk(r, "item assignment on this kind of value");
 }
 
+/* A store the recording may read back as the value stored: no data
+ * descriptor (a property's setter) and no __setattr__ of the class's own in
+ * the way (nn.Module's keeps plain values and sets buffers: read back alike). */
+int
+kn_plain_store(kn_rec *r, kn_val *o, PyObject *name)
+{
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    PyObject *d = _PyType_Lookup(tp, name);
+    if (d && Py_TYPE(d)->tp_descr_set)
+        return kn_brk(r, "attribute store through a descriptor (%s)", PyUnicode_AsUTF8(name));
+    if (tp->tp_setattro != PyObject_GenericSetAttr && PyObject_IsInstance(o->obj, kn_cenv.nn_module) != 1) {
+        PyErr_Clear();
+        return kn_brk(r, "attribute store on a %s, which has its own __setattr__", tp->tp_name);
+    }
+    return 0;
+}
+
 static int
 compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
 {
@@ -1385,6 +1402,7 @@ run_one(kn_rec *r, rframe *fr)
             if (a->kind != V_OBJ || !kn_rebuildable(a))
                 return kn_brk(r, "attribute store on a %s",
                               a->kind == V_TENSOR ? "tensor" : "value kiln does not track");
+            CHECK(kn_plain_store(r, a, name));
             {
                 kn_attr *at = kn_alloc(&r->arena, sizeof *at);
                 if (at == NULL)

@@ -161,6 +161,7 @@ void kn_set_rpath(kn_val *v, kn_val *parent, int kind, PyObject *key);
 kn_val *kn_memo_get(kn_rec *r, PyObject *obj);
 int kn_effect_add(kn_rec *r, int kind, kn_val *a, kn_val *b, PyObject *name);
 int kn_set_grad(kn_rec *r, int mode);
+int kn_plain_store(kn_rec *r, kn_val *o, PyObject *name);  /* 0, or KN_BREAK: a store not read back as stored */
 
 /* record.c: decoding and the recorded frame's real locals */
 int kn_decode(rframe *fr, int pc, int *op, int *arg, int *next);

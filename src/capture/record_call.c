@@ -406,8 +406,10 @@ construct_modelled(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs,
     PyObject *empty = PyTuple_New(0);
     PyObject *shell = empty ? PyBaseObject_Type.tp_new(tp, empty, NULL) : NULL;   /* no code of the class runs */
     Py_XDECREF(empty);
-    if (shell == NULL)
-        return KN_ERR;
+    if (shell == NULL) {   /* an abstract class, say: the constructor raises for real */
+        PyErr_Clear();
+        return kn_brk(r, "object.__new__(%s) raises", tp->tp_name);
+    }
     kn_val *v = kn_v_new(r, V_OBJ), *d = kn_v_new(r, V_DICT);
     int rc = v && d && PyList_Append(r->pins, shell) == 0 ? 0 : KN_FAIL;
     Py_DECREF(shell);
@@ -726,8 +728,9 @@ builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObj
     }
     if (f == kn_builtin("setattr") && npos == 3 && args[1]->kind == V_CONST) {
         kn_val *o = args[0];
-        if (o->kind != V_OBJ || o->src < 0)
+        if (o->kind != V_OBJ || o->src < 0 || !PyUnicode_Check(args[1]->obj))
             return kn_brk(r, "setattr on a value kiln does not track");
+        CHECK(kn_plain_store(r, o, args[1]->obj));
         kn_attr *at = kn_alloc(&r->arena, sizeof *at);
         if (at == NULL)
             return KN_FAIL;
