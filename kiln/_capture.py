@@ -104,7 +104,7 @@ def has_fake(values, _depth=0):
                 if has_fake(v, _depth + 1):
                     return True
             elif isinstance(v, dict):
-                if has_fake(v.values(), _depth + 1):
+                if "__builtins__" not in v and has_fake(v.values(), _depth + 1):   # not a module's globals
                     return True
             elif not isinstance(v, (type, types.ModuleType, types.FunctionType, torch.nn.Module)):
                 d = getattr(v, "__dict__", None)
