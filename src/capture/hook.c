@@ -225,7 +225,7 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
     PyObject *out = NULL;
     PyObject *small[64];
     PyObject **st = small, **tmp = NULL;
-    int sp = 0, rc = -1, cap = 64;
+    int sp = 0, rc = -1, cap = 64, replaying = 0;
     if (seg->graph) {
         PyObject *args_small[32];
         PyObject **args = seg->ninput <= 32 ? args_small : PyMem_Malloc(sizeof(PyObject *) * seg->ninput);
@@ -250,6 +250,8 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
         if (tmp == NULL)
             goto done;
     }
+    tls_off++;   /* code the replay calls (constructors, setattr) runs as plain Python */
+    replaying = 1;
     for (int pc = 0; pc < seg->nops; pc++) {
         kn_pop op = seg->ops[pc];
         if (sp + 2 >= cap) {
@@ -460,6 +462,8 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
     }
     rc = 0;
 done:
+    if (replaying)
+        tls_off--;
     while (sp > 0)
         Py_XDECREF(st[--sp]);
     if (st != small)

@@ -316,8 +316,9 @@ static int construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int n
  *  - a namedtuple: its generated __new__ is inlined; tuple.__new__ makes a
  *    tuple of that type.
  *  - container classes of torch and transformers (ModelOutput, caches) are
- *    built at record time over fake tensors and again by the replay: their
- *    constructors only store their arguments.
+ *    built at record time over fake tensors and again by the replay (their
+ *    constructors only store their arguments and build their own state);
+ *    checked first, so they keep one graph.
  *  - anything else breaks the graph: the constructor runs for real. */
 
 static int
@@ -450,6 +451,8 @@ static int
 construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
     PyTypeObject *tp = (PyTypeObject *)cls->obj;
+    if (library_class(tp))
+        return construct_at_record_time(r, cls, args, nargs, kwnames, out);
     if (modelled_class(tp))
         return construct_modelled(r, fr, cls, args, nargs, kwnames, out);
     PyObject *nt = namedtuple_new(tp);
@@ -461,9 +464,7 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
         memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
         return kn_inline(r, fr, nt, fv, argv, nargs + 1, kwnames, out);
     }
-    if (!library_class(tp))
-        return kn_brk(r, "constructing a %s, whose constructor kiln cannot model: it runs for real", tp->tp_name);
-    return construct_at_record_time(r, cls, args, nargs, kwnames, out);
+    return kn_brk(r, "constructing a %s, whose constructor kiln cannot model: it runs for real", tp->tp_name);
 }
 
 /* A library container (library_class), built at record time over fake
