@@ -3,7 +3,9 @@
  * Consumes: a callable value and argument values.  Produces: inlined frames
  * for Python functions, methods and module forwards (with their hooks),
  * graph nodes for torch functions (record_value.c), modelled builtins,
- * objects built over fake tensors, and graph breaks for unknown callables.
+ * objects made while recording (plain classes modelled with their __init__
+ * inlined, namedtuples, torch/transformers containers built at record time),
+ * and graph breaks for unknown callables and constructors.
  */
 #include "capture/record.h"
 

@@ -4,8 +4,10 @@
  * Consumes: a recording (record.c) that returned or stopped at a graph
  * break.  Produces: a kn_seg — the fx graph's outputs and the backend's
  * compiled callable, the replay program (kn_pop) that rebuilds values and
- * side effects and writes the frame back, its sources and guards, and the
- * terminal action.  kn_record drives recordings, restarting one when a break
+ * side effects and writes the frame back (objects made while recording,
+ * closures with real cells, views rebuilt from the tensor they view so that
+ * aliasing is as in eager; never a fake value), its sources and guards, and
+ * the terminal action.  kn_record drives recordings, restarting one when a break
  * inside an inlined call makes that call site run for real.
  */
 #include "capture/record.h"
