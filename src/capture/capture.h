@@ -188,7 +188,8 @@ typedef struct kn_seg {
 } kn_seg;
 
 typedef struct {
-    int state;                   /* 0 unknown, 1 skip, 2 capture */
+    int state;                   /* 0 unknown, 1 skip, 2 capture, 3 run as Python with the hook
+                                    off below (a tensor subclass's __torch_dispatch__/__torch_function__) */
     int nseg_entry;              /* entries recorded at the function's start */
     int warned;
     kn_seg *segs;
@@ -225,6 +226,8 @@ typedef struct {
     PyObject *rpath_keys;        /* keeps integer path keys alive */
     PyObject *autocast_cls, *enter_autocast, *exit_autocast, *nullcontext;
     PyObject *dump_guards;       /* callable(code, offset, [str]) or NULL */
+    PyObject *backend_failed;    /* kiln.BackendCompilerFailed: a user backend raised (the user's error) */
+    PyObject *tensor_unsupported;   /* (tensor or tuple) -> reason str or None */
 } kn_capture_env;
 
 extern kn_capture_env kn_cenv;

@@ -337,6 +337,16 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
             return NULL;
         return prev;
     }
+    /* nested, sparse, quantized, functorch-wrapped: the code runs as Python */
+    PyObject *why = PyObject_CallOneArg(kn_cenv.tensor_unsupported, t);
+    if (why == NULL)
+        return NULL;
+    if (why != Py_None) {
+        kn_brk(r, "%s input (run as Python)", PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "an unsupported tensor");
+        Py_DECREF(why);
+        return NULL;
+    }
+    Py_DECREF(why);
     PyObject *dtype = PyObject_GetAttr(t, kn_cenv.s_dtype);
     PyObject *shape = PyObject_GetAttr(t, kn_cenv.s_shape);
     PyObject *stride = PyObject_CallMethodNoArgs(t, kn_cenv.s_stride);
@@ -767,6 +777,19 @@ cell_load(kn_rec *r, kn_val *cell, kn_val **out)
         return kn_brk(r, "free variable referenced before assignment");
     *out = cell->content;
     return 0;
+}
+
+/* for record_call.c (zero-argument super() in the recorded frame itself) */
+kn_val *
+kn_load_local(kn_rec *r, rframe *fr, int i)
+{
+    return fr->locals[i] == LAZY ? load_local(r, fr, i) : fr->locals[i];
+}
+
+int
+kn_cell_load(kn_rec *r, kn_val *cell, kn_val **out)
+{
+    return cell_load(r, cell, out);
 }
 
 static int

@@ -43,8 +43,22 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
         return kn_brk(r, "a call kiln leaves to run for real (it breaks inside)");
     if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
         return kn_brk(r, "coroutine");
-    if (depth_of(caller) > 40)
-        return kn_brk(r, "call depth");
+    {
+        /* inlined calls are Python frames the real run would have: past
+         * Python's recursion limit the call runs for real, and raises
+         * RecursionError there as in eager */
+        int depth = depth_of(caller);
+        if (depth > 40)
+            return kn_brk(r, "call depth");
+        PyThreadState *ts = PyThreadState_Get();
+#if KN_PY312
+        int left = ts->py_recursion_remaining;
+#else
+        int left = ts->recursion_remaining;
+#endif
+        if (depth + 1 >= left)
+            return kn_brk(r, "recursion limit (inlined call depth %d)", depth + 1);
+    }
     int argc = co->co_argcount, kwonly = co->co_kwonlyargcount, posonly = co->co_posonlyargcount;
     int hasva = (co->co_flags & CO_VARARGS) != 0, haskw = (co->co_flags & CO_VARKEYWORDS) != 0;
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
@@ -773,24 +787,24 @@ builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObj
             Py_XDECREF(fv);
             if (j < 0 || co->co_argcount < 1)
                 return kn_brk(r, "super() outside a method");
-            kn_val *cell = fr->locals[co->co_nlocalsplus - co->co_nfreevars + j], *cls;
-            if (cell == LAZY)
-                return kn_brk(r, "super() in the compiled function itself");
+            /* in the recorded frame itself the cells are read from the real
+             * frame (its prologue made them); the class is guarded through
+             * its cell, so one code object shared by several classes (a
+             * class made in a function) gets the right one */
+            kn_val *cell = kn_load_local(r, fr, co->co_nlocalsplus - co->co_nfreevars + (int)j), *cls = NULL;
+            if (cell == NULL)
+                return KN_FAIL;
             if (cell->kind != V_CELL)
                 return kn_brk(r, "super() without a __class__ cell");
-            if (cell->content == LAZY) {
-                PyObject *c = PyCell_GET(cell->obj);
-                if (c == NULL)
-                    return kn_brk(r, "empty __class__ cell");
-                cell->content = kn_v_const(r, c);
-            }
-            cls = cell->content;
-            kn_val *self = fr->locals[0];
-            if (self == LAZY)
-                return kn_brk(r, "super() in the compiled function itself");
+            if (cell->obj && cell->content == LAZY && PyCell_GET(cell->obj) == NULL)
+                return kn_brk(r, "empty __class__ cell");
+            CHECK(kn_cell_load(r, cell, &cls));
+            kn_val *self = kn_load_local(r, fr, 0);
+            if (self == NULL)
+                return KN_FAIL;
             if (self->kind == V_CELL)
-                self = self->content;
-            if (cls == NULL || cls->kind != V_CONST || self == NULL)
+                CHECK(kn_cell_load(r, self, &self));
+            if (cls == NULL || cls->kind != V_CONST || !PyType_Check(cls->obj) || self == NULL)
                 return kn_brk(r, "super() arguments");
             s->obj = cls->obj;
             s->self = self;

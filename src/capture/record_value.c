@@ -233,6 +233,23 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         rc = kn_brk(r, "a torch function returning Python values");
         goto done;
     }
+    {
+        /* a result kiln cannot carry through a graph (a subclass, nested,
+         * sparse, quantized): the op runs as Python */
+        PyObject *why = PyObject_CallOneArg(kn_cenv.tensor_unsupported, res);
+        if (why == NULL)
+            goto done;
+        if (why != Py_None) {
+            PyObject *tn = method ? Py_NewRef(target) : PyObject_GetAttrString(target, "__name__");
+            PyErr_Clear();
+            rc = kn_brk(r, "%s returns %s", tn && PyUnicode_Check(tn) ? PyUnicode_AsUTF8(tn) : "a torch function",
+                        PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "an unsupported tensor");
+            Py_XDECREF(tn);
+            Py_DECREF(why);
+            goto done;
+        }
+        Py_DECREF(why);
+    }
     node = PyObject_CallMethodObjArgs(r->graph, method ? kn_cenv.s_call_method : kn_cenv.s_call_function, target, na,
                                       nk, NULL);
     if (node == NULL)

@@ -409,8 +409,12 @@ rec_free(kn_rec *r)
             PyErr_SetRaisedException_compat(et);
     }
     if (r->fake_mode && !r->fake_exited) {
+        PyObject *et = kn_err_take();
         PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
         Py_XDECREF(x);
+        PyErr_Clear();
+        if (et)
+            PyErr_SetRaisedException_compat(et);
     }
     for (int i = 0; i < r->nsrc; i++)
         Py_XDECREF(r->srcs[i].key);
@@ -541,17 +545,29 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
         if (rc == 0)
             rc = kn_run_frame(r, fr);
         {
-            /* no fake op runs after this point; the backend must not see the mode */
+            /* no fake op runs after this point; the backend must not see the mode.
+             * Never call into Python with an exception pending (the mode
+             * would stay half-exited and torch abort the process later). */
+            PyObject *pending = kn_err_take();
             PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
             if (x == NULL && rc != KN_ERR)
                 rc = KN_ERR;
             Py_XDECREF(x);
+            if (pending) {
+                PyErr_Clear();
+                PyErr_SetRaisedException_compat(pending);
+            }
             r->fake_exited = 1;
         }
         /* put the real grad mode back; the replay sets what the code left */
         if (r->grad_cur != grad0) {
+            PyObject *pending = kn_err_take();
             PyObject *x = PyObject_CallOneArg(kn_cenv.set_grad, grad0 ? Py_True : Py_False);
             Py_XDECREF(x);
+            if (pending) {
+                PyErr_Clear();
+                PyErr_SetRaisedException_compat(pending);
+            }
         }
         if (rc == KN_ERR) {
             rec_free(r);
