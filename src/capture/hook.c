@@ -157,7 +157,9 @@ py_adjust(PyThreadState *ts, int d)
 }
 
 /* Python frames a recording may use (FakeTensorMode, torch.fx, the backend):
- * with fewer left, a new segment is not recorded and CPython runs the frame */
+ * with fewer left, a new segment is not recorded and CPython runs the frame.
+ * It exceeds the recorder's inlining depth (40), so calls the recorder
+ * inlines could never have hit the recursion limit for real. */
 #define KN_RECORD_HEADROOM 160
 
 static _Thread_local char *tls_stack_floor;   /* below this address the C stack is nearly full */

@@ -410,6 +410,13 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         if (m && m->kind == V_TENSOR)
             return m;
     }
+    if (src >= 0 && (PyObject *)t != kn_cenv.torch_tensor && (PyObject *)t != kn_cenv.torch_param &&
+        PyObject_TypeCheck(obj, (PyTypeObject *)kn_cenv.torch_tensor)) {
+        /* a tensor subclass from the frame (__torch_function__, __torch_dispatch__
+         * wrappers): the code from here runs as Python */
+        kn_brk(r, "a tensor subclass (%s) input (run as Python)", t->tp_name);
+        return NULL;
+    }
     if ((PyObject *)t == kn_cenv.torch_tensor || (PyObject *)t == kn_cenv.torch_param) {
         if (src < 0) {
             /* a tensor with no way to fetch it again: not capturable */

@@ -43,22 +43,8 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
         return kn_brk(r, "a call kiln leaves to run for real (it breaks inside)");
     if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
         return kn_brk(r, "coroutine");
-    {
-        /* inlined calls are Python frames the real run would have: past
-         * Python's recursion limit the call runs for real, and raises
-         * RecursionError there as in eager */
-        int depth = depth_of(caller);
-        if (depth > 40)
-            return kn_brk(r, "call depth");
-        PyThreadState *ts = PyThreadState_Get();
-#if KN_PY312
-        int left = ts->py_recursion_remaining;
-#else
-        int left = ts->recursion_remaining;
-#endif
-        if (depth + 1 >= left)
-            return kn_brk(r, "recursion limit (inlined call depth %d)", depth + 1);
-    }
+    if (depth_of(caller) > 40)
+        return kn_brk(r, "call depth");
     int argc = co->co_argcount, kwonly = co->co_kwonlyargcount, posonly = co->co_posonlyargcount;
     int hasva = (co->co_flags & CO_VARARGS) != 0, haskw = (co->co_flags & CO_VARKEYWORDS) != 0;
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;

@@ -152,6 +152,13 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
             if (emit_val(r, e, v->items[i]) < 0)
                 return -1;
         return emit(e, KN_P_SLICE, 0);
+    case V_SUPER:   /* super() kept across a break: super(cls, self) */
+        if (v->obj == NULL || v->self == NULL)
+            break;
+        return (emit_const(e, (PyObject *)&PySuper_Type) < 0 || emit_const(e, v->obj) < 0 ||
+                emit_val(r, e, v->self) < 0 || emit(e, KN_P_CALL, 2) < 0)
+                   ? -1
+                   : 0;
     case V_METHOD:
     case V_TMETHOD:
     case V_BMETHOD: {
@@ -524,6 +531,7 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
         fr->stackcap = code->co_stacksize + 8;
         fr->stack = kn_alloc(&r->arena, sizeof(kn_val *) * fr->stackcap);
         fr->pc = offset;
+        fr->lastpc = offset;   /* a break before the first instruction is at offset */
         fr->call_off = -1;
         r->root = fr;
         kn_root_locals = locals;
@@ -538,10 +546,11 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
             if (s >= 0)
                 v = stack[j] ? kn_wrap(r, stack[j], s) : kn_v_new(r, V_NULL);
             if (v == NULL)
-                rc = KN_ERR;
+                rc = KN_FAIL;
             else
                 fr->stack[fr->sp++] = v;
         }
+        int stack_break = rc == KN_BREAK;   /* a stack entry kiln cannot record (an unsupported tensor) */
         if (rc == 0)
             rc = kn_run_frame(r, fr);
         {
@@ -610,7 +619,11 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
             int pc = fr->lastpc, op, arg, next;
             kn_decode(fr, pc, &op, &arg, &next);
             int region = kn_exc_region(code, pc);
-            if (fr->nwith > 0) {
+            if (stack_break) {
+                /* CPython runs the frame from offset, its stack untouched */
+                fr->sp = 0;
+                seg = finish(r, fr, offset, 0, KN_T_FALLBACK, offset, 0, 0, 0, NULL);
+            } else if (fr->nwith > 0) {
                 /* a break inside a with block: the whole segment runs as Python */
                 r->neff = 0;
                 r->nops = 0;
