@@ -251,6 +251,10 @@ kn_seg *kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObjec
 
 int kn_capture_init(PyObject *module);
 
+/* 1 when this thread's C stack is nearly used up (hook.c): recursion in C
+ * must stop there (raise RecursionError, or break the recording). */
+int kn_c_stack_low(void);
+
 /* Exception-table question: is instruction offset covered by a `try` handler
  * (1), a with-block cleanup (2), or nothing / compiler cleanup (0)? */
 int kn_exc_region(PyCodeObject *code, int offset);

@@ -134,8 +134,9 @@ grave_empty(void)
  * recursion then raises RecursionError in the user's frames, as in eager.
  * Every Python call under the hook also recurses on the C stack (CPython
  * does not inline calls while an eval-frame hook is set), so a raised
- * recursion limit could overflow it: c_stack_low() reports when this
- * thread's C stack is nearly used up, and the call raises RecursionError. */
+ * recursion limit could overflow it: kn_c_stack_low() reports when this
+ * thread's C stack is nearly used up, and the call raises RecursionError
+ * (the recorder asks it too before recursing into a nested container). */
 static int
 py_remaining(PyThreadState *ts)
 {
@@ -164,8 +165,8 @@ py_adjust(PyThreadState *ts, int d)
 
 static _Thread_local char *tls_stack_floor;   /* below this address the C stack is nearly full */
 
-static int
-c_stack_low(void)
+int
+kn_c_stack_low(void)
 {
     char here;
     if (tls_stack_floor == NULL) {
@@ -996,13 +997,15 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
     if (ctx == NULL || throwflag)
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
     PyCodeObject *code = f->f_code;
-    if (c_stack_low()) {
+    if (kn_c_stack_low()) {
         /* the C stack is nearly full (a raised recursion limit): raise as
          * CPython does when it runs out of C stack, never overflow it */
         PyErr_SetString(PyExc_RecursionError,
                         "maximum recursion depth exceeded (kiln: the thread's C stack is nearly full)");
-        prologue(f);
-        f->prev_instr = _PyCode_CODE(code) + code->_co_firsttraceable;
+        if (f->owner == FRAME_OWNED_BY_THREAD && f->prev_instr == _PyCode_CODE(code) - 1) {
+            prologue(f);   /* a fresh frame: raised at its first line, cells made */
+            f->prev_instr = _PyCode_CODE(code) + code->_co_firsttraceable;
+        }
         return _PyEval_EvalFrameDefault(ts, f, 1);
     }
     if (tls_off)

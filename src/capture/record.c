@@ -402,6 +402,10 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
 {
     if (src >= 0 && r->bysrc[src])
         return r->bysrc[src];
+    if (kn_c_stack_low()) {   /* containers nested very deeply: wrapping recurses in C */
+        kn_brk(r, "a value nested too deeply to record");
+        return NULL;
+    }
     kn_val *v = NULL;
     PyTypeObject *t = Py_TYPE(obj);
     if (src < 0 && PyObject_TypeCheck(obj, (PyTypeObject *)kn_cenv.torch_tensor)) {

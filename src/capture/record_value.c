@@ -215,13 +215,21 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         if (!PyFunction_Check(target)) {
             /* a query of torch's global state: ask it outside the fake mode */
             PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
-            Py_XDECREF(x);
-            PyObject *real = x ? PyObject_Call(target, fa, fk) : NULL;
+            if (x == NULL)
+                goto done;   /* kiln's error */
+            Py_DECREF(x);
+            PyObject *real = PyObject_Call(target, fa, fk);
+            /* the mode is entered again with no exception pending (else the
+             * mode stack is left half-changed and torch aborts later) */
+            PyObject *failed = real ? NULL : kn_err_take();
             PyObject *y = PyObject_CallMethod(r->fake_mode, "__enter__", NULL);
-            Py_XDECREF(y);
-            if (real == NULL || y == NULL) {
+            Py_XDECREF(failed);
+            if (y == NULL) {
                 Py_XDECREF(real);
-                PyErr_Clear();
+                goto done;
+            }
+            Py_DECREF(y);
+            if (real == NULL) {
                 rc = kn_brk(r, "a torch query raises");
                 goto done;
             }

@@ -96,6 +96,23 @@ def test_raised_recursion_limit_does_not_overflow_the_c_stack():
     assert out.split() == ["recursion-error"]
 
 
+def test_deeply_nested_container_input_subprocess():
+    # wrapping an input recurses over its containers in C: it must stop
+    # (a graph break) before the C stack runs out
+    out = run_py("""
+        import sys, torch, kiln
+        sys.setrecursionlimit(10 ** 6)
+        deep = cur = []
+        for _ in range(300000):
+            cur.append([])
+            cur = cur[0]
+        def f(x, d):
+            return x * len(d) + 1
+        print(kiln.compile(f)(torch.ones(2), deep).tolist())
+    """)
+    assert out.split() == ["[2.0,", "2.0]"]
+
+
 def _chain(x, n):
     if n == 0:
         return x
