@@ -178,6 +178,9 @@ def finish(graph, fake_mode, examples, backend, info):
             compiled = fn(gm, list(examples))
         except Exception as e:
             raise BackendCompilerFailed(fn, e) from e
+        if not callable(compiled):
+            e = TypeError(f"the backend returned {type(compiled).__name__}, not a callable")
+            raise BackendCompilerFailed(fn, e) from e
     entry = dict(info)
     entry["ops"] = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
     new = backends.compiled_graphs[before:]

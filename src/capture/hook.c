@@ -427,6 +427,13 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
             st[sp++] = Py_NewRef(PyList_GET_ITEM(seg->consts, op.a));
             break;
         case KN_P_OUT:
+            if (op.a >= PySequence_Fast_GET_SIZE(out)) {   /* a backend's callable returned too few */
+                PyErr_Format(PyExc_RuntimeError,
+                             "kiln: a compiled graph returned %zd outputs where the graph has more; a backend "
+                             "must return a callable that returns every output of the graph it was given",
+                             PySequence_Fast_GET_SIZE(out));
+                goto done;
+            }
             st[sp++] = Py_NewRef(PySequence_Fast_ITEMS(out)[op.a]);
             break;
         case KN_P_NULL:

@@ -547,6 +547,30 @@ def test_user_backend_error_reaches_the_user(monkeypatch, debug):
     assert "_broken_backend" in str(e) and "user backend bug" in str(e)
 
 
+def test_user_backend_returning_a_non_callable_is_the_users_error():
+    f = kiln.compile(lambda x: x * 3, backend=lambda gm, ex: None)
+    with pytest.raises(kiln.BackendCompilerFailed, match="not a callable"):
+        f(torch.ones(2))
+
+
+def test_user_backend_returning_too_few_outputs_raises_subprocess():
+    # the replay reads the graph's outputs by index: a short result must raise
+    out = run_py("""
+        import torch, kiln
+        def short(gm, ex):
+            return lambda *args: ()
+        def f(x):
+            y = x * 2
+            print(end="")   # y lives across the break: a graph output
+            return y + 1
+        try:
+            kiln.compile(f, backend=short)(torch.ones(2))
+        except RuntimeError as e:
+            print("raised", "outputs" in str(e))
+    """)
+    assert out.split() == ["raised", "True"]
+
+
 def test_kilns_own_backend_failure_is_internal(monkeypatch):
     from kiln import backends
 
