@@ -28,7 +28,13 @@ except Exception:  # already registered (re-import) or an older torch
 
 _capture.setup()
 
-__all__ = ["compile", "reset", "explain", "config", "lowered_ops", "backends", "CompiledModule"]
+# raised where a compiled function is called when a backend the user passed
+# to kiln.compile raises (a subclass of torch._dynamo.exc.BackendCompilerFailed;
+# the backend's exception is its __cause__)
+BackendCompilerFailed = _capture.BackendCompilerFailed
+
+__all__ = ["compile", "reset", "explain", "config", "lowered_ops", "backends", "CompiledModule",
+           "BackendCompilerFailed"]
 
 _BACKEND_NAMES = ("kiln", "eager", "inductor")
 
@@ -195,7 +201,9 @@ def compile(fn=None, *, backend="kiln", fullgraph=False, dynamic=None, mode=None
 
 
 def reset():
-    """Drop every in-memory cache: recorded frames, guards, compiled graphs."""
+    """Drop every in-memory cache: recorded frames, guards, compiled graphs.
+    Safe while other threads run compiled functions: frames already running
+    finish with the segments they hold, which are freed afterwards."""
     _C.capture_reset()
     try:
         torch._dynamo.reset()

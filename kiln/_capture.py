@@ -133,6 +133,16 @@ def _inductor_backend(gm, example_inputs):
     return compile_fx(gm, example_inputs)
 
 
+def _own_backends():
+    from . import backends
+
+    return {_eager_backend, _inductor_backend} | {getattr(backends, n) for n in dir(backends)
+                                                 if n == "kiln" or n.startswith("kiln_")}
+
+
+_OWN_BACKENDS = set()
+
+
 def resolve_backend(backend):
     if backend == "eager":
         return _eager_backend
@@ -145,13 +155,76 @@ def resolve_backend(backend):
     return backend
 
 
+try:
+    from torch._dynamo.exc import BackendCompilerFailed as _TorchBackendCompilerFailed
+except Exception:  # an older torch: kiln's exception stands alone
+    _TorchBackendCompilerFailed = RuntimeError
+
+
+class BackendCompilerFailed(_TorchBackendCompilerFailed):
+    """A backend given to kiln.compile raised while compiling a graph: the
+    user's own error, raised where the compiled function was called (as
+    torch.compile does).  The backend's exception is __cause__ (and
+    inner_exception)."""
+
+    def __init__(self, backend_fn, inner_exception):
+        # torch's __init__ signature differs between releases: set the fields directly
+        self.backend_name = getattr(backend_fn, "__name__", repr(backend_fn))
+        self.inner_exception = inner_exception
+        self.first_useful_frame = None
+        Exception.__init__(self, f"kiln.compile: backend={self.backend_name!r} raised:\n"
+                                 f"{type(inner_exception).__name__}: {inner_exception}")
+
+
+def tensor_unsupported(value):
+    """Why kiln cannot record tensor `value` (or a tensor in a tuple/list of
+    an op's results), as a short reason; None when it can.  Real inputs and
+    fake results both come here; the frame or graph then runs as Python."""
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            if isinstance(v, torch.Tensor):
+                why = tensor_unsupported(v)
+                if why:
+                    return why
+        return None
+    t = type(value)
+    if t is not Tensor and t is not Parameter and not isinstance(value, FakeTensor):
+        return f"a tensor subclass ({t.__qualname__})"
+    if value.is_nested:
+        return "a nested tensor"
+    if value.layout is not torch.strided:
+        return f"a {value.layout} tensor"
+    if value.is_quantized:
+        return "a quantized tensor"
+    if _is_functorch_wrapped(value):
+        return "a functorch-wrapped tensor (inside vmap/grad)"
+    return None
+
+
+def _is_functorch_wrapped(t):
+    f = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+    return bool(f(t)) if f is not None else False
+
+
 def finish(graph, fake_mode, examples, backend, info):
-    """A recorded graph -> the backend's compiled callable (returns a tuple)."""
+    """A recorded graph -> the backend's compiled callable (returns a tuple).
+    A backend the user passed that raises is their error
+    (BackendCompilerFailed); kiln's own backends raising are kiln's."""
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
     from . import backends
 
     before = len(backends.compiled_graphs)
-    compiled = resolve_backend(backend)(gm, list(examples))
+    fn = resolve_backend(backend)
+    if isinstance(backend, str) or fn in _OWN_BACKENDS:
+        compiled = fn(gm, list(examples))
+    else:
+        try:
+            compiled = fn(gm, list(examples))
+        except Exception as e:
+            raise BackendCompilerFailed(fn, e) from e
+        if not callable(compiled):
+            e = TypeError(f"the backend returned {type(compiled).__name__}, not a callable")
+            raise BackendCompilerFailed(fn, e) from e
     entry = dict(info)
     entry["ops"] = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
     new = backends.compiled_graphs[before:]
@@ -335,4 +408,5 @@ def _skip_prefixes():
 
 
 def setup():
+    _OWN_BACKENDS.update(f for f in _own_backends() if callable(f))
     _C.capture_setup(sys.modules[__name__], _skip_prefixes())

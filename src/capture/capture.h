@@ -188,7 +188,8 @@ typedef struct kn_seg {
 } kn_seg;
 
 typedef struct {
-    int state;                   /* 0 unknown, 1 skip, 2 capture */
+    int state;                   /* 0 unknown, 1 skip, 2 capture, 3 run as Python with the hook
+                                    off below (a tensor subclass's __torch_dispatch__/__torch_function__) */
     int nseg_entry;              /* entries recorded at the function's start */
     int warned;
     kn_seg *segs;
@@ -228,6 +229,8 @@ typedef struct {
     PyObject *regen_view;        /* (anchor, graph output, geometry) -> the view, rebuilt */
     PyObject *fill_object;       /* (obj, dict) -> obj with its __dict__ filled */
     PyObject *has_fake;          /* (list) -> bool: a fake tensor inside (the replay's constants) */
+    PyObject *backend_failed;    /* kiln.BackendCompilerFailed: a user backend raised (the user's error) */
+    PyObject *tensor_unsupported;   /* (tensor or tuple) -> reason str or None */
 } kn_capture_env;
 
 extern kn_capture_env kn_cenv;
@@ -250,6 +253,10 @@ kn_seg *kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObjec
                   int offset, int *abort_kind);
 
 int kn_capture_init(PyObject *module);
+
+/* 1 when this thread's C stack is nearly used up (hook.c): recursion in C
+ * must stop there (raise RecursionError, or break the recording). */
+int kn_c_stack_low(void);
 
 /* Exception-table question: is instruction offset covered by a `try` handler
  * (1), a with-block cleanup (2), or nothing / compiler cleanup (0)? */

@@ -14,6 +14,8 @@
  */
 #include "capture/capture.h"
 
+#include <pthread.h>
+
 #define Py_BUILD_CORE 1
 #include "internal/pycore_frame.h"
 #undef Py_BUILD_CORE
@@ -61,16 +63,133 @@ stat_add(const char *name, long n)
 }
 
 static void
-info_clear(kn_codeinfo *info)
+segs_free(kn_seg *s)
 {
-    kn_seg *s = info->segs;
     while (s) {
         kn_seg *n = s->next;
         kn_seg_free(s);
         s = n;
     }
+}
+
+static void
+info_clear(kn_codeinfo *info)
+{
+    segs_free(info->segs);
     PyMem_Free(info->noinline);
     memset(info, 0, sizeof *info);
+}
+
+/* kiln.reset() while frames run (on this thread or others: a graph, a call
+ * or a recording releases the GIL).  A running frame holds pointers to its
+ * code's segments, so reset only detaches each code's segment chain and
+ * parks it here; the chains are freed once no frame is inside run_frame.
+ * reset_epoch tells a recording that began before a reset to park its
+ * segment too, so the caches start empty. */
+static long frames_running;                /* run_frame activations, all threads (GIL) */
+static long reset_epoch;
+static kn_seg **grave;
+static Py_ssize_t ngrave, capgrave;
+
+static void
+grave_add(kn_seg *chain)
+{
+    if (chain == NULL)
+        return;
+    if (ngrave == capgrave) {
+        Py_ssize_t ncap = capgrave ? capgrave * 2 : 16;
+        kn_seg **ng = PyMem_Realloc(grave, sizeof(kn_seg *) * ncap);
+        if (ng == NULL)
+            return;   /* out of memory: leak the chain rather than free it under a running frame */
+        grave = ng;
+        capgrave = ncap;
+    }
+    grave[ngrave++] = chain;
+}
+
+static void
+grave_empty(void)
+{
+    if (frames_running > 0 || ngrave == 0)
+        return;
+    /* freeing drops references (arbitrary code may run, and reset again):
+     * take the parked chains out first */
+    kn_seg **g = grave;
+    Py_ssize_t n = ngrave;
+    grave = NULL;
+    ngrave = capgrave = 0;
+    PyObject *exc = kn_err_take();
+    for (Py_ssize_t i = 0; i < n; i++)
+        segs_free(g[i]);
+    PyMem_Free(g);
+    if (exc)
+        PyErr_SetRaisedException_compat(exc);
+}
+
+/* ------------------------------------------------------------------ recursion
+ * CPython counts a Python frame against the recursion limit while its
+ * evaluator runs it.  A frame kiln runs is outside that evaluator until its
+ * end, so kiln counts it itself while it holds the frame (py_enter), and gives
+ * the count back before CPython takes the frame over (py_leave): unbounded
+ * recursion then raises RecursionError in the user's frames, as in eager.
+ * Every Python call under the hook also recurses on the C stack (CPython
+ * does not inline calls while an eval-frame hook is set), so a raised
+ * recursion limit could overflow it: kn_c_stack_low() reports when this
+ * thread's C stack is nearly used up, and the call raises RecursionError
+ * (the recorder asks it too before recursing into a nested container). */
+static int
+py_remaining(PyThreadState *ts)
+{
+#if KN_PY312
+    return ts->py_recursion_remaining;
+#else
+    return ts->recursion_remaining;
+#endif
+}
+
+static void
+py_adjust(PyThreadState *ts, int d)
+{
+#if KN_PY312
+    ts->py_recursion_remaining += d;
+#else
+    ts->recursion_remaining += d;
+#endif
+}
+
+/* Python frames a recording may use (FakeTensorMode, torch.fx, the backend):
+ * with fewer left, a new segment is not recorded and CPython runs the frame.
+ * It exceeds the recorder's inlining depth (40), so calls the recorder
+ * inlines could never have hit the recursion limit for real. */
+#define KN_RECORD_HEADROOM 160
+
+static _Thread_local char *tls_stack_floor;   /* below this address the C stack is nearly full */
+
+int
+kn_c_stack_low(void)
+{
+    char here;
+    if (tls_stack_floor == NULL) {
+        char *floor = (char *)1;   /* unknown: never low */
+#if defined(__linux__)
+        pthread_attr_t a;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            void *lo = NULL;
+            size_t sz = 0;
+            if (pthread_attr_getstack(&a, &lo, &sz) == 0 && lo != NULL) {
+                size_t margin = sz / 8;
+                if (margin < (64u << 10))
+                    margin = 64u << 10;
+                if (margin > (1u << 20))
+                    margin = 1u << 20;
+                floor = (char *)lo + margin;
+            }
+            pthread_attr_destroy(&a);
+        }
+#endif
+        tls_stack_floor = floor;
+    }
+    return &here < tls_stack_floor;
 }
 
 static void
@@ -119,6 +238,9 @@ code_info(PyCodeObject *code)
     n->info.state = path_skipped(code) ? 1 : 2;
     if (PyErr_Occurred())
         PyErr_Clear();
+    if (PyUnicode_Check(code->co_name) && (PyUnicode_CompareWithASCIIString(code->co_name, "__torch_dispatch__") == 0 ||
+                                           PyUnicode_CompareWithASCIIString(code->co_name, "__torch_function__") == 0))
+        n->info.state = 3;
     if (kn_code_set_extra((PyObject *)code, extra_index, n) < 0) {
         PyMem_Free(n);
         return NULL;
@@ -156,11 +278,43 @@ prologue(_PyInterpreterFrame *f)
     f->prev_instr = _PyCode_CODE(co) + co->_co_firsttraceable - 1;
 }
 
+/* run_frame's last step, where CPython takes the frame over: the frame
+ * holds no segment any more, and CPython counts it against the recursion
+ * limit itself from here. */
+static void
+frame_release(PyThreadState *ts)
+{
+    py_adjust(ts, 1);
+    frames_running--;
+}
+
+/* CPython takes frame f over at offset off. */
 static PyObject *
 fallback(PyThreadState *ts, _PyInterpreterFrame *f, int off)
 {
+    frame_release(ts);
     f->prev_instr = _PyCode_CODE(f->f_code) + off - 1;
     return _PyEval_EvalFrameDefault(ts, f, 0);
+}
+
+/* While kiln itself calls out on behalf of frame f (a call it could not
+ * record, the graph, the replay), f is the thread's current Python frame, as
+ * under CPython: zero-argument super(), sys._getframe(), locals(), warnings'
+ * stacklevel and tracebacks see the user's frame, at instruction `at`. */
+static _PyInterpreterFrame *
+frame_link(PyThreadState *ts, _PyInterpreterFrame *f, int at)
+{
+    _PyInterpreterFrame *prev = ts->cframe->current_frame;
+    f->prev_instr = _PyCode_CODE(f->f_code) + at;
+    f->previous = prev;
+    ts->cframe->current_frame = f;
+    return prev;
+}
+
+static void
+frame_unlink(PyThreadState *ts, _PyInterpreterFrame *prev)
+{
+    ts->cframe->current_frame = prev;
 }
 
 static void
@@ -275,6 +429,13 @@ run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret
             st[sp++] = Py_NewRef(PyList_GET_ITEM(seg->consts, op.a));
             break;
         case KN_P_OUT:
+            if (op.a >= PySequence_Fast_GET_SIZE(out)) {   /* a backend's callable returned too few */
+                PyErr_Format(PyExc_RuntimeError,
+                             "kiln: a compiled graph returned %zd outputs where the graph has more; a backend "
+                             "must return a callable that returns every output of the graph it was given",
+                             PySequence_Fast_GET_SIZE(out));
+                goto done;
+            }
             st[sp++] = Py_NewRef(PySequence_Fast_ITEMS(out)[op.a]);
             break;
         case KN_P_NULL:
@@ -479,18 +640,21 @@ done:
 
 /* The call a segment stopped at, done for real on the frame's stack. */
 static int
-do_call(kn_seg *seg, _PyInterpreterFrame *f)
+do_call(PyThreadState *ts, kn_seg *seg, _PyInterpreterFrame *f)
 {
     PyObject **sp = f->localsplus + f->stacktop;
     PyObject *res;
     int pop;
+    _PyInterpreterFrame *prev = frame_link(ts, f, seg->term_off);
     if (seg->term_arg < 0) {                      /* CALL_FUNCTION_EX: NULL, fn, args[, kwargs] */
         int haskw = seg->term_arg == -2;
         PyObject *kw = haskw ? sp[-1] : NULL;
         PyObject *args = sp[-1 - haskw], *fn = sp[-2 - haskw];
         PyObject *targs = PyTuple_Check(args) ? Py_NewRef(args) : PySequence_Tuple(args);
-        if (targs == NULL)
+        if (targs == NULL) {
+            frame_unlink(ts, prev);
             return -1;
+        }
         res = PyObject_Call(fn, targs, kw);
         Py_DECREF(targs);
         pop = 3 + haskw;
@@ -508,6 +672,7 @@ do_call(kn_seg *seg, _PyInterpreterFrame *f)
         res = PyObject_Vectorcall(callable, args, n - nkw, seg->kwnames);
         pop = seg->term_arg + 2;
     }
+    frame_unlink(ts, prev);
     for (int i = 0; i < pop; i++) {
         f->stacktop--;
         Py_XDECREF(f->localsplus[f->stacktop]);
@@ -648,6 +813,7 @@ end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject
 {
     PyCodeObject *code = f->f_code;
     int nlp = code->co_nlocalsplus;
+    frame_release(ts);
     if (result != NULL) {
         while (f->stacktop > nlp) {
             f->stacktop--;
@@ -682,6 +848,7 @@ static PyObject *
 run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info)
 {
     PyCodeObject *code = f->f_code;
+    frames_running++;
     prologue(f);
     int off = code->_co_firsttraceable, cap = 128, at = off;
     int handed = 0;   /* CPython's evaluator already took the frame over */
@@ -700,15 +867,47 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 handed = 1;
                 goto out;
             }
+            if (py_remaining(ts) < KN_RECORD_HEADROOM) {
+                /* too deep in Python's recursion limit to record: CPython runs
+                 * it (and raises RecursionError where eager would) */
+                stat_add("recursion_fallbacks", 1);
+                result = fallback(ts, f, off);
+                handed = 1;
+                goto out;
+            }
             int abort_kind = 0;
+            long epoch = reset_epoch;
             tls_off++;
             seg = kn_record(ctx, info, code, (PyObject *)FRAME_FUNC(f), f->f_globals, f->f_builtins, f->localsplus,
                             f->localsplus + code->co_nlocalsplus, f->stacktop - code->co_nlocalsplus, off,
                             &abort_kind);
             tls_off--;
+            if (seg && epoch != reset_epoch) {
+                /* kiln.reset() ran meanwhile: this frame uses the segment, the
+                 * cache does not keep it */
+                for (kn_seg **p = &info->segs; *p; p = &(*p)->next) {
+                    if (*p == seg) {
+                        *p = seg->next;
+                        break;
+                    }
+                }
+                seg->next = NULL;
+                grave_add(seg);
+            }
             if (seg == NULL) {
                 if (abort_kind == 1)          /* fullgraph: the user's error */
                     goto out;
+                if (kn_cenv.backend_failed && PyErr_ExceptionMatches(kn_cenv.backend_failed))
+                    goto out;                 /* the user's backend raised: their error */
+                if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
+                    /* the recording itself ran out of recursion depth: not a
+                     * kiln bug, CPython runs the frame */
+                    PyErr_Clear();
+                    stat_add("recursion_fallbacks", 1);
+                    result = fallback(ts, f, off);
+                    handed = 1;
+                    goto out;
+                }
                 if (debug_mode())             /* KILN_DEBUG: an internal error fails loudly */
                     goto out;
                 warn_once(info, code, "capture failed");
@@ -752,7 +951,9 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
         }
         seg->hits++;
         PyObject *ret = NULL;
+        _PyInterpreterFrame *prev = frame_link(ts, f, seg->offset);
         int rc = run_segment(seg, f, vals, &ret);
+        frame_unlink(ts, prev);
         release_vals(seg, vals);
         if (rc == -2) {
             /* the graph raised: run the segment as Python, so the exception
@@ -777,7 +978,7 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
             goto out;
         case KN_T_CALL:
             at = seg->term_off;   /* an exception from the call is raised there */
-            if (do_call(seg, f) < 0)
+            if (do_call(ts, seg, f) < 0)
                 goto out;
             off = seg->term_next;
             break;
@@ -794,18 +995,32 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
 out:
     if (vals != small)
         PyMem_Free(vals);
-    if (handed)
-        return result;
-    return end_frame(ts, f, info, result, at);
+    if (!handed)
+        result = end_frame(ts, f, info, result, at);
+    grave_empty();
+    return result;
 }
 
 static PyObject *
 kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
 {
     kn_capctx *ctx = tls_ctx;
-    if (ctx == NULL || tls_off || throwflag)
+    if (ctx == NULL || throwflag)
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
     PyCodeObject *code = f->f_code;
+    if (kn_c_stack_low()) {
+        /* the C stack is nearly full (a raised recursion limit): raise as
+         * CPython does when it runs out of C stack, never overflow it */
+        PyErr_SetString(PyExc_RecursionError,
+                        "maximum recursion depth exceeded (kiln: the thread's C stack is nearly full)");
+        if (f->owner == FRAME_OWNED_BY_THREAD && f->prev_instr == _PyCode_CODE(code) - 1) {
+            prologue(f);   /* a fresh frame: raised at its first line, cells made */
+            f->prev_instr = _PyCode_CODE(code) + code->_co_firsttraceable;
+        }
+        return _PyEval_EvalFrameDefault(ts, f, 1);
+    }
+    if (tls_off)
+        return _PyEval_EvalFrameDefault(ts, f, throwflag);
     if ((code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) ||
         f->owner != FRAME_OWNED_BY_THREAD || ts->c_tracefunc != NULL || ts->c_profilefunc != NULL ||
         f->prev_instr != _PyCode_CODE(code) - 1)
@@ -817,6 +1032,16 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
     }
     if (info->eager || (info->state == 1 && (PyObject *)code != ctx->root_code))
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
+    if (info->state == 3) {
+        /* a tensor subclass's __torch_dispatch__ / __torch_function__: it and
+         * everything it calls run as Python (kiln records above tensors) */
+        tls_off++;
+        PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+        tls_off--;
+        return r;
+    }
+    if (py_remaining(ts) <= 0)   /* CPython raises RecursionError in this frame */
+        return _PyEval_EvalFrameDefault(ts, f, throwflag);
     if (info->ret_index == 0) {   /* stored + 1; -1: none */
         int r = find_return(code);
         info->ret_index = r >= 0 ? r + 1 : -1;
@@ -825,6 +1050,7 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
         if (r < 0 && !KN_PY312)
             info->eager = 1;
     }
+    py_adjust(ts, -1);   /* given back by frame_release */
     return run_frame(ctx, ts, f, info);
 }
 
@@ -986,6 +1212,8 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(regen_view, "regen_view");
     GET(fill_object, "fill_object");
     GET(has_fake, "has_fake");
+    GET(backend_failed, "BackendCompilerFailed");
+    GET(tensor_unsupported, "tensor_unsupported");
     Py_XSETREF(kn_cenv.dump_guards, PyObject_GetAttrString(mod, "dump_guards"));
     if (kn_cenv.dump_guards == Py_None)
         Py_CLEAR(kn_cenv.dump_guards);
@@ -1029,11 +1257,23 @@ py_capture_reset(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    /* frames may be running these segments (other threads, or this one
+     * below a call): detach the chains, free them once none runs.  Nothing
+     * here runs Python code, so the list of infos cannot change under us. */
+    reset_epoch++;
     for (infonode *n = all_infos.next; n != &all_infos; n = n->next) {
-        int state = n->info.state;
-        info_clear(&n->info);
-        n->info.state = state;
+        kn_codeinfo *info = &n->info;
+        grave_add(info->segs);
+        info->segs = NULL;
+        PyMem_Free(info->noinline);   /* read by recordings only between Python calls */
+        info->noinline = NULL;
+        info->nnoinline = info->capnoinline = 0;
+        info->nseg_entry = 0;
+        info->warned = 0;
+        /* state and ret_index are facts about the code, read by running frames */
+        info->eager = info->ret_index < 0 && !KN_PY312;
     }
+    grave_empty();
     if (capture_stats)
         PyDict_Clear(capture_stats);
     Py_RETURN_NONE;

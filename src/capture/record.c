@@ -337,6 +337,16 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
             return NULL;
         return prev;
     }
+    /* nested, sparse, quantized, functorch-wrapped: the code runs as Python */
+    PyObject *why = PyObject_CallOneArg(kn_cenv.tensor_unsupported, t);
+    if (why == NULL)
+        return NULL;
+    if (why != Py_None) {
+        kn_brk(r, "%s input (run as Python)", PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "an unsupported tensor");
+        Py_DECREF(why);
+        return NULL;
+    }
+    Py_DECREF(why);
     PyObject *dtype = PyObject_GetAttr(t, kn_cenv.s_dtype);
     PyObject *shape = PyObject_GetAttr(t, kn_cenv.s_shape);
     PyObject *stride = PyObject_CallMethodNoArgs(t, kn_cenv.s_stride);
@@ -392,6 +402,10 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
 {
     if (src >= 0 && r->bysrc[src])
         return r->bysrc[src];
+    if (kn_c_stack_low()) {   /* containers nested very deeply: wrapping recurses in C */
+        kn_brk(r, "a value nested too deeply to record");
+        return NULL;
+    }
     kn_val *v = NULL;
     PyTypeObject *t = Py_TYPE(obj);
     if (src < 0 && PyObject_TypeCheck(obj, (PyTypeObject *)kn_cenv.torch_tensor)) {
@@ -399,6 +413,13 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         kn_val *m = kn_memo_get(r, obj);
         if (m && m->kind == V_TENSOR)
             return m;
+    }
+    if (src >= 0 && (PyObject *)t != kn_cenv.torch_tensor && (PyObject *)t != kn_cenv.torch_param &&
+        PyObject_TypeCheck(obj, (PyTypeObject *)kn_cenv.torch_tensor)) {
+        /* a tensor subclass from the frame (__torch_function__, __torch_dispatch__
+         * wrappers): the code from here runs as Python */
+        kn_brk(r, "a tensor subclass (%s) input (run as Python)", t->tp_name);
+        return NULL;
     }
     if ((PyObject *)t == kn_cenv.torch_tensor || (PyObject *)t == kn_cenv.torch_param) {
         if (src < 0) {
@@ -767,6 +788,19 @@ cell_load(kn_rec *r, kn_val *cell, kn_val **out)
         return kn_brk(r, "free variable referenced before assignment");
     *out = cell->content;
     return 0;
+}
+
+/* for record_call.c (zero-argument super() in the recorded frame itself) */
+kn_val *
+kn_load_local(kn_rec *r, rframe *fr, int i)
+{
+    return fr->locals[i] == LAZY ? load_local(r, fr, i) : fr->locals[i];
+}
+
+int
+kn_cell_load(kn_rec *r, kn_val *cell, kn_val **out)
+{
+    return cell_load(r, cell, out);
 }
 
 static int

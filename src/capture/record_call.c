@@ -961,24 +961,24 @@ builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObj
             Py_XDECREF(fv);
             if (j < 0 || co->co_argcount < 1)
                 return kn_brk(r, "super() outside a method");
-            kn_val *cell = fr->locals[co->co_nlocalsplus - co->co_nfreevars + j], *cls;
-            if (cell == LAZY)
-                return kn_brk(r, "super() in the compiled function itself");
+            /* in the recorded frame itself the cells are read from the real
+             * frame (its prologue made them); the class is guarded through
+             * its cell, so one code object shared by several classes (a
+             * class made in a function) gets the right one */
+            kn_val *cell = kn_load_local(r, fr, co->co_nlocalsplus - co->co_nfreevars + (int)j), *cls = NULL;
+            if (cell == NULL)
+                return KN_FAIL;
             if (cell->kind != V_CELL)
                 return kn_brk(r, "super() without a __class__ cell");
-            if (cell->content == LAZY) {
-                PyObject *c = PyCell_GET(cell->obj);
-                if (c == NULL)
-                    return kn_brk(r, "empty __class__ cell");
-                cell->content = kn_v_const(r, c);
-            }
-            cls = cell->content;
-            kn_val *self = fr->locals[0];
-            if (self == LAZY)
-                return kn_brk(r, "super() in the compiled function itself");
+            if (cell->obj && cell->content == LAZY && PyCell_GET(cell->obj) == NULL)
+                return kn_brk(r, "empty __class__ cell");
+            CHECK(kn_cell_load(r, cell, &cls));
+            kn_val *self = kn_load_local(r, fr, 0);
+            if (self == NULL)
+                return KN_FAIL;
             if (self->kind == V_CELL)
-                self = self->content;
-            if (cls == NULL || cls->kind != V_CONST || self == NULL)
+                CHECK(kn_cell_load(r, self, &self));
+            if (cls == NULL || cls->kind != V_CONST || !PyType_Check(cls->obj) || self == NULL)
                 return kn_brk(r, "super() arguments");
             s->obj = cls->obj;
             s->self = self;

@@ -354,13 +354,21 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         if (!PyFunction_Check(target)) {
             /* a query of torch's global state: ask it outside the fake mode */
             PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
-            Py_XDECREF(x);
-            PyObject *real = x ? PyObject_Call(target, fa, fk) : NULL;
+            if (x == NULL)
+                goto done;   /* kiln's error */
+            Py_DECREF(x);
+            PyObject *real = PyObject_Call(target, fa, fk);
+            /* the mode is entered again with no exception pending (else the
+             * mode stack is left half-changed and torch aborts later) */
+            PyObject *failed = real ? NULL : kn_err_take();
             PyObject *y = PyObject_CallMethod(r->fake_mode, "__enter__", NULL);
-            Py_XDECREF(y);
-            if (real == NULL || y == NULL) {
+            Py_XDECREF(failed);
+            if (y == NULL) {
                 Py_XDECREF(real);
-                PyErr_Clear();
+                goto done;
+            }
+            Py_DECREF(y);
+            if (real == NULL) {
                 rc = kn_brk(r, "a torch query raises");
                 goto done;
             }
@@ -371,6 +379,23 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         }
         rc = kn_brk(r, "a torch function returning Python values");
         goto done;
+    }
+    {
+        /* a result kiln cannot carry through a graph (a subclass, nested,
+         * sparse, quantized): the op runs as Python */
+        PyObject *why = PyObject_CallOneArg(kn_cenv.tensor_unsupported, res);
+        if (why == NULL)
+            goto done;
+        if (why != Py_None) {
+            PyObject *tn = method ? Py_NewRef(target) : PyObject_GetAttrString(target, "__name__");
+            PyErr_Clear();
+            rc = kn_brk(r, "%s returns %s", tn && PyUnicode_Check(tn) ? PyUnicode_AsUTF8(tn) : "a torch function",
+                        PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "an unsupported tensor");
+            Py_XDECREF(tn);
+            Py_DECREF(why);
+            goto done;
+        }
+        Py_DECREF(why);
     }
     node = PyObject_CallMethodObjArgs(r->graph, method ? kn_cenv.s_call_method : kn_cenv.s_call_function, target, na,
                                       nk, NULL);

@@ -210,6 +210,13 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
             if (emit_val(r, e, v->items[i]) < 0)
                 return -1;
         return emit(e, KN_P_SLICE, 0);
+    case V_SUPER:   /* super() kept across a break: super(cls, self) */
+        if (v->obj == NULL || v->self == NULL)
+            break;
+        return (emit_const(e, (PyObject *)&PySuper_Type) < 0 || emit_const(e, v->obj) < 0 ||
+                emit_val(r, e, v->self) < 0 || emit(e, KN_P_CALL, 2) < 0)
+                   ? -1
+                   : 0;
     case V_METHOD:
     case V_TMETHOD:
     case V_BMETHOD: {
@@ -485,8 +492,12 @@ rec_free(kn_rec *r)
             PyErr_SetRaisedException_compat(et);
     }
     if (r->fake_mode && !r->fake_exited) {
+        PyObject *et = kn_err_take();
         PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
         Py_XDECREF(x);
+        PyErr_Clear();
+        if (et)
+            PyErr_SetRaisedException_compat(et);
     }
     for (int i = 0; i < r->nsrc; i++)
         Py_XDECREF(r->srcs[i].key);
@@ -596,6 +607,7 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
         fr->stackcap = code->co_stacksize + 8;
         fr->stack = kn_alloc(&r->arena, sizeof(kn_val *) * fr->stackcap);
         fr->pc = offset;
+        fr->lastpc = offset;   /* a break before the first instruction is at offset */
         fr->call_off = -1;
         r->root = fr;
         kn_root_locals = locals;
@@ -610,24 +622,37 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
             if (s >= 0)
                 v = stack[j] ? kn_wrap(r, stack[j], s) : kn_v_new(r, V_NULL);
             if (v == NULL)
-                rc = KN_ERR;
+                rc = KN_FAIL;
             else
                 fr->stack[fr->sp++] = v;
         }
+        int stack_break = rc == KN_BREAK;   /* a stack entry kiln cannot record (an unsupported tensor) */
         if (rc == 0)
             rc = kn_run_frame(r, fr);
         {
-            /* no fake op runs after this point; the backend must not see the mode */
+            /* no fake op runs after this point; the backend must not see the mode.
+             * Never call into Python with an exception pending (the mode
+             * would stay half-exited and torch abort the process later). */
+            PyObject *pending = kn_err_take();
             PyObject *x = PyObject_CallMethod(r->fake_mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
             if (x == NULL && rc != KN_ERR)
                 rc = KN_ERR;
             Py_XDECREF(x);
+            if (pending) {
+                PyErr_Clear();
+                PyErr_SetRaisedException_compat(pending);
+            }
             r->fake_exited = 1;
         }
         /* put the real grad mode back; the replay sets what the code left */
         if (r->grad_cur != grad0) {
+            PyObject *pending = kn_err_take();
             PyObject *x = PyObject_CallOneArg(kn_cenv.set_grad, grad0 ? Py_True : Py_False);
             Py_XDECREF(x);
+            if (pending) {
+                PyErr_Clear();
+                PyErr_SetRaisedException_compat(pending);
+            }
         }
         if (rc == KN_ERR) {
             rec_free(r);
@@ -670,7 +695,11 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
             int pc = fr->lastpc, op, arg, next;
             kn_decode(fr, pc, &op, &arg, &next);
             int region = kn_exc_region(code, pc);
-            if (fr->nwith > 0) {
+            if (stack_break) {
+                /* CPython runs the frame from offset, its stack untouched */
+                fr->sp = 0;
+                seg = finish(r, fr, offset, 0, KN_T_FALLBACK, offset, 0, 0, 0, NULL);
+            } else if (fr->nwith > 0) {
                 /* a break inside a with block: the whole segment runs as Python;
                  * nothing recorded (values, effects, grad mode) is replayed */
                 r->neff = 0;
