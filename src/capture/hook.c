@@ -10,7 +10,11 @@
  * as usual.  Frames are left to CPython when they belong to generators or
  * coroutines, are re-entered with an exception, are traced, or come from
  * torch, the standard library or kiln (the compiled function's own code is
- * always recorded, wherever it lives).
+ * always recorded, wherever it lives); a tensor subclass's __torch_dispatch__
+ * or __torch_function__ runs as Python with everything below it.  A frame
+ * kiln runs counts against Python's recursion limit while kiln holds it, and
+ * calls kiln makes for it see it as the current frame.  kiln.reset() parks
+ * the segments it drops until no frame runs any.
  */
 #include "capture/capture.h"
 
