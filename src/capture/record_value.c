@@ -804,15 +804,15 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             !strcmp(nm, "_base"))
             return kn_brk(r, "Tensor.%s", nm);
         PyObject *d = _PyType_Lookup((PyTypeObject *)kn_cenv.torch_tensor, name);
-        if (d && tensor_method_guard(r, name) < 0)
-            return KN_FAIL;
-        if (d && PyFunction_Check(d) && !torch_function(d)) {
-            /* the user's replacement (torch.Tensor.relu = f): inlined like any method */
-            *out = kn_v_method(r, kn_v_const(r, d), v);
-            return *out ? 0 : KN_FAIL;
-        }
         if (d && (Py_TYPE(d) == &PyMethodDescr_Type || PyFunction_Check(d) || PyCFunction_Check(d) ||
                   Py_TYPE(d) == &PyWrapperDescr_Type)) {
+            if (tensor_method_guard(r, name) < 0)
+                return KN_FAIL;
+            if (PyFunction_Check(d) && !torch_function(d)) {
+                /* the user's replacement (torch.Tensor.relu = f): inlined like any method */
+                *out = kn_v_method(r, kn_v_const(r, d), v);
+                return *out ? 0 : KN_FAIL;
+            }
             kn_val *m = kn_v_new(r, V_TMETHOD);
             if (m == NULL || (m->obj = name, PyList_Append(r->pins, name)) < 0)
                 return KN_FAIL;

@@ -389,7 +389,7 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
         if (rc < 0)
             goto error;
     }
-    /* ... and inputs the graph writes to share storage with the same inputs as now */
+    /* ... and inputs the graph writes to overlap the same inputs, the same way, as now */
     if (seg->graph && r->ninputs > 1) {
         PyObject *fakes = placeholder_fakes(r), *facts = fakes ? kn_alias_facts(r->inputs, r->ninputs, r->examples, fakes) : NULL;
         int rc = facts ? kn_guard_add(r, KN_G_ALIAS, -1, facts, NULL, NULL, NULL, 0) : PyErr_Occurred() ? -1 : 0;
