@@ -119,6 +119,9 @@ typedef enum {
     KN_G_DISTINCT,  /* the sources in obj (a tuple of indices) are distinct objects */
     KN_G_EMPTY,     /* v (a dict) maps each key in obj (a tuple) to an empty dict */
     KN_G_WEAKID,    /* v is the (live) referent of the weak reference obj2 */
+    KN_G_CODE,      /* v is a function with __code__ obj, __defaults__ obj2, __kwdefaults__ obj3 */
+    KN_G_STATE,     /* global torch state: each (fn, args, want) in obj has fn(*args) == want */
+    KN_G_ALIAS,     /* tensor inputs overlap in memory as recorded (obj: kn_alias_facts' blob) */
 } kn_guardkind;
 
 typedef struct {
@@ -205,6 +208,19 @@ typedef struct {
 int kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, int nstack,
                    PyObject *globals, PyObject *builtins, PyObject **vals);
 PyObject *kn_guard_describe(kn_seg *seg, PyCodeObject *code);    /* list of str */
+
+/* The global torch state a recording depends on, as KN_G_STATE's tuple:
+ * default dtype, the torch-function mode stack (torch.set_default_device,
+ * `with torch.device(...)`), autocast.  New reference or NULL with an error. */
+PyObject *kn_state_snapshot(void);
+
+/* KN_G_ALIAS's facts for a graph with n tensor inputs (srcs: their sources,
+ * reals: the real tensors, fakes: a list of the fake tensors the recording
+ * ran on, None where unknown).  Only inputs the graph writes to (their
+ * fake's version moved) make overlap matter: NULL (no error) when none is
+ * written, else a bytes blob: which inputs overlap a written one, and at
+ * which relative offset.  Error: NULL with an exception set. */
+PyObject *kn_alias_facts(const int *srcs, int n, PyObject *reals, PyObject *fakes);
 PyObject *kn_src_describe(kn_src *srcs, int i, PyCodeObject *code);
 void kn_seg_free(kn_seg *seg);
 

@@ -235,6 +235,306 @@ check_distinct(kn_guard *g, PyObject **vals)
     return ok;
 }
 
+/* ------------------------------------------------------------------ global torch state */
+
+/* (fn, args, want) triples, built once: the callables of torch's global
+ * state that change what a recording computes. */
+static PyObject *st_dtype, *st_fstack_len, *st_fstack_at, *st_any_autocast, *st_autocast_on, *st_autocast_dtype;
+static PyObject *st_devs;   /* ("cpu", "cuda") */
+
+static int
+state_init(void)
+{
+    if (st_dtype)
+        return 0;
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *C = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
+    if (C) {
+        st_dtype = PyObject_GetAttrString(torch, "get_default_dtype");
+        st_fstack_len = PyObject_GetAttrString(C, "_len_torch_function_stack");
+        st_fstack_at = PyObject_GetAttrString(C, "_get_function_stack_at");
+        st_any_autocast = PyObject_GetAttrString(C, "_is_any_autocast_enabled");
+        st_autocast_on = PyObject_GetAttrString(torch, "is_autocast_enabled");
+        st_autocast_dtype = PyObject_GetAttrString(torch, "get_autocast_dtype");
+        st_devs = Py_BuildValue("(ss)", "cpu", "cuda");
+    }
+    Py_XDECREF(torch);
+    Py_XDECREF(C);
+    if (!st_dtype || !st_fstack_len || !st_fstack_at || !st_any_autocast || !st_autocast_on ||
+        !st_autocast_dtype || !st_devs) {
+        Py_CLEAR(st_dtype);
+        return -1;
+    }
+    return 0;
+}
+
+/* append (fn, args, fn(*args)) to out */
+static int
+state_add(PyObject *out, PyObject *fn, PyObject *args, PyObject **got)
+{
+    PyObject *v = PyObject_Call(fn, args, NULL);
+    PyObject *t = v ? PyTuple_Pack(3, fn, args, v) : NULL;
+    int rc = t ? PyList_Append(out, t) : -1;
+    Py_XDECREF(t);
+    if (got && rc == 0)
+        *got = Py_NewRef(v);
+    Py_XDECREF(v);
+    return rc;
+}
+
+PyObject *
+kn_state_snapshot(void)
+{
+    if (state_init() < 0)
+        return NULL;
+    PyObject *out = PyList_New(0), *none = PyTuple_New(0), *n = NULL, *any = NULL;
+    int rc = out && none ? 0 : -1;
+    if (rc == 0)
+        rc = state_add(out, st_dtype, none, NULL);
+    if (rc == 0)
+        rc = state_add(out, st_fstack_len, none, &n);
+    /* the modes themselves (set_default_device makes a new one each time) */
+    Py_ssize_t nm = rc == 0 ? PyLong_AsSsize_t(n) : 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < nm; i++) {
+        PyObject *a = Py_BuildValue("(n)", i);
+        rc = a ? state_add(out, st_fstack_at, a, NULL) : -1;
+        Py_XDECREF(a);
+    }
+    if (rc == 0)
+        rc = state_add(out, st_any_autocast, none, &any);
+    for (Py_ssize_t i = 0; rc == 0 && any == Py_True && i < PyTuple_GET_SIZE(st_devs); i++) {
+        PyObject *a = PyTuple_Pack(1, PyTuple_GET_ITEM(st_devs, i)), *on = NULL;
+        rc = a ? state_add(out, st_autocast_on, a, &on) : -1;
+        if (rc == 0 && on == Py_True)
+            rc = state_add(out, st_autocast_dtype, a, NULL);
+        Py_XDECREF(on);
+        Py_XDECREF(a);
+    }
+    Py_XDECREF(none);
+    Py_XDECREF(n);
+    Py_XDECREF(any);
+    PyObject *t = rc == 0 ? PyList_AsTuple(out) : NULL;
+    Py_XDECREF(out);
+    return t;
+}
+
+/* 1: every recorded (fn, args, want) still holds; 0: one changed; -1 error */
+static int
+check_state(kn_guard *g)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g->obj); i++) {
+        PyObject *t = PyTuple_GET_ITEM(g->obj, i), *args = PyTuple_GET_ITEM(t, 1);
+        PyObject *v = PyObject_Vectorcall(PyTuple_GET_ITEM(t, 0), &PyTuple_GET_ITEM(args, 0),
+                                          PyTuple_GET_SIZE(args), NULL);
+        if (v == NULL)
+            return -1;
+        PyObject *want = PyTuple_GET_ITEM(t, 2);
+        int ok = v == want || (Py_TYPE(v) == Py_TYPE(want) && PyObject_RichCompareBool(v, want, Py_EQ) == 1);
+        Py_DECREF(v);
+        if (PyErr_Occurred())
+            return -1;
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ aliasing tensor inputs */
+
+/* KN_G_ALIAS blob, int64: [n, npair, src[n], span[n], written[n], then npair
+ * triples (i, j, data_ptr(j) - data_ptr(i))]: every pair i < j of inputs
+ * whose byte ranges [data_ptr, data_ptr + span) intersect, one of them
+ * written by the graph.  Sizes and strides are fixed by the tensor guards,
+ * so the same pairs at the same relative offsets mean the same overlap,
+ * element for element (what AOT autograd compiled the graph for); ranges
+ * that do not intersect never share an element.  A tensor whose pointer
+ * cannot be read (meta, say) or with no elements has an empty range. */
+static PyObject *s_data_ptr;
+
+static int64_t
+tensor_ptr(PyObject *t)
+{
+    PyObject *args[2] = {NULL, t};
+    PyObject *p = PyObject_VectorcallMethod(s_data_ptr, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    int64_t d = p ? (int64_t)PyLong_AsUnsignedLongLong(p) : 0;
+    Py_XDECREF(p);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return d;
+}
+
+typedef struct {
+    int64_t lo, hi;
+    int k;
+} range_k;
+
+static int
+range_cmp(const void *a, const void *b)
+{
+    const range_k *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+static int
+triple_cmp(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    for (int i = 0; i < 3; i++)
+        if (x[i] != y[i])
+            return x[i] < y[i] ? -1 : 1;
+    return 0;
+}
+
+/* The overlapping pairs of tensors ts[0..n) (see the blob), sorted, into
+ * *pairs (PyMem, 3 per pair; NULL when none); their count, -1 on no memory. */
+static Py_ssize_t
+overlap_pairs(PyObject **ts, int n, const int64_t *span, const int64_t *wr, int64_t **pairs)
+{
+    range_k small[32], *rg = n <= 32 ? small : PyMem_Malloc(sizeof(range_k) * n);
+    Py_ssize_t np = 0, cap = 0;
+    *pairs = NULL;
+    if (rg == NULL)
+        return -1;
+    int m = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t p = span[k] > 0 ? tensor_ptr(ts[k]) : 0;
+        if (p != 0)
+            rg[m++] = (range_k){p, p + span[k], k};
+    }
+    qsort(rg, m, sizeof *rg, range_cmp);
+    for (int a = 0; a < m && np >= 0; a++) {
+        for (int b = a + 1; b < m && rg[b].lo < rg[a].hi; b++) {
+            if (!wr[rg[a].k] && !wr[rg[b].k])
+                continue;
+            if (np == cap) {
+                cap = cap ? 2 * cap : 8;
+                int64_t *q = PyMem_Realloc(*pairs, sizeof(int64_t) * 3 * cap);
+                if (q == NULL) {
+                    np = -1;
+                    break;
+                }
+                *pairs = q;
+            }
+            range_k x = rg[a].k < rg[b].k ? rg[a] : rg[b], y = rg[a].k < rg[b].k ? rg[b] : rg[a];
+            int64_t *t = *pairs + 3 * np++;
+            t[0] = x.k;
+            t[1] = y.k;
+            t[2] = y.lo - x.lo;
+        }
+    }
+    if (rg != small)
+        PyMem_Free(rg);
+    if (np < 0) {
+        PyMem_Free(*pairs);
+        *pairs = NULL;
+        return -1;
+    }
+    if (np > 1)
+        qsort(*pairs, np, sizeof(int64_t) * 3, triple_cmp);
+    return np;
+}
+
+/* Bytes from a tensor's first element to one past its last one (0: none). */
+static int64_t
+tensor_span(PyObject *t)
+{
+    PyObject *shape = PyObject_GetAttr(t, kn_cenv.s_shape), *stride = PyObject_CallMethodNoArgs(t, kn_cenv.s_stride);
+    PyObject *es = PyObject_CallMethod(t, "element_size", NULL);
+    int64_t span = es ? PyLong_AsLongLong(es) : 0;
+    Py_ssize_t nd = shape && stride && PyTuple_Check(shape) && PyTuple_Check(stride) ? PyTuple_GET_SIZE(shape) : -1;
+    int64_t last = 0;
+    for (Py_ssize_t i = 0; i < nd && span > 0; i++) {
+        long long sz = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (sz == 0)
+            span = 0;
+        last += (sz - 1) * PyLong_AsLongLong(PyTuple_GET_ITEM(stride, i));
+    }
+    int bad = nd < 0 || PyErr_Occurred();
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    Py_XDECREF(es);
+    PyErr_Clear();
+    return bad || span <= 0 ? (bad ? -1 : 0) : (last + 1) * span;
+}
+
+PyObject *
+kn_alias_facts(const int *srcs, int n, PyObject *reals, PyObject *fakes)
+{
+    if (s_data_ptr == NULL && (s_data_ptr = PyUnicode_InternFromString("data_ptr")) == NULL)
+        return NULL;
+    if (n < 2 || PyList_GET_SIZE(reals) < n)
+        return NULL;
+    int64_t *w = PyMem_Malloc(sizeof(int64_t) * (2 + 3 * (size_t)n)), *pairs = NULL;
+    if (w == NULL)
+        return PyErr_NoMemory();
+    int64_t *src = w + 2, *span = src + n, *wr = span + n;
+    int any = 0;
+    w[0] = n;
+    for (int k = 0; k < n; k++) {
+        PyObject *t = PyList_GET_ITEM(reals, k);
+        PyObject *f = fakes && k < PyList_GET_SIZE(fakes) ? PyList_GET_ITEM(fakes, k) : Py_None;
+        PyObject *ver = f != Py_None ? PyObject_GetAttrString(f, "_version") : NULL;
+        if (ver == NULL)
+            PyErr_Clear();
+        src[k] = srcs[k];
+        span[k] = tensor_span(t);
+        if (span[k] < 0)   /* an extent kiln cannot read: any address may be shared */
+            span[k] = INT64_MAX / 4;
+        wr[k] = !(ver && PyLong_Check(ver) && PyLong_AsLong(ver) == 0);   /* unknown: written */
+        any |= (int)wr[k];
+        Py_XDECREF(ver);
+        PyErr_Clear();
+    }
+    Py_ssize_t np = any ? overlap_pairs(&PyList_GET_ITEM(reals, 0), n, span, wr, &pairs) : 0;
+    PyObject *blob = NULL;
+    if (np < 0)
+        PyErr_NoMemory();
+    else if (any && (blob = PyBytes_FromStringAndSize(NULL, sizeof(int64_t) * (2 + 3 * (size_t)n + 3 * np)))) {
+        w[1] = np;
+        memcpy(PyBytes_AS_STRING(blob), w, sizeof(int64_t) * (2 + 3 * (size_t)n));
+        if (np)
+            memcpy(PyBytes_AS_STRING(blob) + sizeof(int64_t) * (2 + 3 * (size_t)n), pairs, sizeof(int64_t) * 3 * np);
+    }
+    PyMem_Free(w);
+    PyMem_Free(pairs);
+    return blob;
+}
+
+/* 1 the inputs overlap as recorded, 0 not, -1 error */
+static int
+check_alias(kn_guard *g, PyObject **vals)
+{
+    const int64_t *w = (const int64_t *)PyBytes_AS_STRING(g->obj);
+    int n = (int)w[0];
+    Py_ssize_t want = (Py_ssize_t)w[1];
+    const int64_t *src = w + 2, *span = src + n, *wr = span + n, *wpairs = wr + n;
+    PyObject *tsmall[32], **ts = n <= 32 ? tsmall : PyMem_Malloc(sizeof(PyObject *) * n);
+    if (ts == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int ok = 1;
+    for (int k = 0; ok && k < n; k++)
+        if ((ts[k] = vals[src[k]]) == NULL)
+            ok = 0;
+    int64_t *pairs = NULL;
+    Py_ssize_t np = ok ? overlap_pairs(ts, n, span, wr, &pairs) : 0;
+    if (np < 0) {
+        PyErr_NoMemory();
+        ok = -1;
+    } else if (ok) {
+        ok = np == want && (np == 0 || memcmp(pairs, wpairs, sizeof(int64_t) * 3 * np) == 0);
+    }
+    PyMem_Free(pairs);
+    if (ts != tsmall)
+        PyMem_Free(ts);
+    return ok;
+}
+
 int
 kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, int nstack, PyObject *globals,
                PyObject *builtins, PyObject **vals)
@@ -263,6 +563,12 @@ kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, in
                 return 0;
             continue;
         }
+        if (g->kind == KN_G_STATE || g->kind == KN_G_ALIAS) {
+            ok = g->kind == KN_G_STATE ? check_state(g) : check_alias(g, vals);
+            if (ok <= 0)
+                return ok;
+            continue;
+        }
         if (g->kind == KN_G_NULL) {
             if (v != NULL)
                 return 0;
@@ -279,6 +585,10 @@ kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, in
             break;
         case KN_G_WEAKID:
             ok = v == PyWeakref_GET_OBJECT(g->obj2);
+            break;
+        case KN_G_CODE:
+            ok = PyFunction_Check(v) && PyFunction_GET_CODE(v) == g->obj &&
+                 PyFunction_GET_DEFAULTS(v) == g->obj2 && PyFunction_GET_KW_DEFAULTS(v) == g->obj3;
             break;
         case KN_G_EQ:
             if (v == g->obj) {
@@ -438,6 +748,32 @@ kn_guard_describe(kn_seg *seg, PyCodeObject *code)
         case KN_G_EMPTY: d = PyUnicode_FromFormat("%U[k] == {} for k in %R", s, g->obj); break;
         case KN_G_DISTINCT: d = PyUnicode_FromFormat("the %zd tensor inputs are distinct objects", PyTuple_GET_SIZE(g->obj)); break;
         case KN_G_GRAD: d = PyUnicode_FromFormat("torch.is_grad_enabled() == %s", g->n ? "True" : "False"); break;
+        case KN_G_CODE: d = PyUnicode_FromFormat("%U.__code__ is <code %U>, __defaults__ and __kwdefaults__ unchanged", s,
+                                                 ((PyCodeObject *)g->obj)->co_qualname); break;
+        case KN_G_STATE: {
+            PyObject *parts = PyList_New(0);
+            for (Py_ssize_t k = 0; parts && k < PyTuple_GET_SIZE(g->obj); k++) {
+                PyObject *t = PyTuple_GET_ITEM(g->obj, k), *fn = PyTuple_GET_ITEM(t, 0), *a = PyTuple_GET_ITEM(t, 1);
+                PyObject *nm = PyObject_GetAttrString(fn, "__name__");
+                PyObject *p = nm ? PyUnicode_FromFormat("%U%R == %R", nm, a,
+                                                        PyTuple_GET_ITEM(t, 2)) : NULL;
+                if (p == NULL || PyList_Append(parts, p) < 0)
+                    Py_CLEAR(parts);
+                Py_XDECREF(nm);
+                Py_XDECREF(p);
+            }
+            PyObject *sep = parts ? PyUnicode_FromString(", ") : NULL;
+            d = sep ? PyUnicode_Join(sep, parts) : NULL;
+            Py_XDECREF(sep);
+            Py_XDECREF(parts);
+            break;
+        }
+        case KN_G_ALIAS: {
+            const int64_t *w = (const int64_t *)PyBytes_AS_STRING(g->obj);
+            d = PyUnicode_FromFormat("the %d tensor inputs overlap in memory as recorded (%d overlapping pairs "
+                                     "with one written)", (int)w[0], (int)w[1]);
+            break;
+        }
         default: d = PyUnicode_FromString("?"); break;
         }
         Py_XDECREF(s);

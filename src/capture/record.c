@@ -451,6 +451,11 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
     } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type)) {
         if (src >= 0 && kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0)
             return NULL;
+        /* the same function may be given another __code__ or defaults */
+        if (src >= 0 && PyFunction_Check(obj) &&
+            kn_guard_add(r, KN_G_CODE, src, PyFunction_GET_CODE(obj), PyFunction_GET_DEFAULTS(obj),
+                         PyFunction_GET_KW_DEFAULTS(obj), NULL, 0) < 0)
+            return NULL;
         v = kn_v_const(r, obj);
     } else if (t == &PyTuple_Type || t == &PyList_Type) {
         kn_val *prev = t == &PyList_Type ? kn_memo_get(r, obj) : NULL;

@@ -756,6 +756,73 @@ class_attr_src(kn_rec *r, PyObject *cls, PyObject *name)
     return cs >= 0 ? kn_src_add(r, KN_SRC_ATTR, cs, name, 0) : -1;
 }
 
+/* Guard that module mod's dict still maps name to the object val; nothing
+ * when val is not in the dict (given by a module __getattr__). */
+static int
+module_attr_guard(kn_rec *r, PyObject *mod, PyObject *name, PyObject *val)
+{
+    PyObject *d = PyModule_GetDict(mod);   /* borrowed */
+    if (d == NULL || PyDict_GetItemWithError(d, name) != val) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ds = kn_src_add(r, KN_SRC_CONST, -1, d, 0);
+    int s = ds >= 0 ? kn_src_add(r, KN_SRC_DICT, ds, name, 0) : -1;
+    if (s < 0)
+        return -1;
+    return kn_guard_add(r, KN_G_ID, s, val, NULL, NULL, NULL, 0);
+}
+
+/* Guard a Tensor method looked up by name: torch.Tensor's own dict still
+ * holds what it held while recording (torch.Tensor.relu = f replaces it). */
+static int
+tensor_method_guard(kn_rec *r, PyObject *name)
+{
+    PyObject *d = ((PyTypeObject *)kn_cenv.torch_tensor)->tp_dict;   /* a heap type's real dict */
+    if (d == NULL || !PyDict_Check(d))
+        return 0;
+    PyObject *val = PyDict_GetItemWithError(d, name);
+    if (val == NULL && PyErr_Occurred())
+        return -1;
+    int ds = kn_src_add(r, KN_SRC_CONST, -1, d, 0);
+    int s = ds >= 0 ? kn_src_add(r, KN_SRC_DICT, ds, name, 0) : -1;
+    if (s < 0)
+        return -1;
+    return kn_guard_add(r, val ? KN_G_ID : KN_G_NULL, s, val, NULL, NULL, NULL, 0);
+}
+
+/* Is f a function defined in torch's own modules? */
+static int
+torch_function(PyObject *f)
+{
+    PyObject *m = PyFunction_GET_MODULE(f);
+    const char *mn = m && PyUnicode_Check(m) ? PyUnicode_AsUTF8(m) : NULL;
+    if (mn == NULL)
+        PyErr_Clear();
+    return mn && (!strcmp(mn, "torch") || !strncmp(mn, "torch.", 6));
+}
+
+/* A method found on v's class tp: guard that the class still gives function
+ * f (Class.method = g, a new __code__) and that v's instance dict does not
+ * shadow it (obj.method = g). */
+static int
+class_method_guard(kn_rec *r, kn_val *v, PyObject *tp, PyObject *name, PyObject *f)
+{
+    if (!(((PyTypeObject *)tp)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return 0;
+    int cs = kn_src_add(r, KN_SRC_CONST, -1, tp, 0);
+    int s = cs >= 0 ? kn_src_add(r, KN_SRC_ATTR, cs, name, 0) : -1;
+    if (s < 0 || kn_guard_add(r, KN_G_ID, s, f, NULL, NULL, NULL, 0) < 0 ||
+        kn_guard_add(r, KN_G_CODE, s, PyFunction_GET_CODE(f), PyFunction_GET_DEFAULTS(f),
+                     PyFunction_GET_KW_DEFAULTS(f), NULL, 0) < 0)
+        return -1;
+    if (v->src < 0 || (((PyTypeObject *)tp)->tp_dictoffset == 0 && !(((PyTypeObject *)tp)->tp_flags & Py_TPFLAGS_MANAGED_DICT)))
+        return 0;
+    int is = kn_src_add(r, KN_SRC_INSTDICT, v->src, NULL, 0);
+    int ds = is >= 0 ? kn_src_add(r, KN_SRC_DICT, is, name, 0) : -1;
+    return ds < 0 ? -1 : kn_guard_add(r, KN_G_NULL, ds, NULL, NULL, NULL, NULL, 0);
+}
+
 /* A staticmethod's function, or a classmethod's function bound to class tp. */
 static int
 wrapped_method(kn_rec *r, PyObject *d, PyObject *tp, kn_val **out)
@@ -853,6 +920,8 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
     }
     if (d) {
         if (PyFunction_Check(d)) {
+            if (class_method_guard(r, v, (PyObject *)tp, name, d) < 0)
+                return KN_FAIL;
             *out = kn_v_method(r, kn_v_const(r, d), v);
             return *out ? 0 : KN_FAIL;
         }
@@ -921,6 +990,13 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
         PyObject *d = _PyType_Lookup((PyTypeObject *)kn_cenv.torch_tensor, name);
         if (d && (Py_TYPE(d) == &PyMethodDescr_Type || PyFunction_Check(d) || PyCFunction_Check(d) ||
                   Py_TYPE(d) == &PyWrapperDescr_Type)) {
+            if (tensor_method_guard(r, name) < 0)
+                return KN_FAIL;
+            if (PyFunction_Check(d) && !torch_function(d)) {
+                /* the user's replacement (torch.Tensor.relu = f): inlined like any method */
+                *out = kn_v_method(r, kn_v_const(r, d), v);
+                return *out ? 0 : KN_FAIL;
+            }
             kn_val *m = kn_v_new(r, V_TMETHOD);
             if (m == NULL || (m->obj = name, PyList_Append(r->pins, name)) < 0)
                 return KN_FAIL;
@@ -977,6 +1053,12 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                 *out = kn_wrap(r, val, s);
                 Py_DECREF(val);
                 return *out ? 0 : KN_FAIL;
+            }
+            /* a torch function the user may replace (F.gelu = my_gelu): still
+             * a constant, but checked in the module's dict on every call */
+            if (!PyModule_Check(val) && module_attr_guard(r, o, name, val) < 0) {
+                Py_DECREF(val);
+                return KN_FAIL;
             }
         }
         if (PyType_Check(o) && !PyFunction_Check(val) && !PyType_Check(val)) {

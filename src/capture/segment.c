@@ -298,6 +298,32 @@ unsupported:
     return -1;
 }
 
+/* The fake tensor each graph input was recorded with (its placeholder's
+ * example_value), in input order; a list, None where unknown. */
+static PyObject *
+placeholder_fakes(kn_rec *r)
+{
+    PyObject *out = PyList_New(0), *nodes = PyObject_GetAttrString(r->graph, "nodes");
+    PyObject *it = nodes ? PyObject_GetIter(nodes) : NULL, *n;
+    while (out && it && (n = PyIter_Next(it))) {
+        PyObject *op = PyObject_GetAttrString(n, "op"), *meta = PyObject_GetAttrString(n, "meta");
+        int ph = op ? PyObject_RichCompareBool(op, kn_cenv.s_placeholder, Py_EQ) : -1;
+        PyObject *f = ph > 0 && meta && PyDict_Check(meta) ? PyDict_GetItemString(meta, "example_value") : NULL;
+        if (ph < 0 || (ph > 0 && PyList_Append(out, f ? f : Py_None) < 0))
+            Py_CLEAR(out);
+        Py_XDECREF(op);
+        Py_XDECREF(meta);
+        Py_DECREF(n);
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(nodes);
+    if (out && PyErr_Occurred())
+        Py_CLEAR(out);
+    if (out && PyList_GET_SIZE(out) != r->ninputs && PyList_SetSlice(out, 0, PyList_GET_SIZE(out), NULL) < 0)
+        Py_CLEAR(out);   /* not one per input: every input counts as written */
+    return out;
+}
+
 /* Build the segment: outputs, replay program, compiled graph. */
 static kn_seg *
 finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off, int term_next, int term_target,
@@ -443,6 +469,15 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
             PyTuple_SET_ITEM(t, i, PyLong_FromLong(r->inputs[i]));
         int rc = kn_guard_add(r, KN_G_DISTINCT, -1, t, NULL, NULL, NULL, r->ninputs);
         Py_DECREF(t);
+        if (rc < 0)
+            goto error;
+    }
+    /* ... and inputs the graph writes to overlap the same inputs, the same way, as now */
+    if (seg->graph && r->ninputs > 1) {
+        PyObject *fakes = placeholder_fakes(r), *facts = fakes ? kn_alias_facts(r->inputs, r->ninputs, r->examples, fakes) : NULL;
+        int rc = facts ? kn_guard_add(r, KN_G_ALIAS, -1, facts, NULL, NULL, NULL, 0) : PyErr_Occurred() ? -1 : 0;
+        Py_XDECREF(fakes);
+        Py_XDECREF(facts);
         if (rc < 0)
             goto error;
     }
@@ -616,6 +651,12 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
             fr->locals[i] = fr->initial[i] = LAZY;
         if (rc == 0 && kn_guard_add(r, KN_G_GRAD, -1, NULL, NULL, NULL, NULL, grad0) < 0)
             rc = KN_ERR;
+        if (rc == 0) {   /* default dtype, default device, autocast */
+            PyObject *st = kn_state_snapshot();
+            if (st == NULL || kn_guard_add(r, KN_G_STATE, -1, st, NULL, NULL, NULL, 0) < 0)
+                rc = KN_ERR;
+            Py_XDECREF(st);
+        }
         for (int j = 0; rc == 0 && j < nstack; j++) {
             int s = kn_src_add(r, KN_SRC_STACK, -1, NULL, j);
             kn_val *v = NULL;
