@@ -33,6 +33,10 @@ def jobs_for(args):
         yield {"kind": kind, "seed": seed, "entries": entries}
 
 
+def failing(mm):
+    return [m for m in mm if m["kind"] != "rounding"]
+
+
 def run_jobs(pool, jobs, progress=None):
     """[(job, entry, outcome, [mismatch dict])] for every job and entry."""
     rows = []
@@ -46,7 +50,7 @@ def run_jobs(pool, jobs, progress=None):
             for e in (job["entries"] if entry == "*" else [entry]):
                 rows.append((job, e, oc, mm))
         if progress and done % progress == 0:
-            bad = sum(1 for r in rows if r[3])
+            bad = sum(1 for r in rows if failing(r[3]))
             print("  ... %d programs, %d failing runs" % (done, bad), flush=True)
     return rows
 
@@ -58,7 +62,7 @@ def summarize(rows, elapsed):
     seeds = collections.defaultdict(list)
     for job, entry, oc, mm in rows:
         if mm:
-            k = "%s/%s: %s" % (job["kind"], entry, mm[0]["kind"])
+            k = "%s/%s: %s" % (job["kind"], entry, failing(mm)[0]["kind"] if failing(mm) else "rounding (not failing)")
             kinds[k] += 1
             seeds[k].append(job["seed"])
     lines = ["programs run: %d (%s) in %.0fs; runs by entry: %d" % (
@@ -71,7 +75,7 @@ def summarize(rows, elapsed):
             lines.append("  %-40s %4d  seeds %s" % (k, n, " ".join(map(str, seeds[k][:12])) +
                                                    (" ..." if len(seeds[k]) > 12 else "")))
         lines.append("failing programs: " + " ".join(sorted({"%s:%d" % (j["kind"], j["seed"])
-                                                             for j, _, _, mm in rows if mm})))
+                                                             for j, _, _, mm in rows if failing(mm)})))
     else:
         lines.append("no mismatches")
     return "\n".join(lines), seeds
@@ -80,14 +84,14 @@ def summarize(rows, elapsed):
 def minimize_failure(pool, job, entry, kind, budget):
     p = gen.program(job["kind"], job["seed"])
 
-    def failing(q):
-        for _, ans in pool.run([{"src": q.render(), "entries": [entry]}]):
+    def still_fails(q):
+        for _, ans in pool.run([{"src": q.render(), "entries": [entry], "fresh_cache": True}]):
             if "error" in ans:
                 return False
             return any(m["kind"] == kind for _, mm in ans["results"].values() for m in mm)
         return False
 
-    small = minimize(p, failing, budget)
+    small = minimize(p, still_fails, budget)
     return small, reproducer(small, entry)
 
 
@@ -118,7 +122,7 @@ def main(argv=None):
         rows = run_jobs(pool, list(jobs_for(args)), progress=50)
         text, seeds = summarize(rows, time.time() - t0)
         print(text)
-        failures = [(j, e, oc, mm) for j, e, oc, mm in rows if mm]
+        failures = [(j, e, oc, failing(mm)) for j, e, oc, mm in rows if failing(mm)]
         if args.out:
             with open(os.path.join(args.out, "summary.json"), "w") as fh:
                 json.dump({"args": vars(args), "summary": text,
