@@ -479,7 +479,7 @@ SNIPPETS = [
     (("glob",), ["{n} = {t} * 2 if FLAGS['on'] else {t}", "FLAGS['on'] = not FLAGS['on']"]),
     (("dc",), ["pr_{n} = Pair({t}, {t} * 2)", "{n} = pr_{n}.a + pr_{n}.b"]),
     (("nt",), ["nt_{n} = NT({t}, {t} + 1)", "{n} = nt_{n}.y - nt_{n}.x + nt_{n}[0]"]),
-    ((), ["tu_{n} = ({t}, {t}.t(), [{t}.sum()])", "{n} = tu_{n}[0] + tu_{n}[1].t() * tu_{n}[2][0]"]),
+    ((), ["tu_{n} = ({t}, {t}.t(), [{t}.mean()])", "{n} = tu_{n}[0] + tu_{n}[1].t() * tu_{n}[2][0]"]),
     ((), ["{n} = {t}", "for _ in range(2):", "    {n} = {n} * 0.5 + 1"]),
     ((), ["i_{n} = 0", "{n} = {t}", "while i_{n} < 3:", "    {n} = {n} + i_{n}", "    i_{n} += 1"]),
     ((), ["try:", "    {n} = {t} @ torch.ones(3, 3)", "except RuntimeError:", "    {n} = {t} + 2"]),

@@ -118,7 +118,7 @@ def sharing(named):
 # an error over the tolerance but under ROUNDING times it (relative to the
 # largest value) is reported as kind "rounding", not as a failure: sums in
 # another order, contracted multiply-adds, amplified by exp/cos/division
-ROUNDING = 100
+ROUNDING = 10
 TOL = {torch.float64: (1e-9, 1e-9), torch.float32: (1e-5, 1e-5), torch.bfloat16: (3e-2, 3e-2),
        torch.float16: (3e-3, 3e-3)}
 
