@@ -350,15 +350,18 @@ class _TensorGen:
         src = expr if inplace else "%s = %s" % (name, expr)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            syntax = False
             try:
                 exec(src, self.env)
                 ok = True
+            except SyntaxError:   # e.g. a scalar put where a tensor attribute is read: never kept
+                ok, syntax = False, True
             except Exception:
                 ok = False
         if any("expanded tensors is deprecated" in str(w.message) for w in caught):
             return None   # a write to overlapping memory that eager still allows: undefined, not compared
         if not ok:
-            if r.random() < 0.015 and len(self.p.body) >= 1:
+            if r.random() < 0.015 and len(self.p.body) >= 1 and not syntax:
                 self.p.body.append(Unit(src, () if inplace else (name,)))
                 return "raised"
             del self.p.inputs[n_inputs:]   # and the index inputs made for it
