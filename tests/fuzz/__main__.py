@@ -11,6 +11,7 @@ import argparse
 import collections
 import json
 import os
+import signal
 import sys
 import time
 
@@ -116,6 +117,7 @@ def main(argv=None):
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "workers.log"), "w") if args.out else open(os.devnull, "w")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # so that `finally` stops the workers
     pool = Pool(args.workers, args.cache, args.timeout, log, debug=not args.no_debug)
     t0 = time.time()
     try:
