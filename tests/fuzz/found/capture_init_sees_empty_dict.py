@@ -1,0 +1,72 @@
+# an object built in the compiled function whose __init__ reads self.__dict__ sees it empty (issue 13 class 10)
+# found by the kiln fuzzer (capture seed 200002, entry kiln): kind=capture seed=200002
+import torch
+import torch.nn.functional as F
+
+SEED = 200002
+NCALLS = 2
+SHAPE_CALLS = ()
+BAD_CALL = -1
+ENTRIES = ('kiln',)
+STATE = ()
+
+def _f(g, shape, dtype=torch.float32, special=False):
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    m = torch.rand(shape, generator=g, dtype=torch.float64)
+    if special:
+        x[m < 0.08] = float("nan")
+        x[(m >= 0.08) & (m < 0.13)] = float("inf")
+        x[(m >= 0.13) & (m < 0.18)] = -float("inf")
+    return x.to(dtype)
+
+
+def _i(g, shape, lo=-8, hi=8, dtype=torch.int64):
+    return torch.randint(lo, hi, shape, generator=g).to(dtype)
+
+
+def _b(g, shape):
+    return torch.rand(shape, generator=g) < 0.5
+
+
+def _ix(g, shape, n, lo=0, bad=False):
+    x = torch.randint(lo, max(n, lo + 1), shape, generator=g)
+    if bad and x.numel():
+        x.view(-1)[-1] = n + 3 if int(torch.randint(0, 2, (), generator=g)) else -n - 5
+    return x
+
+REGISTRY = []
+
+
+class Node:
+    def __init__(self, t):
+        self.t = t
+        self.n = len(self.__dict__)
+        REGISTRY.append(type(self).__name__)
+
+    def value(self):
+        return self.t * self.n
+
+
+def make_inputs(call):
+    g = torch.Generator().manual_seed(SEED * 1000 + call)
+    D = 4 + (call in SHAPE_CALLS)
+    bad = call == BAD_CALL
+    x = _f(g, (4, 4))
+    return [x]
+
+
+def before_call(call):
+    pass
+
+
+def f(x):
+    nd = Node(x)
+    t1 = nd.value()
+    return t1
+
+
+if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
+    import os, sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+    from tests.fuzz.run import check_file
+    sys.exit(check_file(__file__))

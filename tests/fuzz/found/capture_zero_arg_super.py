@@ -1,0 +1,83 @@
+# zero-argument super() in a compiled module's forward: RuntimeError __class__ cell not found (issue 13 crash list)
+# found by the kiln fuzzer (capture seed 200112, entry kiln):
+# kiln differential fuzzer program: kind=capture seed=200112
+import torch
+import torch.nn.functional as F
+
+SEED = 200112
+NCALLS = 1
+SHAPE_CALLS = ()
+BAD_CALL = -1
+ENTRIES = ('kiln',)
+STATE = ()
+
+def _f(g, shape, dtype=torch.float32, special=False):
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    m = torch.rand(shape, generator=g, dtype=torch.float64)
+    if special:
+        x[m < 0.08] = float("nan")
+        x[(m >= 0.08) & (m < 0.13)] = float("inf")
+        x[(m >= 0.13) & (m < 0.18)] = -float("inf")
+    return x.to(dtype)
+
+
+def _i(g, shape, lo=-8, hi=8, dtype=torch.int64):
+    return torch.randint(lo, hi, shape, generator=g).to(dtype)
+
+
+def _b(g, shape):
+    return torch.rand(shape, generator=g) < 0.5
+
+
+def _ix(g, shape, n, lo=0, bad=False):
+    x = torch.randint(lo, max(n, lo + 1), shape, generator=g)
+    if bad and x.numel():
+        x.view(-1)[-1] = n + 3 if int(torch.randint(0, 2, (), generator=g)) else -n - 5
+    return x
+
+class Res(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, u):
+        return u * self.scale + u
+
+
+class Res2(Res):
+    def forward(self, u):
+        return super().forward(u).tanh()
+
+
+RES = Res2()
+
+import collections
+
+NT = collections.namedtuple('NT', ['x', 'y'])
+
+
+def make_inputs(call):
+    g = torch.Generator().manual_seed(SEED * 1000 + call)
+    D = 4 + (call in SHAPE_CALLS)
+    bad = call == BAD_CALL
+    x = _f(g, (D, 4))
+    y = _f(g, (D, 4))
+    c = NT(_f(g, (D, 4)), _f(g, (D, 4)))
+    return [x, y, c]
+
+
+def before_call(call):
+    pass
+
+
+def f(x, y, c):
+    t0 = x * c.x + c.y
+    t5 = RES(t0)
+    return t5
+
+
+if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
+    import os, sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+    from tests.fuzz.run import check_file
+    sys.exit(check_file(__file__))

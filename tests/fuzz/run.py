@@ -1,0 +1,517 @@
+"""Run one fuzz program eagerly and through kiln, and compare.
+
+A program's source (gen.Program.render) defines make_inputs(call),
+before_call(call), f, NCALLS, STATE and ENTRIES.  Each run execs the source
+into a fresh namespace (so globals and objects are separate), then for each
+call: before_call, make_inputs, the call (stdout captured), a snapshot of the
+outputs, the arguments (values and size/stride/offset), the STATE globals and
+the storage sharing among all of those tensors; then, when some input
+requires grad, backward of sum(output * fixed random weights) and a snapshot
+of the inputs' .grad.  Kiln's records are compared with eager's; a
+difference is a Mismatch(kind, call, detail).
+
+Worker mode (`python -m tests.fuzz.run --worker`) reads JSON jobs on stdin
+and answers JSON lines on the file descriptor that was stdout (the program's
+own prints and kiln's go to stderr), so the parent (Pool) can time out or
+restart a worker that hangs or dies.
+"""
+import contextlib
+import dataclasses
+import io
+import json
+import linecache
+import math
+import os
+import select
+import subprocess
+import sys
+import time
+import traceback
+
+import torch
+
+DEFAULT_CACHE = "/tmp/kiln-fuzz-cache"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclasses.dataclass
+class Mismatch:
+    kind: str
+    call: int
+    detail: str
+
+    def __str__(self):
+        return "%s (call %d): %s" % (self.kind, self.call, self.detail)
+
+
+# ------------------------------------------------------------------ snapshots
+
+def _is_tensor(x):
+    return isinstance(x, torch.Tensor)
+
+
+def snap(x, meta=False, depth=0):
+    """A detached, comparable copy of a value; tensors keep dtype, shape,
+    requires_grad and (meta=True) strides and storage offset."""
+    if depth > 6:
+        return ("deep",)
+    if _is_tensor(x):
+        typ = type(x).__name__
+        if typ not in ("Tensor", "Parameter"):
+            return ("T?", typ)
+        d = {"v": x.detach().clone(), "rg": x.requires_grad}
+        if meta:
+            d["meta"] = (tuple(x.shape), x.stride(), x.storage_offset())
+        return ("T", d)
+    if isinstance(x, torch.nn.Module):
+        return ("mod", type(x).__name__, x.training, {k: snap(v, depth=depth + 1) for k, v in x.state_dict().items()},
+                {k: snap(p.grad, depth=depth + 1) for k, p in x.named_parameters()})
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return ("nt", type(x).__name__, [snap(v, meta, depth + 1) for v in x])
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__, [snap(v, meta, depth + 1) for v in x])
+    if isinstance(x, dict):
+        return ("dict", [(repr(k), snap(v, meta, depth + 1)) for k, v in x.items()])
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return ("dc", type(x).__name__, [(f.name, snap(getattr(x, f.name), meta, depth + 1))
+                                         for f in dataclasses.fields(x)])
+    if isinstance(x, (int, float, bool, str, type(None), torch.dtype, torch.Size)):
+        return ("val", x)
+    if hasattr(x, "__dict__") and not callable(x):
+        return ("obj", type(x).__name__, [(k, snap(v, meta, depth + 1)) for k, v in sorted(vars(x).items())])
+    return ("other", type(x).__name__)
+
+
+def leaves(x, path="", out=None, depth=0):
+    """(path, tensor) for every tensor inside a value."""
+    out = [] if out is None else out
+    if depth > 6:
+        return out
+    if _is_tensor(x):
+        out.append((path, x))
+    elif isinstance(x, (tuple, list)):
+        for i, v in enumerate(x):
+            leaves(v, "%s[%d]" % (path, i), out, depth + 1)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            leaves(v, "%s[%r]" % (path, k), out, depth + 1)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            leaves(getattr(x, f.name), "%s.%s" % (path, f.name), out, depth + 1)
+    return out
+
+
+def sharing(named):
+    """The pairs of tensors (by path) that share storage."""
+    ptrs = []
+    for path, t in named:
+        try:
+            st = t.untyped_storage()
+            ptrs.append((path, st.data_ptr() if st.nbytes() and t.numel() else None))
+        except Exception:
+            ptrs.append((path, None))
+    return {(a, b) for i, (a, pa) in enumerate(ptrs) for b, pb in ptrs[i + 1:] if pa is not None and pa == pb}
+
+
+# ------------------------------------------------------------------ comparison
+
+# an error over the tolerance but under ROUNDING times it (relative to the
+# largest value) is reported as kind "rounding", not as a failure: sums in
+# another order, contracted multiply-adds, amplified by exp/cos/division
+ROUNDING = 10
+TOL = {torch.float64: (1e-9, 1e-9), torch.float32: (1e-5, 1e-5), torch.bfloat16: (3e-2, 3e-2),
+       torch.float16: (3e-3, 3e-3)}
+
+
+def close(a, b, loose=1.0):
+    """None when kiln's tensor b matches eager's a, else why not (loose
+    scales the tolerance: gradients sum more terms in another order)."""
+    if a.dtype != b.dtype:
+        return "dtype %s vs %s" % (a.dtype, b.dtype)
+    if a.shape != b.shape:
+        return "shape %s vs %s" % (tuple(a.shape), tuple(b.shape))
+    if not a.dtype.is_floating_point and not a.dtype.is_complex:
+        if torch.equal(a, b):
+            return None
+        bad = (a != b).nonzero()[:3].tolist()
+        return "values differ at %s: eager %s kiln %s" % (bad, [a[tuple(i)].item() for i in bad],
+                                                         [b[tuple(i)].item() for i in bad])
+    a64, b64 = a.double(), b.double()
+    an, bn = a64.isnan(), b64.isnan()
+    if not torch.equal(an, bn):
+        i = (an != bn).nonzero()[0].tolist()
+        return "NaN positions differ at %s: eager %s kiln %s" % (i, a64[tuple(i)].item(), b64[tuple(i)].item())
+    fin = a64.isfinite()
+    if not torch.equal(torch.where(fin, 0.0, a64.nan_to_num(0.0)), torch.where(fin, 0.0, b64.nan_to_num(0.0))):
+        i = ((a64 != b64) & ~fin & ~an).nonzero()[0].tolist()
+        return "inf differs at %s: eager %s kiln %s" % (i, a64[tuple(i)].item(), b64[tuple(i)].item())
+    rtol, atol = (t * loose for t in TOL.get(a.dtype, (1e-5, 1e-5)))
+    fref = a64[a64.isfinite()].abs()
+    scale = max(1.0, fref.max().item()) if fref.numel() else 1.0
+    af, bf = a64[fin], b64[fin]
+    err = (af - bf).abs()
+    lim = atol * scale + rtol * af.abs()
+    if err.numel() and (err > lim).any():
+        j = int((err - lim).argmax())
+        idx = fin.nonzero()[j].tolist()
+        small = err.max().item() <= ROUNDING * max(rtol, atol) * scale
+        return "%s at %s: eager %r kiln %r (max abs err %.3g, scale %.3g)" % (
+            "rounding: values differ" if small else "values differ", idx, af[j].item(), bf[j].item(),
+            err.max().item(), scale)
+    return None
+
+
+def diff(a, b, path="out"):
+    """(kind, detail) differences between two snapshots."""
+    if a[0] != b[0]:
+        if b[0] == "T?":
+            return [("type", "%s: kiln returned a %s" % (path, b[1]))]
+        return [("structure", "%s: eager %s, kiln %s" % (path, a[0], b[0]))]
+    tag = a[0]
+    if tag == "T":
+        da, db = a[1], b[1]
+        out = []
+        why = close(da["v"], db["v"])
+        if why:
+            kind = "rounding" if why.startswith("rounding") else \
+                "value" if why.startswith(("values", "NaN", "inf")) else why.split()[0]
+            out.append((kind, "%s: %s" % (path, why)))
+        if da["rg"] != db["rg"]:
+            out.append(("requires_grad", "%s: eager %s kiln %s" % (path, da["rg"], db["rg"])))
+        if "meta" in da and da["meta"] != db["meta"]:
+            out.append(("input-meta", "%s: (size, stride, offset) eager %s kiln %s" % (path, da["meta"], db["meta"])))
+        return out
+    if tag in ("list", "tuple", "nt", "dc", "dict", "obj", "mod"):
+        if tag in ("nt", "dc", "obj", "mod") and a[1] != b[1]:
+            return [("structure", "%s: eager %s, kiln %s" % (path, a[1], b[1]))]
+        if tag == "mod":
+            out = [] if a[2] == b[2] else [("state", "%s.training eager %s kiln %s" % (path, a[2], b[2]))]
+            return out + diff(("dict", list(a[3].items())), ("dict", list(b[3].items())), path + ".state_dict") + \
+                diff(("dict", list(a[4].items())), ("dict", list(b[4].items())), path + ".grad")
+        ia, ib = a[-1], b[-1]
+        if len(ia) != len(ib):
+            return [("structure", "%s: %d vs %d items" % (path, len(ia), len(ib)))]
+        out = []
+        for i, (x, y) in enumerate(zip(ia, ib)):
+            if tag in ("dict", "dc", "obj"):
+                if x[0] != y[0]:
+                    out.append(("structure", "%s: key %s vs %s" % (path, x[0], y[0])))
+                    continue
+                out += diff(x[1], y[1], "%s[%s]" % (path, x[0]) if tag == "dict" else "%s.%s" % (path, x[0]))
+            else:
+                out += diff(x, y, "%s[%d]" % (path, i))
+        return out
+    if tag == "val":
+        x, y = a[1], b[1]
+        if isinstance(x, float) and isinstance(y, float) and (x == y or (math.isnan(x) and math.isnan(y)) or
+                                                              abs(x - y) <= 1e-6 * max(1.0, abs(x))):
+            return []
+        return [] if x == y and type(x) is type(y) else [("value", "%s: eager %r kiln %r" % (path, x, y))]
+    return [] if a == b else [("value", "%s: eager %r kiln %r" % (path, a, b))]
+
+
+# ------------------------------------------------------------------ running
+
+def load(src, tag):
+    name = "<fuzz-%s-%d>" % (tag, abs(hash(src)) % 10 ** 8)
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    ns = {"__name__": "fuzzprog"}
+    exec(compile(src, name, "exec"), ns)
+    return ns
+
+
+def compiled(fn, entry):
+    import kiln
+    kiln.reset()
+    if entry == "kiln":
+        return kiln.compile(fn)
+    if entry == "torch":
+        return torch.compile(fn, backend="kiln")
+    return fn
+
+
+def execute(src, entry):
+    """The records of one run of the program (entry None = eager)."""
+    ns = load(src, entry or "eager")
+    fn = compiled(ns["f"], entry)
+    records = []
+    for call in range(ns["NCALLS"]):
+        rec = {}
+        try:
+            ns["before_call"](call)
+            args = ns["make_inputs"](call)
+        except Exception as e:  # the program's own setup failed: the same in both runs
+            rec["setup"] = type(e).__name__
+            records.append(rec)
+            break
+        buf = io.StringIO()
+        out = None
+        with contextlib.redirect_stdout(buf):
+            try:
+                out = fn(*args)
+                rec["exc"] = None
+            except Exception as e:
+                rec["exc"] = (type(e).__name__, str(e).strip().split("\n")[0][:200],
+                              [c.__name__ for c in type(e).__mro__])
+        rec["stdout"] = buf.getvalue()
+        if rec["exc"] is None:
+            rec["out"] = snap(out)
+            rec["alias"] = sharing(leaves(args, "arg") + leaves(out, "out"))
+            rec["grad"] = backward(args, out, ns["SEED"] * 7 + call)
+        rec["args"] = snap(args, meta=True)
+        rec["state"] = [(name, snap(ns.get(name))) for name in ns["STATE"]]
+        records.append(rec)
+    return records
+
+
+def backward(args, out, seed):
+    """Grads of the inputs that require grad, for loss = sum(out_i * w_i)."""
+    ins = [t for _, t in leaves(args) if t.requires_grad and t.is_leaf]
+    outs = [t for _, t in leaves(out) if t.requires_grad and t.dtype.is_floating_point]
+    if not ins or not outs:
+        return None
+    g = torch.Generator().manual_seed(seed)
+    loss = 0
+    for o in outs:
+        loss = loss + (o.double() * torch.randn(o.shape, generator=g, dtype=torch.float64)).sum()
+    try:
+        grads = torch.autograd.grad(loss, ins, allow_unused=True)
+    except Exception as e:
+        return ("exc", type(e).__name__, str(e).split("\n")[0][:200])
+    return ("ok", [None if gr is None else gr.detach().clone() for gr in grads])
+
+
+def compare(eager, comp):
+    out = []
+    for call, (e, k) in enumerate(zip(eager, comp)):
+        m = []
+        if "setup" in e or "setup" in k:
+            if e.get("setup") != k.get("setup"):
+                m.append(("setup", "eager %s kiln %s" % (e.get("setup"), k.get("setup"))))
+            out += [Mismatch(kind, call, d) for kind, d in m]
+            break
+        ee, ke = e["exc"], k["exc"]
+        if ee and ke:
+            if ee[0] not in ke[2]:   # kiln's exception must be (a subclass of) eager's
+                m.append(("exception-type", "eager %s: %s | kiln %s: %s" % (ee[:2] + ke[:2])))
+        elif ee:
+            m.append(("no-raise", "eager raised %s: %s; kiln did not" % ee[:2]))
+        elif ke:
+            m.append(("kiln-crash", "%s: %s" % ke[:2]))
+        else:
+            m += diff(e["out"], k["out"], "out")
+            if e["alias"] != k["alias"]:
+                m.append(("alias", "storage shared only in eager: %s; only in kiln: %s" % (
+                    sorted(e["alias"] - k["alias"])[:4], sorted(k["alias"] - e["alias"])[:4])))
+            eg, kg = e["grad"], k["grad"]
+            if (eg is None) != (kg is None) or (eg and eg[0] != kg[0]):
+                m.append(("grad-raise", "eager %s kiln %s" % (eg and eg[0] == "ok" and "ok" or eg and eg[1:],
+                                                               kg and kg[0] == "ok" and "ok" or kg and kg[1:])))
+            elif eg and eg[0] == "exc" and eg[1] != kg[1]:
+                m.append(("grad-raise", "eager %s kiln %s" % (eg[1:], kg[1:])))
+            elif eg and eg[0] == "ok":
+                for i, (a, b) in enumerate(zip(eg[1], kg[1])):
+                    if (a is None) != (b is None):
+                        m.append(("grad", "input %d grad: eager %s kiln %s" % (i, a is None and "None",
+                                                                              b is None and "None")))
+                    elif a is not None:
+                        why = close(a, b, loose=10.0)
+                        if why:
+                            m.append(("rounding" if why.startswith("rounding") else "grad", "input %d: %s" % (i, why)))
+        if not (ee or ke):
+            m += [(("input-mutation" if kd == "value" else kd), d) for kd, d in diff(e["args"], k["args"], "arg")]
+        m += [(kd if kd == "rounding" else "state", d) for kd, d in diff(("dict", e["state"]), ("dict", k["state"]),
+                                                                           "global")]
+        if e["stdout"] != k["stdout"]:
+            m.append(("stdout", "eager %r kiln %r" % (e["stdout"][:120], k["stdout"][:120])))
+        out += [Mismatch(kind, call, d) for kind, d in m if kind == "rounding"]
+        m = [(kind, d) for kind, d in m if kind != "rounding"]
+        out += [Mismatch(kind, call, d) for kind, d in m]
+        if m:
+            break   # later calls start from diverged state
+    return out
+
+
+def failures(mismatches):
+    """The mismatches that fail a program (rounding ones do not)."""
+    return [m for m in mismatches if m.kind != "rounding"]
+
+
+def outcome(eager, mismatches):
+    if failures(mismatches):
+        mismatches = failures(mismatches)
+        return "kiln-crash" if mismatches[0].kind == "kiln-crash" else "mismatch"
+    return "both-raised" if any(r.get("exc") for r in eager) else "rounding" if mismatches else "match"
+
+
+def check_source(src, entries=None):
+    """{entry: (outcome, [Mismatch])} for one program's source."""
+    ns = load(src, "probe")
+    entries = entries or ns["ENTRIES"]
+    eager = execute(src, None)
+    res = {}
+    for entry in entries:
+        try:
+            comp = execute(src, entry)
+            mm = compare(eager, comp)
+        except Exception as e:  # an error of the harness around kiln, e.g. in kiln.reset
+            mm = [Mismatch("kiln-crash", -1, "%s: %s" % (type(e).__name__, str(e).split("\n")[0][:200]))]
+        res[entry] = (outcome(eager, mm), mm)
+    return res
+
+
+def check_file(path, entries=None):
+    """Run a reproducer file twice, on an empty kiln cache and then on the
+    cache the first run filled; print OK or MISMATCH; exit status 0 or 1."""
+    import shutil
+    import tempfile
+    with open(path) as fh:
+        src = fh.read()
+    cache = tempfile.mkdtemp(prefix="kiln-fuzz-repro-")
+    setup_kiln(cache, os.environ.get("KILN_FUZZ_DEBUG", "1") == "1")
+    bad = False
+    try:
+        for phase in ("cold cache", "warm cache"):
+            for entry, (oc, mm) in check_source(src, entries).items():
+                if failures(mm):
+                    bad = True
+                    print("MISMATCH [%s, %s] %s" % (entry, phase, oc))
+                    for m in failures(mm):
+                        print("   ", m)
+                else:
+                    print("OK [%s, %s] %s" % (entry, phase, oc))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return 1 if bad else 0
+
+
+# ------------------------------------------------------------------ workers
+
+def setup_kiln(cache_dir, debug=True):
+    os.environ["KILN_CACHE_DIR"] = cache_dir
+    import kiln
+    kiln.config.cache_dir = cache_dir
+    kiln.config.debug = debug
+    import warnings
+    warnings.simplefilter("ignore")
+
+
+@contextlib.contextmanager
+def fresh_cache(on):
+    """An empty kiln cache for the duration (failures that depend on what
+    the cache holds then reproduce as on a program's first run)."""
+    if not on:
+        yield
+        return
+    import shutil
+    import tempfile
+    import kiln
+    old, kiln.config.cache_dir = kiln.config.cache_dir, tempfile.mkdtemp(prefix="kiln-fuzz-min-")
+    try:
+        yield
+    finally:
+        shutil.rmtree(kiln.config.cache_dir, ignore_errors=True)
+        kiln.config.cache_dir = old
+
+
+def worker_main():
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    from . import gen
+    setup_kiln(os.environ.get("KILN_FUZZ_CACHE", DEFAULT_CACHE), os.environ.get("KILN_FUZZ_DEBUG", "1") == "1")
+    sys.setrecursionlimit(3000)
+    for line in sys.stdin:
+        job = json.loads(line)
+        t0 = time.time()
+        try:
+            src = job.get("src") or gen.program(job["kind"], job["seed"]).render()
+            with fresh_cache(job.get("fresh_cache")):
+                res = check_source(src, job.get("entries"))
+            ans = {"results": {e: [oc, [dataclasses.asdict(m) for m in mm]] for e, (oc, mm) in res.items()}}
+        except Exception:
+            ans = {"error": traceback.format_exc()[-2000:]}
+        ans["secs"] = time.time() - t0
+        proto.write(json.dumps(ans) + "\n")
+
+
+class Worker:
+    def __init__(self, cache_dir, log, debug=True):
+        env = dict(os.environ, KILN_FUZZ_CACHE=cache_dir, KILN_FUZZ_DEBUG="1" if debug else "0",
+                   PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.args = ([sys.executable, "-m", "tests.fuzz.run", "--worker"], env, log)
+        self.start()
+
+    def start(self):
+        cmd, env, log = self.args
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=log, text=True, bufsize=1)
+        self.job = None
+        self.t0 = None
+
+    def send(self, job):
+        self.job, self.t0 = job, time.time()
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+
+    def kill(self):
+        try:
+            self.proc.kill()
+            self.proc.wait(5)
+        except Exception:
+            pass
+
+    def restart(self):
+        self.kill()
+        self.start()
+
+
+def dead_result(why):
+    return {"results": {"*": ["worker-died", [{"kind": why, "call": -1, "detail": why}]]}}
+
+
+class Pool:
+    """n worker processes; run(jobs) yields (job, answer) as they finish.  A
+    worker that passes `timeout` seconds on one job or dies is restarted and
+    the job is answered with a 'timeout' or 'worker-crash' mismatch."""
+
+    def __init__(self, n, cache_dir, timeout, log, debug=True):
+        self.workers = [Worker(cache_dir, log, debug) for _ in range(n)]
+        self.timeout = timeout
+
+    def run(self, jobs):
+        jobs = list(jobs)[::-1]
+        while jobs or any(w.job for w in self.workers):
+            for w in self.workers:
+                if w.job is None and jobs:
+                    w.send(jobs.pop())
+            busy = {w.proc.stdout: w for w in self.workers if w.job is not None}
+            ready, _, _ = select.select(list(busy), [], [], 1.0)
+            for fh in ready:
+                w = busy[fh]
+                line = fh.readline()
+                job = w.job
+                if line:
+                    ans = json.loads(line)
+                    w.job = None
+                else:
+                    rc = w.proc.wait()
+                    ans = dead_result("worker-crash (exit %s)" % rc)
+                    w.restart()
+                yield job, ans
+            for w in self.workers:
+                if w.job is not None and time.time() - w.t0 > self.timeout:
+                    job = w.job
+                    w.restart()
+                    yield job, dead_result("timeout (%ds)" % self.timeout)
+
+    def close(self):
+        for w in self.workers:
+            w.kill()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        worker_main()
+    else:
+        sys.exit(check_file(sys.argv[1]))
