@@ -3,7 +3,9 @@
  * Consumes: fused kernels (compile/fuse.c) with planned buffers
  * (compile/plan.c).  Produces: one C translation unit holding one function
  * per kernel, `void <prefix>k<N>(void *const *B)`, where B[i] is the data
- * pointer of buffer i.  Loops: the outer space is a loop nest parallelised
+ * pointer of buffer i and B[nbufs] the call's error record (int64_t[3],
+ * prelude.h: a bad index or an integer division by zero is recorded there
+ * and raised by runtime/run.c after the kernel).  Loops: the outer space is a loop nest parallelised
  * with OpenMP (collapsed) when the work is large enough; each member of the
  * kernel gets an inner loop nest whose innermost loop carries `omp simd`
  * (with a reduction clause for sums, products, max/min, any/all, so the
@@ -608,21 +610,24 @@ gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
 
 /* ---------------------------------------------------------------- kernels */
 static void
-collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen)
+collect_bufs(kn_expr *e, uint8_t *used, int nbufs, uint32_t gen)
 {
     if (e->mark == (int)gen)
         return;
     e->mark = (int)gen;
     if (e->op == KN_S_LOAD)
         used[e->i] |= 1;
+    if (e->op == KN_S_CHECK)
+        used[nbufs] = 1;
     for (int j = 0; j < e->n; j++)
-        collect_bufs(e->a[j], used, gen);
+        collect_bufs(e->a[j], used, nbufs, gen);
 }
 
 static uint32_t cg_gen = 1u << 29;
 
-/* Per buffer id: 1 if kernel k reads it, 2 if it stores it (a calloc'd array
-   the caller frees; NULL with MemoryError). */
+/* Per buffer id: 1 if kernel k reads it, 2 if it stores it; entry nbufs is 1
+   when the kernel checks indices (a calloc'd array the caller frees; NULL
+   with MemoryError). */
 uint8_t *
 kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k)
 {
@@ -634,7 +639,7 @@ kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k)
     uint32_t gg = ++cg_gen;
     for (int m = 0; m < k->nmembers; m++) {
         kn_buf *b = c->bufs[k->members[m]];
-        collect_bufs(b->body, used, gg);
+        collect_bufs(b->body, used, c->nbufs, gg);
         if (!b->local)
             used[b->id] |= 2;
     }
@@ -664,6 +669,8 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
                       kn_dtype_ctype[b->dt], i, kn_dtype_ctype[b->dt], i);
     }
     free(used);
+    /* the call's error record (prelude.h: kn_flag) follows the buffers */
+    kn_str_printf(s, "  int64_t *const kn_err = (int64_t *)B[%d];\n  (void)kn_err;\n", c->nbufs);
     g.indent = 1;
     g.scope[g.nscope++] = ++token_counter;
     int64_t outer_n = 1;
