@@ -93,8 +93,10 @@ static inline T kn_fmod_##tag(T a, T b, int64_t *e) { (void)e; return fmod##F(a,
 static inline T kn_abs_##tag(T a) { return fabs##F(a); }                                          \
 static inline T kn_max_##tag(T a, T b) { T m = a > b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
 static inline T kn_min_##tag(T a, T b) { T m = a < b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
-static inline T kn_sign_##tag(T a) { return __builtin_isnan(a) ? a : (T)((a > 0) - (a < 0)); }   \
+static inline T kn_sign_##tag(T a) { return (T)((a > 0) - (a < 0)); } /* eager: sign(NaN) = 0 */    \
 static inline T kn_pow_##tag(T a, T b) { return pow##F(a, b); }                                   \
+static inline T kn_fmax_##tag(T a, T b) { return (a >= b || b != b) ? a : b; }                    \
+static inline T kn_fmin_##tag(T a, T b) { return (a <= b || b != b) ? a : b; }                    \
 static inline T kn_rsqrt_##tag(T a) { return (T)1 / sqrt##F(a); }                                 \
 static inline T kn_recip_##tag(T a) { return (T)1 / a; }                                          \
 static inline T kn_sigmoid_##tag(T a) { return (T)1 / ((T)1 + exp##F(-a)); }                      \

@@ -97,8 +97,10 @@ KN_D T kn_fmod_##tag(T a, T b, int64_t *e) { return fmod##F(a, b); }            
 KN_D T kn_abs_##tag(T a) { return fabs##F(a); }                                                   \
 KN_D T kn_max_##tag(T a, T b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }            \
 KN_D T kn_min_##tag(T a, T b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }            \
-KN_D T kn_sign_##tag(T a) { return a != a ? a : (T)((a > 0) - (a < 0)); }                        \
+KN_D T kn_sign_##tag(T a) { return (T)((a > 0) - (a < 0)); } /* eager: sign(NaN) = 0 */           \
 KN_D T kn_pow_##tag(T a, T b) { return pow##F(a, b); }                                            \
+KN_D T kn_fmax_##tag(T a, T b) { return fmax##F(a, b); } /* as ATen's GPU kernel */                       \
+KN_D T kn_fmin_##tag(T a, T b) { return fmin##F(a, b); } /* as ATen's GPU kernel */                       \
 KN_D T kn_rsqrt_##tag(T a) { return rsqrt##F(a); }                                                \
 KN_D T kn_recip_##tag(T a) { return (T)1 / a; }                                                   \
 KN_D T kn_sigmoid_##tag(T a) { return (T)1 / ((T)1 + exp##F(-a)); }                               \
