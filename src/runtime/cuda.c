@@ -500,6 +500,9 @@ static struct {
 static int
 errors_load(void)
 {
+    if (er.ready < 0)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "kiln: the CUDA driver lacks cuMemsetD8Async, cuMemcpyDtoHAsync or cuStreamIsCapturing");
     if (er.ready)
         return er.ready;
     void *lc = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -509,7 +512,8 @@ errors_load(void)
     *(void **)&er.dtoh = dlsym(lc, "cuMemcpyDtoHAsync_v2");
     *(void **)&er.sync = dlsym(lc, "cuStreamSynchronize");
     *(void **)&er.capturing = dlsym(lc, "cuStreamIsCapturing");
-    return er.ready = er.memset8 && er.dtoh && er.sync && er.capturing ? 1 : -1;
+    er.ready = er.memset8 && er.dtoh && er.sync && er.capturing ? 1 : -1;
+    return er.ready < 0 ? errors_load() : 1;
 }
 
 int kn_cuda_clear(void *dptr, size_t bytes, uintptr_t stream);
@@ -519,10 +523,8 @@ int kn_cuda_read_error(void *dptr, int64_t *host, uintptr_t stream);
 int
 kn_cuda_clear(void *dptr, size_t bytes, uintptr_t stream)
 {
-    if (errors_load() < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "kiln: the CUDA driver lacks cuMemsetD8Async/cuMemcpyDtoHAsync");
+    if (errors_load() < 0)
         return -1;
-    }
     return cu_check(er.memset8((CUdeviceptr)(uintptr_t)dptr, 0, bytes, (CUstream)stream), "cuMemsetD8Async");
 }
 
@@ -534,7 +536,7 @@ int
 kn_cuda_read_error(void *dptr, int64_t *host, uintptr_t stream)
 {
     if (errors_load() < 0)
-        return kn_cuda_clear(dptr, 0, stream);
+        return -1;
     int status = 0;
     if (cu_check(er.capturing((CUstream)stream, &status), "cuStreamIsCapturing") < 0)
         return -1;

@@ -1273,6 +1273,15 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         PyList_SET_ITEM(result, k, v);
     }
 done:
+    if (result == NULL && self->errdev && !self->emulated && f.ptr[n] != (void *)err) {
+        /* a call that failed after its kernels were queued: clear what they
+           may have recorded, so the next call does not raise it */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (kn_cuda_read_error(f.ptr[n], err, stream) < 0)
+            PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    }
     for (int i = 0; i < n; i++)
         Py_XDECREF(f.obj[i]);
     if (arena) {
