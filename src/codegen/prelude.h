@@ -21,6 +21,7 @@ typedef _Bool b_t;
 #define KN_E_INDEX 2        /* IndexError: index v is out of bounds for dimension d with size n */
 #define KN_E_GATHER 3       /* RuntimeError: the same words */
 #define KN_E_ZERODIV 4      /* RuntimeError: ZeroDivisionError */
+#define KN_E_DATA_BOUNDS 5  /* RuntimeError: INDICES element is out of DATA bounds (index_select, dim 1) */
 #define KN_E_WRAP 0x10000
 __attribute__((cold, noinline)) static void kn_flag(int64_t *e, int64_t code, int64_t v, int64_t n) {
     int64_t z = 0;

@@ -39,6 +39,7 @@ typedef bool b_t;
 #define KN_E_INDEX 2
 #define KN_E_GATHER 3
 #define KN_E_ZERODIV 4
+#define KN_E_DATA_BOUNDS 5
 #define KN_E_WRAP 0x10000
 __device__ __noinline__ void kn_flag(int64_t *e, int64_t code, int64_t v, int64_t n) {
 #ifdef __CUDACC_RTC__

@@ -1280,7 +1280,8 @@ lower_index_select(kn_ctx *c, int ni, int param)
     for (int k = 0; k < x->ndim; k++)
         si[k] = idx[k];
     kn_expr *ii[1] = {idx[d]};
-    si[d] = index_value(c, ib, ii, x->size[d], KN_E_INDEX_SELF);
+    /* ATen's CPU kernel words dim 1 of a tensor of 2+ dims its own way */
+    si[d] = index_value(c, ib, ii, x->size[d], d == 1 && x->ndim > 1 ? KN_E_DATA_BOUNDS : KN_E_INDEX_SELF);
     return view_of(c, ni, x, si, b);
 }
 

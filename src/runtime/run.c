@@ -687,6 +687,10 @@ raise_kernel_error(const int64_t *err)
     case KN_E_ZERODIV:
         PyErr_SetString(PyExc_RuntimeError, "ZeroDivisionError");
         break;
+    case KN_E_DATA_BOUNDS:
+        PyErr_Format(PyExc_RuntimeError, "INDICES element is out of DATA bounds, id=%lld axis_dim=%lld",
+                     (long long)err[1], (long long)err[2]);
+        break;
     default:
         PyErr_Format(PyExc_RuntimeError, "kiln: internal error: kernel error code %lld", (long long)err[0]);
     }
