@@ -2,7 +2,9 @@
  * into the extension as a string by codegen/c.c).  Scalar helpers named
  * kn_<op>_<tag> for the tags b u8 i8 i16 i32 i64 f32 f64, with torch's
  * semantics: NaN-propagating max/min, Python-style remainder and floor
- * division, division by zero that never traps, bfloat16 conversions with
+ * division, division by zero that never traps (an integer one is recorded in
+ * the call's error record, which runtime/run.c raises as eager's
+ * ZeroDivisionError), index checks (kn_chk), bfloat16 conversions with
  * round-to-nearest-even. */
 #include <stdint.h>
 #include <math.h>

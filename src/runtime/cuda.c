@@ -6,6 +6,9 @@
  * torch's current stream, so kiln's kernels order with torch's own work and
  * compose with CUDA graph capture.
  *
+ * It also clears and reads back a program's error record (a few bytes of
+ * device memory its index-checking kernels write; see runtime/run.c).
+ *
  * Nothing is linked: libcuda.so.1 and libnvrtc are opened with dlopen (the
  * NVRTC path comes from kiln/cuda.py, which finds the copy torch's CUDA build
  * ships).  On a machine without them, kiln._C.cuda_available() says why and

@@ -5,8 +5,12 @@
  * kiln._C.Program type.  Calling a Program with the graph's inputs runs a flat
  * list of steps in C: allocate (torch.empty_strided for outputs and tensors
  * handed to ATen, one uint8 arena for every other intermediate), call kernels
- * with an array of data pointers, call ATen for externs, release buffers after
- * their last use, and return the outputs as a list.
+ * with an array of data pointers (and, after them, the call's error record:
+ * a kernel that meets an index out of range or an integer division by zero
+ * records it there, and the loop raises it after that kernel as ATen would;
+ * on a GPU the device's record is read once at the end of the call), call
+ * ATen for externs, release buffers after their last use, and return the
+ * outputs as a list.
  */
 #include "../kiln.h"
 #include <dlfcn.h>
