@@ -61,7 +61,7 @@ def _check(cf, fn, *args, exact=True):
     want, err = _eager(fn, *args)
     if err is None:
         got = cf(*args)
-        tol = {"rtol": 0, "atol": 0} if exact else {}
+        tol = {"rtol": 0, "atol": 0} if exact else {"rtol": 1e-4, "atol": 1e-4}
         torch.testing.assert_close(got, want, equal_nan=True, **tol)
     else:
         with pytest.raises(type(err)) as info:
@@ -98,6 +98,22 @@ def test_index_errors_raise_from_a_parallel_kernel(entry):
     bad[::7] = 50
     _check(cf, fn, bad)
     _check(cf, fn, ids)
+
+
+@pytest.mark.parametrize("reduce", [False, True])
+def test_per_element_index_checks_in_vectorised_parallel_loops(reduce):
+    # indices that vary along the inner loop: checked without a branch
+    # (an OR-reduced flag and a max-reduced bad value per loop)
+    x = torch.randn(256, 512)
+    fn = (lambda i: torch.gather(x, 1, i).sum(-1)) if reduce else (lambda i: torch.gather(x, 1, i) * 2)  # noqa: E731
+    cf = kiln.compile(fn)
+    idx = torch.randint(0, 512, (256, 512))
+    _check(cf, fn, idx, exact=not reduce)
+    for bad in (512, -1, 10**12):
+        b = idx.clone()
+        b[200, 300] = bad
+        _check(cf, fn, b)
+    _check(cf, fn, idx, exact=not reduce)
 
 
 INT_DIV_OPS = {

@@ -219,6 +219,31 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         kn_str_free(&a);
         break;
     }
+    case KN_S_CHECK: {
+        int k = 0;
+        while (k < g->nchk && g->chk[k] != e)
+            k++;
+        if (k == g->nchk)
+            goto templ; /* outside a checked inner loop: kn_chk's branch */
+        /* a flag and the bad value, reduced over the loop (no branch) */
+        kn_str v = {0};
+        emit_ref(g, e->a[0], &v);
+        int64_t n = e->a[1]->i, lo = (e->a[2]->i & KN_E_WRAP) ? -n : 0;
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "const int64_t t%u = %s;\n", e->id, v.p);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "const int64_t q%u = (t%u < INT64_C(%lld)) | (t%u >= INT64_C(%lld));\n", e->id, e->id,
+                      (long long)lo, e->id, (long long)n);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "kb%u |= q%u;\n", e->id, e->id);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "const int64_t w%u = q%u ? t%u : INT64_MIN;\n", e->id, e->id, e->id);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "kv%u = kv%u > w%u ? kv%u : w%u;\n", e->id, e->id, e->id, e->id, e->id);
+        kn_str_free(&v);
+        e->mark = g->scope[g->nscope - 1];
+        return;
+    }
     case KN_S_WHERE: {
         kn_str a = {0}, b = {0}, d = {0};
         emit_ref(g, e->a[0], &a);
@@ -230,7 +255,8 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         kn_str_free(&d);
         break;
     }
-    default: {
+    default:
+    templ: {
         const char *t = kn_sops[e->op].tmpl;
         kn_dtype adt = e->n ? (kn_dtype)e->a[0]->dt : (kn_dtype)e->dt;
         kn_str args[3] = {{0}, {0}, {0}};
@@ -608,6 +634,22 @@ gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
     return 0;
 }
 
+/* The index checks of e left for the inner loop (not hoisted before it),
+   up to the room in g->chk (the rest keep kn_chk's branch). */
+static void
+collect_checks(kn_gen *g, kn_expr *e, uint32_t stamp)
+{
+    if (e->visit == stamp || e->op == KN_S_CONST || e->op == KN_S_VAR)
+        return;
+    e->visit = stamp;
+    if (e->mark > 0 && active(g, e->mark))
+        return; /* emitted already, before the loop */
+    if (e->op == KN_S_CHECK && g->nchk < (int)(sizeof g->chk / sizeof g->chk[0]))
+        g->chk[g->nchk++] = e;
+    for (int j = 0; j < e->n; j++)
+        collect_checks(g, e->a[j], stamp);
+}
+
 /* ---------------------------------------------------------------- kernels */
 static void
 collect_bufs(kn_expr *e, uint8_t *used, int nbufs, uint32_t gen)
@@ -723,10 +765,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             continue;
         }
         /* a run of inner pointwise members shares one inner loop */
-        if (par_inner) {
-            kn_cg_ind(&g);
-            kn_str_printf(s, "#pragma omp parallel for simd schedule(static)\n");
-        }
+        g.nchk = 0;
         for (int q = m; q < k->nmembers; q++) {
             kn_buf *p = c->bufs[k->members[q]];
             if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
@@ -736,7 +775,28 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
                 return -1;
             kn_cg_hoist(&g, hb);
         }
-        kn_cg_open_loops(&g, k->ninner, k->inner, KN_VAR_I(0), !par_inner, NULL);
+        /* index checks left inside the loop: OR-reduced, no branch */
+        kn_str clause = {0};
+        uint32_t cstamp = ++hoist_gen;
+        for (int q = m; q < k->nmembers; q++) {
+            kn_buf *p = c->bufs[k->members[q]];
+            if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
+                break;
+            collect_checks(&g, kn_member_body(c, k, p), cstamp);
+        }
+        for (int j = 0; j < g.nchk; j++) {
+            unsigned id = g.chk[j]->id;
+            kn_cg_ind(&g);
+            kn_str_printf(s, "int64_t kb%u = 0, kv%u = INT64_MIN;\n", id, id);
+            kn_str_printf(&clause, "%sreduction(|:kb%u) reduction(max:kv%u)", j ? " " : "", id, id);
+        }
+        if (par_inner) {
+            kn_cg_ind(&g);
+            kn_str_printf(s, "#pragma omp parallel for simd schedule(static)%s%s\n", clause.p ? " " : "",
+                          clause.p ? clause.p : "");
+        }
+        kn_cg_open_loops(&g, k->ninner, k->inner, KN_VAR_I(0), !par_inner, par_inner ? NULL : clause.p);
+        kn_str_free(&clause);
         while (m < k->nmembers) {
             kn_buf *p = c->bufs[k->members[m]];
             if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
@@ -746,6 +806,13 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             m++;
         }
         kn_cg_close_loops(&g, k->ninner);
+        for (int j = 0; j < g.nchk; j++) {
+            kn_expr *e = g.chk[j];
+            kn_cg_ind(&g);
+            kn_str_printf(s, "if (kb%u) kn_flag(kn_err, %lld, kv%u, %lld);\n", e->id, (long long)e->a[2]->i, e->id,
+                          (long long)e->a[1]->i);
+        }
+        g.nchk = 0;
     }
     kn_cg_close_loops(&g, k->nouter);
     kn_str_printf(s, "}\n");
