@@ -267,6 +267,7 @@ typedef struct {
     int *knparams;
     int **kparams;
     int checks;                /* CUDA: some kernel takes the error record (index nbufs) */
+    int read_errors;           /* CUDA: read it after each call (config.cuda_index_errors) */
     PyObject *errdev;          /* CUDA: that record on the device (int64[3] tensor), or NULL */
     /* host_profile(True): CPU time per step, [2 * step] allocation and
        [2 * step + 1] the step itself (ns, summed over calls) */
@@ -583,6 +584,14 @@ program_load_cuda(ProgramObject *self, PyObject *args)
     }
     const char *prefix = PyUnicode_AsUTF8(self->prefix);
     if (prefix == NULL)
+        return NULL;
+    /* whether calls wait for the device to read its error record */
+    PyObject *cfg = PyImport_ImportModule("kiln.config");
+    PyObject *rd = cfg ? PyObject_GetAttrString(cfg, "cuda_index_errors") : NULL;
+    Py_XDECREF(cfg);
+    self->read_errors = rd ? PyObject_IsTrue(rd) : -1;
+    Py_XDECREF(rd);
+    if (self->read_errors < 0)
         return NULL;
     void **fns = calloc((size_t)self->nkernels + 1, sizeof(void *));
     if (fns == NULL)
@@ -1258,7 +1267,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     self->tune_reps = 0; /* a tuning run tunes once */
     /* CUDA: one read of the device's error record per call (a wait for the
        stream), only for programs whose kernels check indices */
-    if (self->errdev && !self->emulated) {
+    if (self->errdev && !self->emulated && self->read_errors) {
         int rc = kn_cuda_read_error(f.ptr[n], err, stream);
         if (rc < 0 || (rc == 0 && err[0] && raise_kernel_error(err) < 0))
             goto done;
@@ -1281,7 +1290,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         PyList_SET_ITEM(result, k, v);
     }
 done:
-    if (result == NULL && self->errdev && !self->emulated && f.ptr[n] != (void *)err) {
+    if (result == NULL && self->errdev && !self->emulated && self->read_errors && f.ptr[n] != (void *)err) {
         /* a call that failed after its kernels were queued: clear what they
            may have recorded, so the next call does not raise it */
         PyObject *et, *ev, *tb;
