@@ -462,6 +462,55 @@ flat_inner(kn_gen *g, kn_str *out)
     kn_str_printf(out, ")");
 }
 
+/* The index checks of e left for the inner loop (not hoisted before it),
+   up to the room in g->chk (the rest keep kn_chk's branch). */
+static void
+collect_checks(kn_gen *g, kn_expr *e, uint32_t stamp)
+{
+    if (e->visit == stamp || e->op == KN_S_CONST || e->op == KN_S_VAR)
+        return;
+    e->visit = stamp;
+    if (e->mark > 0 && active(g, e->mark))
+        return; /* emitted already, before the loop */
+    if (e->op == KN_S_CHECK && g->nchk < (int)(sizeof g->chk / sizeof g->chk[0]))
+        g->chk[g->nchk++] = e;
+    for (int j = 0; j < e->n; j++)
+        collect_checks(g, e->a[j], stamp);
+}
+
+/* Before the inner loop over `bodies`: the index checks left inside it
+   become accumulators (declared here) reduced by the loop, whose clauses
+   are appended to *clause; checks_end records what they found.  The CUDA
+   renderer keeps kn_chk's branch. */
+static void
+checks_begin(kn_gen *g, kn_expr *const *bodies, int nb, kn_str *clause)
+{
+    g->nchk = 0;
+    if (g->cuda)
+        return;
+    uint32_t stamp = ++hoist_gen;
+    for (int i = 0; i < nb; i++)
+        collect_checks(g, bodies[i], stamp);
+    for (int j = 0; j < g->nchk; j++) {
+        unsigned id = g->chk[j]->id;
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "int64_t kb%u = 0, kv%u = INT64_MIN;\n", id, id);
+        kn_str_printf(clause, "%sreduction(|:kb%u) reduction(max:kv%u)", clause->p ? " " : "", id, id);
+    }
+}
+
+static void
+checks_end(kn_gen *g)
+{
+    for (int j = 0; j < g->nchk; j++) {
+        kn_expr *e = g->chk[j];
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "if (kb%u) kn_flag(kn_err, %lld, kv%u, %lld);\n", e->id, (long long)e->a[2]->i, e->id,
+                      (long long)e->a[1]->i);
+    }
+    g->nchk = 0;
+}
+
 static int
 gen_reduction(kn_gen *g, kn_buf *b)
 {
@@ -482,25 +531,30 @@ gen_reduction(kn_gen *g, kn_buf *b)
         int truth = b->rop == KN_R_ANY || b->rop == KN_R_ALL;
         char opc = b->rop == KN_R_SUM ? '+' : b->rop == KN_R_PROD ? '*' : b->rop == KN_R_ANY ? '|' : '&';
         kn_str_printf(g->s, "%s a%d = %s;\n", truth ? "int" : at, id, init);
-        char clause[64];
-        snprintf(clause, sizeof clause, "reduction(%c:a%d)", opc, id);
-        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
+        kn_str clause = {0};
+        kn_str_printf(&clause, "reduction(%c:a%d)", opc, id);
+        checks_begin(g, &body, 1, &clause);
+        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause.p);
+        kn_str_free(&clause);
         kn_str v = kn_cg_value(g, body);
         kn_cg_ind(g);
         kn_str_printf(g->s, truth ? "a%d %c= (%s != 0);\n" : "a%d %c= %s;\n", id, opc, v.p);
         kn_str_free(&v);
         kn_cg_close_loops(g, k->ninner);
+        checks_end(g);
         break;
     }
     case KN_R_MAX: case KN_R_MIN: {
         const char *mm = b->rop == KN_R_MAX ? "max" : "min";
         kn_str_printf(g->s, "%s a%d = %s; int n%d = 0;\n", at, id, init, id);
-        char clause[96];
+        kn_str clause = {0};
         if (isf)
-            snprintf(clause, sizeof clause, "reduction(%s:a%d) reduction(|:n%d)", mm, id, id);
+            kn_str_printf(&clause, "reduction(%s:a%d) reduction(|:n%d)", mm, id, id);
         else
-            snprintf(clause, sizeof clause, "reduction(%s:a%d)", mm, id);
-        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
+            kn_str_printf(&clause, "reduction(%s:a%d)", mm, id);
+        checks_begin(g, &body, 1, &clause);
+        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause.p);
+        kn_str_free(&clause);
         kn_str v = kn_cg_value(g, body);
         kn_cg_ind(g);
         kn_str_printf(g->s, "a%d = (%s %s a%d) ? %s : a%d;\n", id, v.p, b->rop == KN_R_MAX ? ">" : "<", id, v.p, id);
@@ -510,6 +564,7 @@ gen_reduction(kn_gen *g, kn_buf *b)
         }
         kn_str_free(&v);
         kn_cg_close_loops(g, k->ninner);
+        checks_end(g);
         if (isf) {
             kn_cg_ind(g);
             kn_str_printf(g->s, "if (n%d) a%d = NAN;\n", id, id);
@@ -634,22 +689,6 @@ gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
     return 0;
 }
 
-/* The index checks of e left for the inner loop (not hoisted before it),
-   up to the room in g->chk (the rest keep kn_chk's branch). */
-static void
-collect_checks(kn_gen *g, kn_expr *e, uint32_t stamp)
-{
-    if (e->visit == stamp || e->op == KN_S_CONST || e->op == KN_S_VAR)
-        return;
-    e->visit = stamp;
-    if (e->mark > 0 && active(g, e->mark))
-        return; /* emitted already, before the loop */
-    if (e->op == KN_S_CHECK && g->nchk < (int)(sizeof g->chk / sizeof g->chk[0]))
-        g->chk[g->nchk++] = e;
-    for (int j = 0; j < e->n; j++)
-        collect_checks(g, e->a[j], stamp);
-}
-
 /* ---------------------------------------------------------------- kernels */
 static void
 collect_bufs(kn_expr *e, uint8_t *used, int nbufs, uint32_t gen)
@@ -765,7 +804,6 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             continue;
         }
         /* a run of inner pointwise members shares one inner loop */
-        g.nchk = 0;
         for (int q = m; q < k->nmembers; q++) {
             kn_buf *p = c->bufs[k->members[q]];
             if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
@@ -776,20 +814,16 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             kn_cg_hoist(&g, hb);
         }
         /* index checks left inside the loop: OR-reduced, no branch */
-        kn_str clause = {0};
-        uint32_t cstamp = ++hoist_gen;
-        for (int q = m; q < k->nmembers; q++) {
+        kn_expr *bodies[64];
+        int nb = 0;
+        for (int q = m; q < k->nmembers && nb < 64; q++) {
             kn_buf *p = c->bufs[k->members[q]];
             if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
                 break;
-            collect_checks(&g, kn_member_body(c, k, p), cstamp);
+            bodies[nb++] = kn_member_body(c, k, p);
         }
-        for (int j = 0; j < g.nchk; j++) {
-            unsigned id = g.chk[j]->id;
-            kn_cg_ind(&g);
-            kn_str_printf(s, "int64_t kb%u = 0, kv%u = INT64_MIN;\n", id, id);
-            kn_str_printf(&clause, "%sreduction(|:kb%u) reduction(max:kv%u)", j ? " " : "", id, id);
-        }
+        kn_str clause = {0};
+        checks_begin(&g, bodies, nb, &clause);
         if (par_inner) {
             kn_cg_ind(&g);
             kn_str_printf(s, "#pragma omp parallel for simd schedule(static)%s%s\n", clause.p ? " " : "",
@@ -806,13 +840,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             m++;
         }
         kn_cg_close_loops(&g, k->ninner);
-        for (int j = 0; j < g.nchk; j++) {
-            kn_expr *e = g.chk[j];
-            kn_cg_ind(&g);
-            kn_str_printf(s, "if (kb%u) kn_flag(kn_err, %lld, kv%u, %lld);\n", e->id, (long long)e->a[2]->i, e->id,
-                          (long long)e->a[1]->i);
-        }
-        g.nchk = 0;
+        checks_end(&g);
     }
     kn_cg_close_loops(&g, k->nouter);
     kn_str_printf(s, "}\n");
