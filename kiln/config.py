@@ -19,6 +19,12 @@ KILN_CUDA_ROW_REGISTERS  0: CUDA row kernels (softmax, norms) loop over their ro
                  (default 1: a row that fits is loaded once, as vectors, into registers)
 KILN_CUDA_EMULATE  1: graphs on the CPU compile through the CUDA renderer and run
                  on kiln's CPU emulation of CUDA (a test tool: kiln/cuda_emulator.py)
+KILN_CUDA_INDEX_ERRORS  0: on a GPU, kernels still clamp bad indices (never a read out of
+                 bounds) but calls do not wait to read the device's error record
+                 (default 1: one small read per call of a graph that indexes, which
+                 raises IndexError/RuntimeError as eager does)
+KILN_CC_TIMEOUT  seconds a C compiler run may take before it is killed and the graph
+                 runs eagerly with a warning (default 600; 0: no limit)
 """
 import os
 
@@ -29,6 +35,15 @@ cuda_emulate = os.environ.get("KILN_CUDA_EMULATE", "") not in ("", "0")
 # -fwrapv: integer overflow wraps as in torch; no -ffast-math: NaN and inf
 # keep torch's semantics.
 cflags = "-O3 -march=native -fopenmp -fPIC -fno-math-errno -fno-trapping-math -fwrapv -w"
+# GPU graphs whose kernels index with tensor values read the device's error
+# record once per call (a wait for the stream) and raise as eager does
+cuda_index_errors = os.environ.get("KILN_CUDA_INDEX_ERRORS", "1") not in ("0", "")
+# a compiler process (gcc with its cc1/as/ld children) still running after
+# this many seconds is killed: CompilerError, and the graph runs eagerly
+try:
+    cc_timeout = float(os.environ.get("KILN_CC_TIMEOUT", "600"))
+except ValueError:
+    cc_timeout = 600.0
 
 
 

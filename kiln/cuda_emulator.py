@@ -28,6 +28,7 @@ typedef bool b_t;
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(n)
 #define __restrict__ __restrict
 #define __shared__ static

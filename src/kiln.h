@@ -96,6 +96,11 @@ typedef struct {
 } kn_sop_info;
 extern const kn_sop_info kn_sops[KN_S__COUNT];
 
+/* Errors a kernel records in the call's error record (codegen/prelude.h:
+   kn_flag; same values there) and runtime/run.c raises after the kernel:
+   kind | dim << 8 | KN_E_WRAP (negative indices count from the end). */
+enum { KN_E_INDEX_SELF = 1, KN_E_INDEX = 2, KN_E_GATHER = 3, KN_E_ZERODIV = 4, KN_E_DATA_BOUNDS = 5, KN_E_WRAP = 0x10000 };
+
 /* ---------------------------------------------------------------- expressions */
 /* Hash-consed expression DAG: identical subexpressions are the same node, so
    equality is pointer equality and CSE in code generation is free.  Index

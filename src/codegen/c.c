@@ -3,7 +3,9 @@
  * Consumes: fused kernels (compile/fuse.c) with planned buffers
  * (compile/plan.c).  Produces: one C translation unit holding one function
  * per kernel, `void <prefix>k<N>(void *const *B)`, where B[i] is the data
- * pointer of buffer i.  Loops: the outer space is a loop nest parallelised
+ * pointer of buffer i and B[nbufs] the call's error record (int64_t[3],
+ * prelude.h: a bad index or an integer division by zero is recorded there
+ * and raised by runtime/run.c after the kernel).  Loops: the outer space is a loop nest parallelised
  * with OpenMP (collapsed) when the work is large enough; each member of the
  * kernel gets an inner loop nest whose innermost loop carries `omp simd`
  * (with a reduction clause for sums, products, max/min, any/all, so the
@@ -217,6 +219,31 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         kn_str_free(&a);
         break;
     }
+    case KN_S_CHECK: {
+        int k = 0;
+        while (k < g->nchk && g->chk[k] != e)
+            k++;
+        if (k == g->nchk)
+            goto templ; /* outside a checked inner loop: kn_chk's branch */
+        /* a flag and the bad value, reduced over the loop (no branch) */
+        kn_str v = {0};
+        emit_ref(g, e->a[0], &v);
+        int64_t n = e->a[1]->i, lo = (e->a[2]->i & KN_E_WRAP) ? -n : 0;
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "const int64_t t%u = %s;\n", e->id, v.p);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "const int64_t q%u = (t%u < INT64_C(%lld)) | (t%u >= INT64_C(%lld));\n", e->id, e->id,
+                      (long long)lo, e->id, (long long)n);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "kb%u |= q%u;\n", e->id, e->id);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "const int64_t w%u = q%u ? t%u : INT64_MIN;\n", e->id, e->id, e->id);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "kv%u = kv%u > w%u ? kv%u : w%u;\n", e->id, e->id, e->id, e->id, e->id);
+        kn_str_free(&v);
+        e->mark = g->scope[g->nscope - 1];
+        return;
+    }
     case KN_S_WHERE: {
         kn_str a = {0}, b = {0}, d = {0};
         emit_ref(g, e->a[0], &a);
@@ -228,7 +255,8 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         kn_str_free(&d);
         break;
     }
-    default: {
+    default:
+    templ: {
         const char *t = kn_sops[e->op].tmpl;
         kn_dtype adt = e->n ? (kn_dtype)e->a[0]->dt : (kn_dtype)e->dt;
         kn_str args[3] = {{0}, {0}, {0}};
@@ -434,6 +462,55 @@ flat_inner(kn_gen *g, kn_str *out)
     kn_str_printf(out, ")");
 }
 
+/* The index checks of e left for the inner loop (not hoisted before it),
+   up to the room in g->chk (the rest keep kn_chk's branch). */
+static void
+collect_checks(kn_gen *g, kn_expr *e, uint32_t stamp)
+{
+    if (e->visit == stamp || e->op == KN_S_CONST || e->op == KN_S_VAR)
+        return;
+    e->visit = stamp;
+    if (e->mark > 0 && active(g, e->mark))
+        return; /* emitted already, before the loop */
+    if (e->op == KN_S_CHECK && g->nchk < (int)(sizeof g->chk / sizeof g->chk[0]))
+        g->chk[g->nchk++] = e;
+    for (int j = 0; j < e->n; j++)
+        collect_checks(g, e->a[j], stamp);
+}
+
+/* Before the inner loop over `bodies`: the index checks left inside it
+   become accumulators (declared here) reduced by the loop, whose clauses
+   are appended to *clause; checks_end records what they found.  The CUDA
+   renderer keeps kn_chk's branch. */
+static void
+checks_begin(kn_gen *g, kn_expr *const *bodies, int nb, kn_str *clause)
+{
+    g->nchk = 0;
+    if (g->cuda)
+        return;
+    uint32_t stamp = ++hoist_gen;
+    for (int i = 0; i < nb; i++)
+        collect_checks(g, bodies[i], stamp);
+    for (int j = 0; j < g->nchk; j++) {
+        unsigned id = g->chk[j]->id;
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "int64_t kb%u = 0, kv%u = INT64_MIN;\n", id, id);
+        kn_str_printf(clause, "%sreduction(|:kb%u) reduction(max:kv%u)", clause->p ? " " : "", id, id);
+    }
+}
+
+static void
+checks_end(kn_gen *g)
+{
+    for (int j = 0; j < g->nchk; j++) {
+        kn_expr *e = g->chk[j];
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "if (kb%u) kn_flag(kn_err, %lld, kv%u, %lld);\n", e->id, (long long)e->a[2]->i, e->id,
+                      (long long)e->a[1]->i);
+    }
+    g->nchk = 0;
+}
+
 static int
 gen_reduction(kn_gen *g, kn_buf *b)
 {
@@ -454,25 +531,30 @@ gen_reduction(kn_gen *g, kn_buf *b)
         int truth = b->rop == KN_R_ANY || b->rop == KN_R_ALL;
         char opc = b->rop == KN_R_SUM ? '+' : b->rop == KN_R_PROD ? '*' : b->rop == KN_R_ANY ? '|' : '&';
         kn_str_printf(g->s, "%s a%d = %s;\n", truth ? "int" : at, id, init);
-        char clause[64];
-        snprintf(clause, sizeof clause, "reduction(%c:a%d)", opc, id);
-        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
+        kn_str clause = {0};
+        kn_str_printf(&clause, "reduction(%c:a%d)", opc, id);
+        checks_begin(g, &body, 1, &clause);
+        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause.p);
+        kn_str_free(&clause);
         kn_str v = kn_cg_value(g, body);
         kn_cg_ind(g);
         kn_str_printf(g->s, truth ? "a%d %c= (%s != 0);\n" : "a%d %c= %s;\n", id, opc, v.p);
         kn_str_free(&v);
         kn_cg_close_loops(g, k->ninner);
+        checks_end(g);
         break;
     }
     case KN_R_MAX: case KN_R_MIN: {
         const char *mm = b->rop == KN_R_MAX ? "max" : "min";
         kn_str_printf(g->s, "%s a%d = %s; int n%d = 0;\n", at, id, init, id);
-        char clause[96];
+        kn_str clause = {0};
         if (isf)
-            snprintf(clause, sizeof clause, "reduction(%s:a%d) reduction(|:n%d)", mm, id, id);
+            kn_str_printf(&clause, "reduction(%s:a%d) reduction(|:n%d)", mm, id, id);
         else
-            snprintf(clause, sizeof clause, "reduction(%s:a%d)", mm, id);
-        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause);
+            kn_str_printf(&clause, "reduction(%s:a%d)", mm, id);
+        checks_begin(g, &body, 1, &clause);
+        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause.p);
+        kn_str_free(&clause);
         kn_str v = kn_cg_value(g, body);
         kn_cg_ind(g);
         kn_str_printf(g->s, "a%d = (%s %s a%d) ? %s : a%d;\n", id, v.p, b->rop == KN_R_MAX ? ">" : "<", id, v.p, id);
@@ -482,6 +564,7 @@ gen_reduction(kn_gen *g, kn_buf *b)
         }
         kn_str_free(&v);
         kn_cg_close_loops(g, k->ninner);
+        checks_end(g);
         if (isf) {
             kn_cg_ind(g);
             kn_str_printf(g->s, "if (n%d) a%d = NAN;\n", id, id);
@@ -608,21 +691,24 @@ gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
 
 /* ---------------------------------------------------------------- kernels */
 static void
-collect_bufs(kn_expr *e, uint8_t *used, uint32_t gen)
+collect_bufs(kn_expr *e, uint8_t *used, int nbufs, uint32_t gen)
 {
     if (e->mark == (int)gen)
         return;
     e->mark = (int)gen;
     if (e->op == KN_S_LOAD)
         used[e->i] |= 1;
+    if (e->op == KN_S_CHECK)
+        used[nbufs] = 1;
     for (int j = 0; j < e->n; j++)
-        collect_bufs(e->a[j], used, gen);
+        collect_bufs(e->a[j], used, nbufs, gen);
 }
 
 static uint32_t cg_gen = 1u << 29;
 
-/* Per buffer id: 1 if kernel k reads it, 2 if it stores it (a calloc'd array
-   the caller frees; NULL with MemoryError). */
+/* Per buffer id: 1 if kernel k reads it, 2 if it stores it; entry nbufs is 1
+   when the kernel checks indices (a calloc'd array the caller frees; NULL
+   with MemoryError). */
 uint8_t *
 kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k)
 {
@@ -634,7 +720,7 @@ kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k)
     uint32_t gg = ++cg_gen;
     for (int m = 0; m < k->nmembers; m++) {
         kn_buf *b = c->bufs[k->members[m]];
-        collect_bufs(b->body, used, gg);
+        collect_bufs(b->body, used, c->nbufs, gg);
         if (!b->local)
             used[b->id] |= 2;
     }
@@ -664,6 +750,8 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
                       kn_dtype_ctype[b->dt], i, kn_dtype_ctype[b->dt], i);
     }
     free(used);
+    /* the call's error record (prelude.h: kn_flag) follows the buffers */
+    kn_str_printf(s, "  int64_t *const kn_err = (int64_t *)B[%d];\n  (void)kn_err;\n", c->nbufs);
     g.indent = 1;
     g.scope[g.nscope++] = ++token_counter;
     int64_t outer_n = 1;
@@ -716,10 +804,6 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             continue;
         }
         /* a run of inner pointwise members shares one inner loop */
-        if (par_inner) {
-            kn_cg_ind(&g);
-            kn_str_printf(s, "#pragma omp parallel for simd schedule(static)\n");
-        }
         for (int q = m; q < k->nmembers; q++) {
             kn_buf *p = c->bufs[k->members[q]];
             if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
@@ -729,7 +813,24 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
                 return -1;
             kn_cg_hoist(&g, hb);
         }
-        kn_cg_open_loops(&g, k->ninner, k->inner, KN_VAR_I(0), !par_inner, NULL);
+        /* index checks left inside the loop: OR-reduced, no branch */
+        kn_expr *bodies[64];
+        int nb = 0;
+        for (int q = m; q < k->nmembers && nb < 64; q++) {
+            kn_buf *p = c->bufs[k->members[q]];
+            if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
+                break;
+            bodies[nb++] = kn_member_body(c, k, p);
+        }
+        kn_str clause = {0};
+        checks_begin(&g, bodies, nb, &clause);
+        if (par_inner) {
+            kn_cg_ind(&g);
+            kn_str_printf(s, "#pragma omp parallel for simd schedule(static)%s%s\n", clause.p ? " " : "",
+                          clause.p ? clause.p : "");
+        }
+        kn_cg_open_loops(&g, k->ninner, k->inner, KN_VAR_I(0), !par_inner, par_inner ? NULL : clause.p);
+        kn_str_free(&clause);
         while (m < k->nmembers) {
             kn_buf *p = c->bufs[k->members[m]];
             if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
@@ -739,6 +840,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             m++;
         }
         kn_cg_close_loops(&g, k->ninner);
+        checks_end(&g);
     }
     kn_cg_close_loops(&g, k->nouter);
     kn_str_printf(s, "}\n");

@@ -4,7 +4,8 @@
  * (compile/plan.c) as codegen/c.c.  Produces: one CUDA translation unit (for
  * NVRTC, see runtime/cuda.c) holding one `extern "C" __global__` function per
  * kernel, whose arguments are the data pointers of the buffers it touches
- * (kn_kernel.cu_params), and each kernel's launch size (cu_threads,
+ * (kn_kernel.cu_params; index nbufs: the call's error record, for kernels
+ * that check indices), and each kernel's launch size (cu_threads,
  * cu_blocks).  Expressions are emitted by the code shared with the C renderer
  * (emit.h); what differs is how the loop nest maps onto threads:
  *
@@ -1153,9 +1154,11 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     int64_t lim32 = (int64_t)1 << 30;
     g.ix32 = outer_n * inner_n < lim32;
     int np = 0;
-    for (int i = 0; i < c->nbufs; i++)
-        if (used[i] && !(c->bufs[i]->kernel == kid && c->bufs[i]->local)) {
+    for (int i = 0; i <= c->nbufs; i++)
+        if (used[i] && (i == c->nbufs || !(c->bufs[i]->kernel == kid && c->bufs[i]->local))) {
             np++;
+            if (i == c->nbufs)
+                continue;
             if (kn_buf_span(c->bufs[i]) >= lim32)
                 g.ix32 = 0;
         }
@@ -1183,8 +1186,17 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
                       storage_type(b->dt), i);
         k->cu_params[k->cu_nparams++] = i;
     }
+    /* a kernel that checks indices takes the call's error record (buffer
+       index nbufs for runtime/run.c); the others have a null one */
+    int checks = used[c->nbufs];
+    if (checks) {
+        kn_str_printf(s, "%sint64_t *__restrict__ kn_err", k->cu_nparams ? ", " : "");
+        k->cu_params[k->cu_nparams++] = c->nbufs;
+    }
     free(used);
     kn_str_printf(s, ")\n{\n  typedef %s kn_ix;\n", g.ix32 ? "int" : "long long");
+    if (!checks)
+        kn_str_printf(s, "  int64_t *const kn_err = 0;\n  (void)kn_err;\n");
     g.indent = 1;
     g.scope[g.nscope++] = 200000000 + kid;
     int rc;

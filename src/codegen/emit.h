@@ -26,6 +26,10 @@ typedef struct {
     int vw;              /* lanes per thread of the vector loop emitted */
     kn_expr *lane_e[256];
     char lane_txt[256][40];
+    /* C: index checks of the inner loop being emitted, OR-reduced into
+       kb<id> / kv<id> (the bad value, max-reduced) so the loop vectorises */
+    int nchk;
+    kn_expr *chk[16];
 } kn_gen;
 
 void kn_cg_open_scope(kn_gen *g);

@@ -2,13 +2,43 @@
  * into the extension as a string by codegen/c.c).  Scalar helpers named
  * kn_<op>_<tag> for the tags b u8 i8 i16 i32 i64 f32 f64, with torch's
  * semantics: NaN-propagating max/min, Python-style remainder and floor
- * division, division by zero that never traps, bfloat16 conversions with
+ * division, division by zero that never traps (an integer one is recorded in
+ * the call's error record, which runtime/run.c raises as eager's
+ * ZeroDivisionError), index checks (kn_chk), bfloat16 conversions with
  * round-to-nearest-even. */
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
 
 typedef _Bool b_t;
+
+/* Errors a kernel reports instead of trapping or reading out of bounds
+   (runtime/run.c raises them after the kernel, as ATen would): every kernel
+   gets kn_err, the call's error record { code, value, size }.  The first
+   violation wins the record (a compare-exchange, so OpenMP threads race
+   safely); the kernel goes on with a clamped index or a zero quotient, so it
+   never touches memory outside its buffers.  Codes: kind | dim << 8 |
+   KN_E_WRAP (the index may be negative, counted from the end). */
+#define KN_E_INDEX_SELF 1   /* IndexError: index out of range in self */
+#define KN_E_INDEX 2        /* IndexError: index v is out of bounds for dimension d with size n */
+#define KN_E_GATHER 3       /* RuntimeError: the same words */
+#define KN_E_ZERODIV 4      /* RuntimeError: ZeroDivisionError */
+#define KN_E_DATA_BOUNDS 5  /* RuntimeError: INDICES element is out of DATA bounds (index_select, dim 1) */
+#define KN_E_WRAP 0x10000
+__attribute__((cold, noinline)) static void kn_flag(int64_t *e, int64_t code, int64_t v, int64_t n) {
+    int64_t z = 0;
+    if (e && __atomic_compare_exchange_n(&e[0], &z, code, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        e[1] = v;
+        e[2] = n;
+    }
+}
+/* the index v itself; flags it when it lies outside [0, n) (or [-n, n)) */
+static inline int64_t kn_chk(int64_t v, int64_t n, int64_t code, int64_t *e) {
+    int64_t lo = (code & KN_E_WRAP) ? -n : 0;
+    if (__builtin_expect(v < lo || v >= n, 0)) kn_flag(e, code, v, n);
+    return v;
+}
+static inline int kn_zerodiv(int64_t *e) { kn_flag(e, KN_E_ZERODIV, 0, 0); return 0; }
 
 /* glibc's libmvec has vector versions of the float math functions; declaring
    them `simd` lets the vectoriser call them (kiln/config.py turns this on
@@ -47,8 +77,9 @@ static inline b_t KN_SIGNBIT_f64(double a) { uint64_t u; memcpy(&u, &a, 8); retu
    `a != a` in a short-circuit condition nor a nested isnan select. */
 #define KN_FLOAT_OPS(T, tag, F)                                                                  \
 static inline T kn_div_##tag(T a, T b) { return a / b; }                                          \
-static inline T kn_truncdiv_##tag(T a, T b) { return trunc##F(a / b); }                           \
-static inline T kn_floordiv_##tag(T a, T b) {                                                     \
+static inline T kn_truncdiv_##tag(T a, T b, int64_t *e) { (void)e; return trunc##F(a / b); }      \
+static inline T kn_floordiv_##tag(T a, T b, int64_t *e) {                                         \
+    (void)e;                                                                                      \
     if (b == 0) return a / b;                                                                     \
     T m = fmod##F(a, b), d = (a - m) / b;                                                         \
     if (m != 0 && ((b < 0) != (m < 0))) d -= 1;                                                   \
@@ -56,16 +87,19 @@ static inline T kn_floordiv_##tag(T a, T b) {                                   
     T f = floor##F(d);                                                                            \
     if (d - f > (T)0.5) f += 1;                                                                   \
     return f; }                                                                                   \
-static inline T kn_rem_##tag(T a, T b) {                                                          \
+static inline T kn_rem_##tag(T a, T b, int64_t *e) {                                              \
+    (void)e;                                                                                      \
     T m = fmod##F(a, b);                                                                          \
     if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
     return m; }                                                                                   \
-static inline T kn_fmod_##tag(T a, T b) { return fmod##F(a, b); }                                 \
+static inline T kn_fmod_##tag(T a, T b, int64_t *e) { (void)e; return fmod##F(a, b); }             \
 static inline T kn_abs_##tag(T a) { return fabs##F(a); }                                          \
 static inline T kn_max_##tag(T a, T b) { T m = a > b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
 static inline T kn_min_##tag(T a, T b) { T m = a < b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
-static inline T kn_sign_##tag(T a) { return __builtin_isnan(a) ? a : (T)((a > 0) - (a < 0)); }   \
+static inline T kn_sign_##tag(T a) { return (T)((a > 0) - (a < 0)); } /* eager: sign(NaN) = 0 */    \
 static inline T kn_pow_##tag(T a, T b) { return pow##F(a, b); }                                   \
+static inline T kn_fmax_##tag(T a, T b) { return (a >= b || b != b) ? a : b; }                    \
+static inline T kn_fmin_##tag(T a, T b) { return (a <= b || b != b) ? a : b; }                    \
 static inline T kn_rsqrt_##tag(T a) { return (T)1 / sqrt##F(a); }                                 \
 static inline T kn_recip_##tag(T a) { return (T)1 / a; }                                          \
 static inline T kn_sigmoid_##tag(T a) { return (T)1 / ((T)1 + exp##F(-a)); }                      \
@@ -81,23 +115,24 @@ KN_FLOAT_OPS(float, f32, f)
 KN_FLOAT_OPS(double, f64, )
 
 #define KN_INT_OPS(T, tag, MINV)                                                                  \
-static inline T kn_truncdiv_##tag(T a, T b) {                                                     \
-    if (b == 0) return 0;                                                                         \
+static inline T kn_truncdiv_##tag(T a, T b, int64_t *e) {                                         \
+    if (b == 0) return kn_zerodiv(e);                                                                         \
     if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
     return (T)(a / b); }                                                                          \
-static inline T kn_div_##tag(T a, T b) { return kn_truncdiv_##tag(a, b); }                        \
-static inline T kn_floordiv_##tag(T a, T b) {                                                     \
-    if (b == 0) return 0;                                                                         \
+static inline T kn_div_##tag(T a, T b) { return b == 0 ? 0 : kn_truncdiv_##tag(a, b, NULL); }     \
+static inline T kn_floordiv_##tag(T a, T b, int64_t *e) {                                         \
+    if (b == 0) return kn_zerodiv(e);                                                                         \
     if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
     T q = (T)(a / b);                                                                             \
     if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;                                             \
     return q; }                                                                                   \
-static inline T kn_rem_##tag(T a, T b) {                                                          \
-    if (b == 0 || b == -1) return 0;                                                              \
+static inline T kn_rem_##tag(T a, T b, int64_t *e) {                                              \
+    if (b == 0) return kn_zerodiv(e);                                                             \
+    if (b == -1) return 0;                                                              \
     T m = (T)(a % b);                                                                             \
     if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
     return m; }                                                                                   \
-static inline T kn_fmod_##tag(T a, T b) { return (b == 0 || b == -1) ? 0 : (T)(a % b); }          \
+static inline T kn_fmod_##tag(T a, T b, int64_t *e) { return b == 0 ? kn_zerodiv(e) : b == -1 ? 0 : (T)(a % b); } \
 static inline T kn_abs_##tag(T a) { return a < 0 ? (T)(0 - (uint64_t)a) : a; }                    \
 static inline T kn_max_##tag(T a, T b) { return a > b ? a : b; }                                  \
 static inline T kn_min_##tag(T a, T b) { return a < b ? a : b; }                                  \
@@ -130,10 +165,10 @@ static inline b_t kn_isinf_b(b_t a) { (void)a; return 0; }
 static inline b_t kn_signbit_b(b_t a) { (void)a; return 0; }
 static inline b_t kn_pow_b(b_t a, b_t b) { return a || !b; }
 static inline b_t kn_div_b(b_t a, b_t b) { return b ? a : 0; }
-static inline b_t kn_truncdiv_b(b_t a, b_t b) { return b ? a : 0; }
-static inline b_t kn_floordiv_b(b_t a, b_t b) { return b ? a : 0; }
-static inline b_t kn_rem_b(b_t a, b_t b) { (void)a; (void)b; return 0; }
-static inline b_t kn_fmod_b(b_t a, b_t b) { (void)a; (void)b; return 0; }
+static inline b_t kn_truncdiv_b(b_t a, b_t b, int64_t *e) { (void)e; return b ? a : 0; }
+static inline b_t kn_floordiv_b(b_t a, b_t b, int64_t *e) { (void)e; return b ? a : 0; }
+static inline b_t kn_rem_b(b_t a, b_t b, int64_t *e) { (void)e; (void)a; (void)b; return 0; }
+static inline b_t kn_fmod_b(b_t a, b_t b, int64_t *e) { (void)e; (void)a; (void)b; return 0; }
 static inline b_t kn_shl_b(b_t a, b_t b) { return b ? 0 : a; }
 static inline b_t kn_shr_b(b_t a, b_t b) { return b ? 0 : a; }
 

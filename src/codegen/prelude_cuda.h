@@ -32,6 +32,32 @@ typedef bool b_t;
 #endif
 #define KN_D __device__ __forceinline__
 
+/* A bad index is recorded in the call's error record { code, value, size }
+   (the first one wins; codes as in prelude.h) and raised by the host after
+   the call; the kernel goes on with a clamped index. */
+#define KN_E_INDEX_SELF 1
+#define KN_E_INDEX 2
+#define KN_E_GATHER 3
+#define KN_E_ZERODIV 4
+#define KN_E_DATA_BOUNDS 5
+#define KN_E_WRAP 0x10000
+__device__ __noinline__ void kn_flag(int64_t *e, int64_t code, int64_t v, int64_t n) {
+#ifdef __CUDACC_RTC__
+    if (atomicCAS((unsigned long long *)e, 0ull, (unsigned long long)code) == 0ull) {
+#else
+    int64_t z = 0;
+    if (__atomic_compare_exchange_n(e, &z, code, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+#endif
+        e[1] = v;
+        e[2] = n;
+    }
+}
+KN_D int64_t kn_chk(int64_t v, int64_t n, int64_t code, int64_t *e) {
+    int64_t lo = (code & KN_E_WRAP) ? -n : 0;
+    if (v < lo || v >= n) kn_flag(e, code, v, n);
+    return v;
+}
+
 KN_D float kn_bf2f(uint16_t v) { return __uint_as_float((unsigned)v << 16); }
 KN_D uint16_t kn_f2bf(float f) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -55,8 +81,8 @@ KN_D uint16_t kn_f2h(float f) { _Float16 h = (_Float16)f; uint16_t v; memcpy(&v,
 
 #define KN_FLOAT_OPS(T, tag, F)                                                                  \
 KN_D T kn_div_##tag(T a, T b) { return a / b; }                                                   \
-KN_D T kn_truncdiv_##tag(T a, T b) { return trunc##F(a / b); }                                    \
-KN_D T kn_floordiv_##tag(T a, T b) {                                                              \
+KN_D T kn_truncdiv_##tag(T a, T b, int64_t *e) { return trunc##F(a / b); }                                    \
+KN_D T kn_floordiv_##tag(T a, T b, int64_t *e) {                                                              \
     if (b == 0) return a / b;                                                                     \
     T m = fmod##F(a, b), d = (a - m) / b;                                                         \
     if (m != 0 && ((b < 0) != (m < 0))) d -= 1;                                                   \
@@ -64,16 +90,18 @@ KN_D T kn_floordiv_##tag(T a, T b) {                                            
     T f = floor##F(d);                                                                            \
     if (d - f > (T)0.5) f += 1;                                                                   \
     return f; }                                                                                   \
-KN_D T kn_rem_##tag(T a, T b) {                                                                   \
+KN_D T kn_rem_##tag(T a, T b, int64_t *e) {                                                                   \
     T m = fmod##F(a, b);                                                                          \
     if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
     return m; }                                                                                   \
-KN_D T kn_fmod_##tag(T a, T b) { return fmod##F(a, b); }                                          \
+KN_D T kn_fmod_##tag(T a, T b, int64_t *e) { return fmod##F(a, b); }                                          \
 KN_D T kn_abs_##tag(T a) { return fabs##F(a); }                                                   \
 KN_D T kn_max_##tag(T a, T b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }            \
 KN_D T kn_min_##tag(T a, T b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }            \
-KN_D T kn_sign_##tag(T a) { return a != a ? a : (T)((a > 0) - (a < 0)); }                        \
+KN_D T kn_sign_##tag(T a) { return (T)((a > 0) - (a < 0)); } /* eager: sign(NaN) = 0 */           \
 KN_D T kn_pow_##tag(T a, T b) { return pow##F(a, b); }                                            \
+KN_D T kn_fmax_##tag(T a, T b) { return fmax##F(a, b); } /* as ATen's GPU kernel */                       \
+KN_D T kn_fmin_##tag(T a, T b) { return fmin##F(a, b); } /* as ATen's GPU kernel */                       \
 KN_D T kn_rsqrt_##tag(T a) { return rsqrt##F(a); }                                                \
 KN_D T kn_recip_##tag(T a) { return (T)1 / a; }                                                   \
 KN_D T kn_sigmoid_##tag(T a) { return (T)1 / ((T)1 + exp##F(-a)); }                               \
@@ -97,23 +125,23 @@ KN_FLOAT_OPS(double, f64, )
 #define KN_DIV0(b) ((b) == 0)
 #endif
 #define KN_INT_OPS(T, tag)                                                                        \
-KN_D T kn_truncdiv_##tag(T a, T b) {                                                              \
+KN_D T kn_truncdiv_##tag(T a, T b, int64_t *e) {                                                              \
     if (KN_DIV0(b)) return 0;                                                                     \
     if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
     return (T)(a / b); }                                                                          \
-KN_D T kn_div_##tag(T a, T b) { return kn_truncdiv_##tag(a, b); }                                 \
-KN_D T kn_floordiv_##tag(T a, T b) {                                                              \
+KN_D T kn_div_##tag(T a, T b) { return kn_truncdiv_##tag(a, b, 0); }                                 \
+KN_D T kn_floordiv_##tag(T a, T b, int64_t *e) {                                                              \
     if (KN_DIV0(b)) return 0;                                                                     \
     if (b == -1) return (T)(0 - (uint64_t)a);                                                     \
     T q = (T)(a / b);                                                                             \
     if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;                                             \
     return q; }                                                                                   \
-KN_D T kn_rem_##tag(T a, T b) {                                                                   \
+KN_D T kn_rem_##tag(T a, T b, int64_t *e) {                                                                   \
     if (KN_DIV0(b) || b == -1) return 0;                                                          \
     T m = (T)(a % b);                                                                             \
     if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
     return m; }                                                                                   \
-KN_D T kn_fmod_##tag(T a, T b) { return (KN_DIV0(b) || b == -1) ? 0 : (T)(a % b); }               \
+KN_D T kn_fmod_##tag(T a, T b, int64_t *e) { return (KN_DIV0(b) || b == -1) ? 0 : (T)(a % b); }               \
 KN_D T kn_abs_##tag(T a) { return a < 0 ? (T)(0 - (uint64_t)a) : a; }                             \
 KN_D T kn_max_##tag(T a, T b) { return a > b ? a : b; }                                           \
 KN_D T kn_min_##tag(T a, T b) { return a < b ? a : b; }                                           \
@@ -146,10 +174,10 @@ KN_D b_t kn_isinf_b(b_t a) { (void)a; return 0; }
 KN_D b_t kn_signbit_b(b_t a) { (void)a; return 0; }
 KN_D b_t kn_pow_b(b_t a, b_t b) { return a || !b; }
 KN_D b_t kn_div_b(b_t a, b_t b) { return b ? a : 0; }
-KN_D b_t kn_truncdiv_b(b_t a, b_t b) { return b ? a : 0; }
-KN_D b_t kn_floordiv_b(b_t a, b_t b) { return b ? a : 0; }
-KN_D b_t kn_rem_b(b_t a, b_t b) { (void)a; (void)b; return 0; }
-KN_D b_t kn_fmod_b(b_t a, b_t b) { (void)a; (void)b; return 0; }
+KN_D b_t kn_truncdiv_b(b_t a, b_t b, int64_t *e) { return b ? a : 0; }
+KN_D b_t kn_floordiv_b(b_t a, b_t b, int64_t *e) { return b ? a : 0; }
+KN_D b_t kn_rem_b(b_t a, b_t b, int64_t *e) { (void)a; (void)b; return 0; }
+KN_D b_t kn_fmod_b(b_t a, b_t b, int64_t *e) { (void)a; (void)b; return 0; }
 KN_D b_t kn_shl_b(b_t a, b_t b) { return b ? 0 : a; }
 KN_D b_t kn_shr_b(b_t a, b_t b) { return b ? 0 : a; }
 

@@ -1222,16 +1222,21 @@ lower_pad(kn_ctx *c, int ni, int param)
     return b->body ? set_result(c, ni, b) : -1;
 }
 
-/* Index value loaded from an index tensor, wrapped for negatives and clamped
-   into [0, n) so a bad index can never read outside the buffer. */
+/* Index value loaded from an index tensor: checked (a value outside
+   [0, n), or [-n, n) when `code` has KN_E_WRAP, is recorded as error `code`
+   and raised after the kernel), wrapped for negatives when allowed, and
+   clamped into [0, n) so a bad index can never read outside the buffer. */
 static kn_expr *
-index_value(kn_ctx *c, kn_buf *ib, kn_expr *const *iidx, int64_t n)
+index_value(kn_ctx *c, kn_buf *ib, kn_expr *const *iidx, int64_t n, int code)
 {
     kn_expr *v = kn_cast(c, kn_buf_load(c, ib, iidx), KN_I64);
     if (v == NULL)
         return NULL;
-    kn_expr *neg = kn_op2(c, KN_S_LT, KN_BOOL, v, kn_iconst(c, 0));
-    v = kn_op3(c, KN_S_WHERE, KN_I64, neg, kn_op2(c, KN_S_ADD, KN_I64, v, kn_iconst(c, n)), v);
+    v = kn_op3(c, KN_S_CHECK, KN_I64, v, kn_iconst(c, n), kn_iconst(c, code));
+    if (code & KN_E_WRAP) {
+        kn_expr *neg = kn_op2(c, KN_S_LT, KN_BOOL, v, kn_iconst(c, 0));
+        v = kn_op3(c, KN_S_WHERE, KN_I64, neg, kn_op2(c, KN_S_ADD, KN_I64, v, kn_iconst(c, n)), v);
+    }
     return clamp_index(c, v, n);
 }
 
@@ -1257,7 +1262,7 @@ lower_gather(kn_ctx *c, int ni, int param)
     for (int k = 0; k < x->ndim; k++)
         si[k] = idx[k];
     if (x->ndim)
-        si[d] = index_value(c, ib, idx, x->size[d]);
+        si[d] = index_value(c, ib, idx, x->size[d], KN_E_GATHER | d << 8);
     return view_of(c, ni, x, si, b);
 }
 
@@ -1275,7 +1280,8 @@ lower_index_select(kn_ctx *c, int ni, int param)
     for (int k = 0; k < x->ndim; k++)
         si[k] = idx[k];
     kn_expr *ii[1] = {idx[d]};
-    si[d] = index_value(c, ib, ii, x->size[d]);
+    /* ATen's CPU kernel words dim 1 of a tensor of 2+ dims its own way */
+    si[d] = index_value(c, ib, ii, x->size[d], d == 1 && x->ndim > 1 ? KN_E_DATA_BOUNDS : KN_E_INDEX_SELF);
     return view_of(c, ni, x, si, b);
 }
 
@@ -1289,7 +1295,7 @@ lower_embedding(kn_ctx *c, int ni, int param)
     if (b == NULL)
         return PyErr_Occurred() ? -1 : 0;
     kn_expr *si[2];
-    si[0] = index_value(c, ib, idx, w->size[0]);
+    si[0] = index_value(c, ib, idx, w->size[0], KN_E_INDEX_SELF);
     si[1] = idx[b->ndim - 1];
     return view_of(c, ni, w, si, b);
 }
@@ -1599,7 +1605,11 @@ lower_index(kn_ctx *c, int ni, int param)
                 int od = bstart + j + nb - ib->ndim;
                 ii[j] = ib->size[j] == 1 ? kn_iconst(c, 0) : idx[od];
             }
-            si[k] = index_value(c, ib, ii, x->size[k]);
+            /* ATen names the position among the index tensors */
+            int pos = 0;
+            for (int j = 0; j < k; j++)
+                pos += ibs[j] != NULL;
+            si[k] = index_value(c, ib, ii, x->size[k], KN_E_INDEX | KN_E_WRAP | pos << 8);
         } else {
             if (adjacent && o == bstart)
                 o += nb;

@@ -6,6 +6,9 @@
  * torch's current stream, so kiln's kernels order with torch's own work and
  * compose with CUDA graph capture.
  *
+ * It also clears and reads back a program's error record (a few bytes of
+ * device memory its index-checking kernels write; see runtime/run.c).
+ *
  * Nothing is linked: libcuda.so.1 and libnvrtc are opened with dlopen (the
  * NVRTC path comes from kiln/cuda.py, which finds the copy torch's CUDA build
  * ships).  On a machine without them, kiln._C.cuda_available() says why and
@@ -484,6 +487,73 @@ events_load(void)
     *(void **)&ev.elapsed = dlsym(lc, "cuEventElapsedTime");
     *(void **)&ev.destroy = dlsym(lc, "cuEventDestroy_v2");
     return ev.ready = ev.create && ev.record && ev.sync && ev.elapsed && ev.destroy ? 1 : -1;
+}
+
+/* The device's error record of a program (codegen/prelude_cuda.h: kn_flag).
+   Loaded apart from the entry points above, like the events. */
+typedef unsigned long long CUdeviceptr;
+static struct {
+    CUresult (*memset8)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*dtoh)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*sync)(CUstream);
+    CUresult (*capturing)(CUstream, int *);
+    int ready; /* 1 loaded, -1 missing */
+} er;
+
+static int
+errors_load(void)
+{
+    if (er.ready < 0)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "kiln: the CUDA driver lacks cuMemsetD8Async, cuMemcpyDtoHAsync or cuStreamIsCapturing");
+    if (er.ready)
+        return er.ready;
+    void *lc = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (lc == NULL)
+        return er.ready = -1;
+    *(void **)&er.memset8 = dlsym(lc, "cuMemsetD8Async");
+    *(void **)&er.dtoh = dlsym(lc, "cuMemcpyDtoHAsync_v2");
+    *(void **)&er.sync = dlsym(lc, "cuStreamSynchronize");
+    *(void **)&er.capturing = dlsym(lc, "cuStreamIsCapturing");
+    er.ready = er.memset8 && er.dtoh && er.sync && er.capturing ? 1 : -1;
+    return er.ready < 0 ? errors_load() : 1;
+}
+
+int kn_cuda_clear(void *dptr, size_t bytes, uintptr_t stream);
+int kn_cuda_read_error(void *dptr, int64_t *host, uintptr_t stream);
+
+/* Zero `bytes` of device memory at dptr, in order on `stream`. */
+int
+kn_cuda_clear(void *dptr, size_t bytes, uintptr_t stream)
+{
+    if (errors_load() < 0)
+        return -1;
+    return cu_check(er.memset8((CUdeviceptr)(uintptr_t)dptr, 0, bytes, (CUstream)stream), "cuMemsetD8Async");
+}
+
+/* Read a program's error record (int64[3] at dptr) once the work queued on
+   `stream` is done, clearing it when it holds an error.  Returns 0, 1 when
+   the stream is being captured into a CUDA graph (no wait is allowed: the
+   record is not read), -1 with a Python error. */
+int
+kn_cuda_read_error(void *dptr, int64_t *host, uintptr_t stream)
+{
+    if (errors_load() < 0)
+        return -1;
+    int status = 0;
+    if (cu_check(er.capturing((CUstream)stream, &status), "cuStreamIsCapturing") < 0)
+        return -1;
+    if (status != 0)
+        return 1;
+    CUresult r;
+    Py_BEGIN_ALLOW_THREADS
+    r = er.dtoh(host, (CUdeviceptr)(uintptr_t)dptr, 3 * sizeof(int64_t), (CUstream)stream);
+    if (r == 0)
+        r = er.sync((CUstream)stream);
+    Py_END_ALLOW_THREADS
+    if (cu_check(r, "reading the kernels' error record") < 0)
+        return -1;
+    return host[0] ? kn_cuda_clear(dptr, 3 * sizeof(int64_t), stream) : 0;
 }
 
 int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);

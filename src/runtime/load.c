@@ -9,7 +9,10 @@
  * identity and kiln's version.  An entry whose .ok is missing or disagrees with
  * the .so (truncated, corrupted, half written) is rebuilt, never loaded.
  * Large units are split into chunks compiled in parallel and linked.  The
- * compiler runs without the GIL.
+ * compiler runs without the GIL, each process in a process group of its own,
+ * killed as a group after a time limit (config.cc_timeout).  Every failure
+ * (a compiler that fails, hangs or cannot start, a full disk) removes the
+ * files the build had begun: temporaries, objects, partial sources.
  */
 #include "../kiln.h"
 #include <errno.h>
@@ -19,6 +22,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -80,7 +85,12 @@ write_file(const char *path, const char *data, size_t n)
         return -1;
     size_t w = fwrite(data, 1, n, f);
     int rc = fclose(f);
-    return (w == n && rc == 0) ? 0 : -1;
+    if (w == n && rc == 0)
+        return 0;
+    int e = errno;
+    unlink(path); /* never leave a partial file (a full disk) */
+    errno = e;
+    return -1;
 }
 
 static char *
@@ -144,22 +154,37 @@ entry_valid(const char *so, const char *ok)
     return good;
 }
 
-/* Run argv lists in parallel; stderr of each goes to errpaths[i].
-   Returns 0 if all exited 0, else the index+1 of the first failure,
-   or -1 if a process could not start (errno set). */
+static double
+mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Run argv lists in parallel; stderr of each goes to errpaths[i].  Each
+   process leads a process group of its own (the compiler's own children,
+   cc1 and as, join it).  With timeout > 0, the groups still running after
+   that many seconds are killed and *timed_out is set.  Returns 0 if all
+   exited 0, else the index+1 of the first failure, or -1 if a process could
+   not start (errno set). */
 static int
-run_parallel(char ***argvs, char **errpaths, int n)
+run_parallel(char ***argvs, char **errpaths, int n, double timeout, int *timed_out)
 {
     pid_t *pids = calloc((size_t)n, sizeof(pid_t));
     if (pids == NULL)
         return -1;
     int started = 0, failed = 0, spawn_err = 0;
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&at, 0);
     for (int i = 0; i < n; i++) {
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_addopen(&fa, 2, errpaths[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
         posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-        int rc = posix_spawnp(&pids[i], argvs[i][0], &fa, NULL, argvs[i], environ);
+        int rc = posix_spawnp(&pids[i], argvs[i][0], &fa, &at, argvs[i], environ);
         posix_spawn_file_actions_destroy(&fa);
         if (rc != 0) {
             spawn_err = rc;
@@ -168,12 +193,42 @@ run_parallel(char ***argvs, char **errpaths, int n)
         }
         started++;
     }
-    for (int i = 0; i < started; i++) {
-        int status = 0;
-        while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
-            ;
-        if (!failed && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
-            failed = i + 1;
+    posix_spawnattr_destroy(&at);
+    /* poll (1 ms growing to 20 ms) so the time limit can be kept */
+    double deadline = timeout > 0 ? mono_s() + timeout : 0;
+    int left = started;
+    long nap_us = 1000;
+    while (left > 0) {
+        for (int i = 0; i < started; i++) {
+            if (pids[i] <= 0)
+                continue;
+            int status = 0;
+            pid_t r = waitpid(pids[i], &status, WNOHANG);
+            if (r == 0 || (r < 0 && errno == EINTR))
+                continue;
+            if (!failed && (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0))
+                failed = i + 1;
+            pids[i] = -1;
+            left--;
+        }
+        if (left == 0)
+            break;
+        if (deadline > 0 && mono_s() >= deadline) {
+            for (int i = 0; i < started; i++)
+                if (pids[i] > 0) {
+                    kill(-pids[i], SIGKILL);
+                    while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR)
+                        ;
+                    if (!failed)
+                        failed = i + 1;
+                }
+            *timed_out = 1;
+            break;
+        }
+        struct timespec ts = {0, nap_us * 1000};
+        nanosleep(&ts, NULL);
+        if (nap_us < 20000)
+            nap_us *= 2;
     }
     free(pids);
     if (spawn_err) {
@@ -204,10 +259,28 @@ split_words(char *s, char **out, int *n, int cap)
         out[(*n)++] = t;
 }
 
-/* build(units: list[str], cache_dir: str, cc: str, cflags: str, salt: str, jobs: int)
-   -> (so_path: str, cached: bool)
+/* The compiler's time limit in seconds (0: none): kiln.config.cc_timeout. */
+static double
+config_cc_timeout(void)
+{
+    PyObject *cfg = PyImport_ImportModule("kiln.config");
+    PyObject *v = cfg ? PyObject_GetAttrString(cfg, "cc_timeout") : NULL;
+    double t = v ? PyFloat_AsDouble(v) : 0;
+    Py_XDECREF(v);
+    Py_XDECREF(cfg);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 600;
+    }
+    return t;
+}
+
+/* build(units: list[str], cache_dir: str, cc: str, cflags: str, salt: str, jobs: int,
+         timeout: float = kiln.config.cc_timeout) -> (so_path: str, cached: bool)
    `units` are complete translation units; each is compiled on its own (in
-   parallel, up to `jobs` at a time) when there are several. */
+   parallel, up to `jobs` at a time) when there are several.  A compiler
+   process still running after `timeout` seconds (0: no limit) is killed
+   with its children and CompilerError raised. */
 PyObject *
 kn_py_build(PyObject *self, PyObject *args)
 {
@@ -215,8 +288,11 @@ kn_py_build(PyObject *self, PyObject *args)
     PyObject *units;
     const char *cache, *cc, *cflags, *salt;
     int jobs;
-    if (!PyArg_ParseTuple(args, "O!ssssi", &PyList_Type, &units, &cache, &cc, &cflags, &salt, &jobs))
+    double timeout = -1;
+    if (!PyArg_ParseTuple(args, "O!ssssi|d", &PyList_Type, &units, &cache, &cc, &cflags, &salt, &jobs, &timeout))
         return NULL;
+    if (timeout < 0)
+        timeout = config_cc_timeout();
     Py_ssize_t nu = PyList_GET_SIZE(units);
     if (nu == 0) {
         PyErr_SetString(PyExc_ValueError, "kiln: nothing to build");
@@ -301,6 +377,8 @@ kn_py_build(PyObject *self, PyObject *args)
         snprintf(errs[i], 4300, "%s/%s.%zd.%ld.err", dir, key, i, pid);
         if (write_file(srcs[i], texts[i], (size_t)lens[i]) < 0) {
             PyErr_Format(PyExc_OSError, "kiln: cannot write %s: %s", srcs[i], strerror(errno));
+            for (Py_ssize_t j = 0; j < i; j++) /* an entry never built: no sources either */
+                unlink(srcs[j]);
             goto done;
         }
     }
@@ -341,13 +419,13 @@ kn_py_build(PyObject *self, PyObject *args)
                 argvs[i][a++] = fl[k];
         argvs[i][a] = NULL;
     }
-    int failed_at = 0;
+    int failed_at = 0, timed_out = 0;
     Py_BEGIN_ALLOW_THREADS
     if (jobs < 1)
         jobs = 1;
     for (Py_ssize_t i = 0; i < nu && rc == 0; i += jobs) {
         int batch = (int)((nu - i) < jobs ? (nu - i) : jobs);
-        rc = run_parallel(argvs + i, errs + i, batch);
+        rc = run_parallel(argvs + i, errs + i, batch, timeout, &timed_out);
         if (rc > 0)
             failed_at = (int)i + rc;
     }
@@ -371,7 +449,7 @@ kn_py_build(PyObject *self, PyObject *args)
                 if (strncmp(fl[k], "-l", 2) == 0)
                     largv[a++] = fl[k];
             largv[a] = NULL;
-            rc = run_parallel(&largv, &errs[nu], 1);
+            rc = run_parallel(&largv, &errs[nu], 1, timeout, &timed_out);
             if (rc > 0)
                 failed_at = (int)nu + 1;
             free(largv);
@@ -385,6 +463,15 @@ kn_py_build(PyObject *self, PyObject *args)
     if (rc < 0) {
         PyErr_Format(kn_compiler_error_type(), "kiln: cannot run the C compiler '%s': %s (install gcc or set CC)",
                      ccw[0], strerror(errno));
+        goto done;
+    }
+    if (timed_out) {
+        char msg[4600];
+        snprintf(msg, sizeof msg,
+                 "kiln: the C compiler ran longer than %g s on %s and was stopped "
+                 "(kiln.config.cc_timeout, KILN_CC_TIMEOUT)",
+                 timeout, failed_at - 1 < nu ? srcs[failed_at - 1] : "the link step");
+        PyErr_SetString(kn_compiler_error_type(), msg);
         goto done;
     }
     if (failed_at) {
@@ -404,6 +491,8 @@ kn_py_build(PyObject *self, PyObject *args)
     snprintf(tmpok, sizeof tmpok, "%s.%ld.tmp", ok, pid);
     if (write_file(tmpok, stamp, strlen(stamp)) < 0 || rename(tmpok, ok) < 0) {
         PyErr_Format(PyExc_OSError, "kiln: cannot write %s: %s", ok, strerror(errno));
+        unlink(tmpok);
+        unlink(so); /* no stamp: the entry would be rebuilt anyway */
         goto done;
     }
     result = Py_BuildValue("(sO)", so, Py_False);

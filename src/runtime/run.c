@@ -5,8 +5,12 @@
  * kiln._C.Program type.  Calling a Program with the graph's inputs runs a flat
  * list of steps in C: allocate (torch.empty_strided for outputs and tensors
  * handed to ATen, one uint8 arena for every other intermediate), call kernels
- * with an array of data pointers, call ATen for externs, release buffers after
- * their last use, and return the outputs as a list.
+ * with an array of data pointers (and, after them, the call's error record:
+ * a kernel that meets an index out of range or an integer division by zero
+ * records it there, and the loop raises it after that kernel as ATen would;
+ * on a GPU the device's record is read once at the end of the call), call
+ * ATen for externs, release buffers after their last use, and return the
+ * outputs as a list.
  */
 #include "../kiln.h"
 #include <dlfcn.h>
@@ -51,6 +55,8 @@ void *kn_cuda_function(PyObject *mod, const char *name);
 int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);
 int kn_cuda_time_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params, int reps,
                         float *ms);
+int kn_cuda_clear(void *dptr, size_t bytes, uintptr_t stream);
+int kn_cuda_read_error(void *dptr, int64_t *host, uintptr_t stream);
 
 PyObject *kn_py_set_cuda_stream(PyObject *self, PyObject *fn);
 PyObject *
@@ -260,6 +266,9 @@ typedef struct {
     PyObject *cunames;         /* list: kernel k's name in its CUDA module (load_cuda), or NULL */
     int *knparams;
     int **kparams;
+    int checks;                /* CUDA: some kernel takes the error record (index nbufs) */
+    int read_errors;           /* CUDA: read it after each call (config.cuda_index_errors) */
+    PyObject *errdev;          /* CUDA: that record on the device (int64[3] tensor), or NULL */
     /* host_profile(True): CPU time per step, [2 * step] allocation and
        [2 * step + 1] the step itself (ns, summed over calls) */
     int64_t *host_ns;
@@ -327,6 +336,7 @@ program_dealloc(ProgramObject *self)
     Py_XDECREF(self->arena_cache);
     Py_XDECREF(self->device_index);
     Py_XDECREF(self->cumod);
+    Py_XDECREF(self->errdev);
     for (int d = 0; d < KN_NDTYPES; d++)
         Py_XDECREF(self->kw[d]);
     if (self->kparams)
@@ -423,6 +433,9 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
                 goto error;
             }
             memcpy(p->kparams[k], kk->cu_params, sizeof(int) * (size_t)kk->cu_nparams);
+            for (int j = 0; j < kk->cu_nparams; j++)
+                if (kk->cu_params[j] == c->nbufs)
+                    p->checks = 1;
         }
     }
     PyObject *nodes = PyTuple_GET_ITEM(desc, 0);
@@ -572,6 +585,14 @@ program_load_cuda(ProgramObject *self, PyObject *args)
     const char *prefix = PyUnicode_AsUTF8(self->prefix);
     if (prefix == NULL)
         return NULL;
+    /* whether calls wait for the device to read its error record */
+    PyObject *cfg = PyImport_ImportModule("kiln.config");
+    PyObject *rd = cfg ? PyObject_GetAttrString(cfg, "cuda_index_errors") : NULL;
+    Py_XDECREF(cfg);
+    self->read_errors = rd ? PyObject_IsTrue(rd) : -1;
+    Py_XDECREF(rd);
+    if (self->read_errors < 0)
+        return NULL;
     void **fns = calloc((size_t)self->nkernels + 1, sizeof(void *));
     if (fns == NULL)
         return PyErr_NoMemory();
@@ -660,6 +681,52 @@ program_load_emulated(ProgramObject *self, PyObject *args)
 }
 
 /* ---------------------------------------------------------------- calling */
+/* Raise what a kernel recorded in the call's error record, as ATen words
+   it (codes: kiln.h KN_E_*).  Returns -1. */
+static int
+raise_kernel_error(const int64_t *err)
+{
+    int kind = (int)(err[0] & 0xff), dim = (int)((err[0] >> 8) & 0xff);
+    switch (kind) {
+    case KN_E_INDEX_SELF:
+        PyErr_SetString(PyExc_IndexError, "index out of range in self");
+        break;
+    case KN_E_INDEX:
+    case KN_E_GATHER:
+        PyErr_Format(kind == KN_E_INDEX ? PyExc_IndexError : PyExc_RuntimeError,
+                     "index %lld is out of bounds for dimension %d with size %lld", (long long)err[1], dim,
+                     (long long)err[2]);
+        break;
+    case KN_E_ZERODIV:
+        PyErr_SetString(PyExc_RuntimeError, "ZeroDivisionError");
+        break;
+    case KN_E_DATA_BOUNDS:
+        PyErr_Format(PyExc_RuntimeError, "INDICES element is out of DATA bounds, id=%lld axis_dim=%lld",
+                     (long long)err[1], (long long)err[2]);
+        break;
+    default:
+        PyErr_Format(PyExc_RuntimeError, "kiln: internal error: kernel error code %lld", (long long)err[0]);
+    }
+    return -1;
+}
+
+static int data_ptr(PyObject *t, void **out);
+
+/* A zeroed int64[3] tensor on the program's device: its error record. */
+static PyObject *
+new_error_record(ProgramObject *self, uintptr_t stream)
+{
+    PyObject *sz = Py_BuildValue("(i)", 3);
+    PyObject *t = sz ? PyObject_Call(rt_empty, sz, self->kw[KN_I64] ? self->kw[KN_I64] : dtype_kwargs[KN_I64]) : NULL;
+    Py_XDECREF(sz);
+    void *p;
+    if (t == NULL || data_ptr(t, &p) < 0 || kn_cuda_clear(p, 3 * sizeof(int64_t), stream) < 0) {
+        Py_XDECREF(t);
+        return NULL;
+    }
+    return t;
+}
+
 typedef struct {
     void **ptr;
     PyObject **obj;
@@ -1052,10 +1119,10 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     int n = self->nbufs;
-    void *ptr_small[64];
+    void *ptr_small[65];
     PyObject *obj_small[64];
     frame f;
-    f.ptr = n <= 64 ? ptr_small : calloc((size_t)n, sizeof(void *));
+    f.ptr = n <= 64 ? ptr_small : calloc((size_t)n + 1, sizeof(void *));
     f.obj = n <= 64 ? obj_small : calloc((size_t)n, sizeof(PyObject *));
     if (f.ptr == NULL || f.obj == NULL) {
         if (n > 64) {
@@ -1066,6 +1133,10 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     }
     memset(f.ptr, 0, sizeof(void *) * (size_t)n);
     memset(f.obj, 0, sizeof(PyObject *) * (size_t)n);
+    /* the call's error record, pointer n of the frame: kernels record a bad
+       index or an integer division by zero there (codegen/prelude.h) */
+    int64_t err[3] = {0, 0, 0};
+    f.ptr[n] = err;
     PyObject *result = NULL, *arena = NULL;
     uintptr_t stream = 0;
     if (self->cuda && !self->emulated && self->nkernels > 0) {
@@ -1082,6 +1153,12 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(sv);
         if (PyErr_Occurred())
             goto done;
+        if (self->checks) {
+            if (self->errdev == NULL && (self->errdev = new_error_record(self, stream)) == NULL)
+                goto done;
+            if (data_ptr(self->errdev, &f.ptr[n]) < 0)
+                goto done;
+        }
     }
     for (int i = 0; i < n; i++) {
         rbuf *r = &self->bufs[i];
@@ -1151,6 +1228,8 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
                 Py_BEGIN_ALLOW_THREADS
                 ef(params, blocks, (unsigned)self->kthreads[k]);
                 Py_END_ALLOW_THREADS
+                if (err[0])
+                    rc = raise_kernel_error(err);
             } else {
                 if (self->tune_reps > 0 && self->ktune[k] && self->ktunable[k])
                     rc = tune_kernel(self, k, stream, params);
@@ -1167,6 +1246,10 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
             Py_BEGIN_ALLOW_THREADS
             fn(ptrs);
             Py_END_ALLOW_THREADS
+            if (err[0]) {
+                raise_kernel_error(err);
+                goto done;
+            }
         } else if (st->kind == KN_ST_LINEAR) {
             if (run_linear(self, &f, st) < 0)
                 goto done;
@@ -1182,6 +1265,13 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         }
     }
     self->tune_reps = 0; /* a tuning run tunes once */
+    /* CUDA: one read of the device's error record per call (a wait for the
+       stream), only for programs whose kernels check indices */
+    if (self->errdev && !self->emulated && self->read_errors) {
+        int rc = kn_cuda_read_error(f.ptr[n], err, stream);
+        if (rc < 0 || (rc == 0 && err[0] && raise_kernel_error(err) < 0))
+            goto done;
+    }
     result = PyList_New(self->noutputs);
     if (result == NULL)
         goto done;
@@ -1200,6 +1290,15 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         PyList_SET_ITEM(result, k, v);
     }
 done:
+    if (result == NULL && self->errdev && !self->emulated && self->read_errors && f.ptr[n] != (void *)err) {
+        /* a call that failed after its kernels were queued: clear what they
+           may have recorded, so the next call does not raise it */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (kn_cuda_read_error(f.ptr[n], err, stream) < 0)
+            PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    }
     for (int i = 0; i < n; i++)
         Py_XDECREF(f.obj[i]);
     if (arena) {
