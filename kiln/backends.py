@@ -394,7 +394,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 4 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 5 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
@@ -404,7 +404,13 @@ def _lowered_key(gm, example_inputs):
 
 
 class _NeedsFunctionalization(Exception):
-    pass
+    """The plain trace cannot lower this graph (AOT export will)."""
+
+
+class _NotInference(Exception):
+    """The graph cannot take the inference path (it mutates its inputs or
+    returns aliases of them, which only AOT autograd's runtime wrappers
+    handle): not an error, the caller takes aot_module_simplified."""
 
 
 def _is_view(tgt):
@@ -602,8 +608,13 @@ def _lower(gm, example_inputs):
             return _rewrite(_trace_plain(gm, example_inputs))
         except _NeedsFunctionalization:
             pass
-    aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
-                                   decompositions=decompositions())
+    try:
+        aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
+                                       decompositions=decompositions())
+    except RuntimeError as e:
+        if "aot_export" in str(e):   # its refusals name it (input data or metadata mutation, aliased outputs)
+            raise _NotInference(str(e).strip().split(".")[0]) from e
+        raise
     # export-style tracing leaves metadata assertions with no users: drop them
     for n in list(aten.graph.nodes):
         if n.op == "call_function" and not n.users and n.target in _ASSERTIONS:
@@ -652,16 +663,27 @@ def _compile_inference(gm, example_inputs):
         desc, constants, single = _describe(aten, dev)
     except fx_bridge.Unsupported:
         return compile_graph(aten, example_inputs)   # runs eagerly, says why
+    _cache_write(path, lambda: pickle.dumps((fx_bridge.portable(desc), constants, single, dev)))
+    return compile_graph(aten, example_inputs, described=(desc, constants, single, dev))
+
+
+def _cache_write(path, make_blob):
+    """Write a cache entry atomically (a temporary file renamed into place);
+    on any failure (a full disk, an argument pickle cannot write) the entry
+    stays unwritten and the temporary file is removed: caching is an
+    optimisation, never an error."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
-        blob = pickle.dumps((fx_bridge.portable(desc), constants, single, dev))
+        blob = make_blob()
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
     except Exception:
-        pass   # caching is an optimisation (an argument pickle cannot write stays uncached)
-    return compile_graph(aten, example_inputs, described=(desc, constants, single, dev))
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 class _Flat:
@@ -706,8 +728,14 @@ def kiln(gm, example_inputs):
         if _inference_graph(g, example_inputs):
             try:
                 fn = _Flat(_compile_inference(g, example_inputs))
-            except Exception:
-                fn = None   # mutation, aliasing or an untraceable graph: AOT autograd's full path
+            except _NotInference:
+                fn = None   # mutation or aliasing: AOT autograd's full path
+            except Exception as e:
+                # an untraceable graph takes AOT autograd's full path too (which
+                # reports it); under debug a kiln bug must surface here
+                if config.debug and not _data_dependent(e):
+                    raise
+                fn = None
         pure = fn is not None   # no input mutation, no aliased outputs (aot_export_joint_simple checked)
         if fn is None:
             fn = _aot(g, example_inputs, compile_graph)
