@@ -418,6 +418,32 @@ def _is_view(tgt):
         r.alias_info is not None and not r.alias_info.is_write for r in tgt._schema.returns)
 
 
+def _shares_storage(tgt):
+    """Results of op `tgt` share an argument's storage (a view, an in-place
+    result, `_unsafe_view`)."""
+    return isinstance(tgt, torch._ops.OpOverload) and fx_bridge._aliased_arg(tgt) is not None
+
+
+def _storage_bases(node):
+    """The nodes whose storage node's value shares, following views (and
+    elements of a view op's list) back to the value that owns it."""
+    import operator
+
+    out = set()
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        if node.target is operator.getitem:
+            node = node.args[0]
+            continue
+        k = fx_bridge._aliased_arg(node.target) if isinstance(node.target, torch._ops.OpOverload) else None
+        if k is None:
+            break
+        args = fx_bridge._schema_args(node.target, node.args, node.kwargs)
+        node = args[k] if k < len(args) else None
+        if isinstance(node, torch.fx.Node):
+            out.add(node)
+    return out
+
+
 def _storage(v):
     from torch.multiprocessing.reductions import StorageWeakRef
     return StorageWeakRef(v.untyped_storage()) if isinstance(v, torch.Tensor) else None
@@ -464,8 +490,8 @@ def _trace_plain(gm, example_inputs):
         if written != [0] or not name.endswith("_") or not n.args:
             raise _NeedsFunctionalization(str(tgt))
         x = n.args[0]
-        if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _is_view(x.target) or \
-                any(u is not n and (order[u] > order[n] or _is_view(u.target)) for u in x.users):
+        if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _shares_storage(x.target) or \
+                any(u is not n and (order[u] > order[n] or _shares_storage(u.target)) for u in x.users):
             raise _NeedsFunctionalization(str(tgt))
         packet = getattr(getattr(torch.ops, tgt.namespace), name[:-1], None)
         functional = getattr(packet, tgt._overloadname, None) if packet is not None else None
@@ -533,6 +559,12 @@ def _fold_constants(aten):
 
     Node = torch.fx.Node
     value, heavy = {}, {}
+    # what an output views is not folded either (the output would be a view
+    # of the constant, shared by every call)
+    out_node = next(n for n in aten.graph.nodes if n.op == "output")
+    viewed = set()
+    for o in tree_flatten(out_node.args)[0]:
+        viewed |= _storage_bases(o)
     for n in aten.graph.nodes:
         if n.op == "get_attr":
             t = aten
@@ -574,7 +606,7 @@ def _fold_constants(aten):
         if n.op != "call_function" or not isinstance(v, torch.Tensor):
             continue
         outside = [u for u in n.users if u not in value]
-        if not outside or any(u.op == "output" for u in n.users):
+        if not outside or any(u.op == "output" for u in n.users) or n in viewed:
             continue
         if not (heavy[n] or any(_extern_user(u) for u in outside)):
             continue
