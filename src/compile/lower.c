@@ -8,7 +8,10 @@
  * arguments and expensive multi-use values are realized: they get storage and
  * a step in the schedule (later grouped into kernels by compile/fuse.c).  An op
  * without a lowering (or one whose lowering declines) becomes an extern step
- * that calls the ATen op through Python.
+ * that calls the ATen op through Python.  Graph outputs are what eager
+ * returns: an output that views an input or another output is an ALIAS (a
+ * view of the input, or of one stored base) with the traced sizes, strides
+ * and storage offset (lower_outputs).
  */
 #include "../kiln.h"
 #include <math.h>

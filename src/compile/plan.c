@@ -5,7 +5,8 @@
  * register of its kernel (`local`), and for intermediates used only by kiln
  * kernels an offset in one per-call arena, reusing the bytes of buffers that
  * died in an earlier step.  Graph outputs and buffers handed to ATen get torch
- * tensors of their own.
+ * tensors of their own; a pointwise store may write into a dying extern
+ * result instead, when no other tensor shares that result's storage.
  */
 #include "../kiln.h"
 #include <string.h>
