@@ -394,7 +394,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 4 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 5 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
@@ -404,12 +404,44 @@ def _lowered_key(gm, example_inputs):
 
 
 class _NeedsFunctionalization(Exception):
-    pass
+    """The plain trace cannot lower this graph (AOT export will)."""
+
+
+class _NotInference(Exception):
+    """The graph cannot take the inference path (it mutates its inputs or
+    returns aliases of them, which only AOT autograd's runtime wrappers
+    handle): not an error, the caller takes aot_module_simplified."""
 
 
 def _is_view(tgt):
     return isinstance(tgt, torch._ops.OpOverload) and any(
         r.alias_info is not None and not r.alias_info.is_write for r in tgt._schema.returns)
+
+
+def _shares_storage(tgt):
+    """Results of op `tgt` share an argument's storage (a view, an in-place
+    result, `_unsafe_view`)."""
+    return isinstance(tgt, torch._ops.OpOverload) and fx_bridge._aliased_arg(tgt) is not None
+
+
+def _storage_bases(node):
+    """The nodes whose storage node's value shares, following views (and
+    elements of a view op's list) back to the value that owns it."""
+    import operator
+
+    out = set()
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        if node.target is operator.getitem:
+            node = node.args[0]
+            continue
+        k = fx_bridge._aliased_arg(node.target) if isinstance(node.target, torch._ops.OpOverload) else None
+        if k is None:
+            break
+        args = fx_bridge._schema_args(node.target, node.args, node.kwargs)
+        node = args[k] if k < len(args) else None
+        if isinstance(node, torch.fx.Node):
+            out.add(node)
+    return out
 
 
 def _storage(v):
@@ -458,8 +490,8 @@ def _trace_plain(gm, example_inputs):
         if written != [0] or not name.endswith("_") or not n.args:
             raise _NeedsFunctionalization(str(tgt))
         x = n.args[0]
-        if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _is_view(x.target) or \
-                any(u is not n and (order[u] > order[n] or _is_view(u.target)) for u in x.users):
+        if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _shares_storage(x.target) or \
+                any(u is not n and (order[u] > order[n] or _shares_storage(u.target)) for u in x.users):
             raise _NeedsFunctionalization(str(tgt))
         packet = getattr(getattr(torch.ops, tgt.namespace), name[:-1], None)
         functional = getattr(packet, tgt._overloadname, None) if packet is not None else None
@@ -527,6 +559,12 @@ def _fold_constants(aten):
 
     Node = torch.fx.Node
     value, heavy = {}, {}
+    # what an output views is not folded either (the output would be a view
+    # of the constant, shared by every call)
+    out_node = next(n for n in aten.graph.nodes if n.op == "output")
+    viewed = set()
+    for o in tree_flatten(out_node.args)[0]:
+        viewed |= _storage_bases(o)
     for n in aten.graph.nodes:
         if n.op == "get_attr":
             t = aten
@@ -568,7 +606,7 @@ def _fold_constants(aten):
         if n.op != "call_function" or not isinstance(v, torch.Tensor):
             continue
         outside = [u for u in n.users if u not in value]
-        if not outside or any(u.op == "output" for u in n.users):
+        if not outside or any(u.op == "output" for u in n.users) or n in viewed:
             continue
         if not (heavy[n] or any(_extern_user(u) for u in outside)):
             continue
@@ -602,8 +640,13 @@ def _lower(gm, example_inputs):
             return _rewrite(_trace_plain(gm, example_inputs))
         except _NeedsFunctionalization:
             pass
-    aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
-                                   decompositions=decompositions())
+    try:
+        aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
+                                       decompositions=decompositions())
+    except RuntimeError as e:
+        if "aot_export" in str(e):   # its refusals name it (input data or metadata mutation, aliased outputs)
+            raise _NotInference(str(e).strip().split(".")[0]) from e
+        raise
     # export-style tracing leaves metadata assertions with no users: drop them
     for n in list(aten.graph.nodes):
         if n.op == "call_function" and not n.users and n.target in _ASSERTIONS:
@@ -652,16 +695,27 @@ def _compile_inference(gm, example_inputs):
         desc, constants, single = _describe(aten, dev)
     except fx_bridge.Unsupported:
         return compile_graph(aten, example_inputs)   # runs eagerly, says why
+    _cache_write(path, lambda: pickle.dumps((fx_bridge.portable(desc), constants, single, dev)))
+    return compile_graph(aten, example_inputs, described=(desc, constants, single, dev))
+
+
+def _cache_write(path, make_blob):
+    """Write a cache entry atomically (a temporary file renamed into place);
+    on any failure (a full disk, an argument pickle cannot write) the entry
+    stays unwritten and the temporary file is removed: caching is an
+    optimisation, never an error."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
-        blob = pickle.dumps((fx_bridge.portable(desc), constants, single, dev))
+        blob = make_blob()
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
     except Exception:
-        pass   # caching is an optimisation (an argument pickle cannot write stays uncached)
-    return compile_graph(aten, example_inputs, described=(desc, constants, single, dev))
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 class _Flat:
@@ -706,8 +760,14 @@ def kiln(gm, example_inputs):
         if _inference_graph(g, example_inputs):
             try:
                 fn = _Flat(_compile_inference(g, example_inputs))
-            except Exception:
-                fn = None   # mutation, aliasing or an untraceable graph: AOT autograd's full path
+            except _NotInference:
+                fn = None   # mutation or aliasing: AOT autograd's full path
+            except Exception as e:
+                # an untraceable graph takes AOT autograd's full path too (which
+                # reports it); under debug a kiln bug must surface here
+                if config.debug and not _data_dependent(e):
+                    raise
+                fn = None
         pure = fn is not None   # no input mutation, no aliased outputs (aot_export_joint_simple checked)
         if fn is None:
             fn = _aot(g, example_inputs, compile_graph)

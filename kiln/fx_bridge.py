@@ -51,10 +51,71 @@ def _meta_of(val, device="cpu"):
         if val.layout != torch.strided or val.dtype not in DTYPE_CODE or val.device.type != device:
             return None
         try:
-            return (tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride()), DTYPE_CODE[val.dtype])
+            return (tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride()), DTYPE_CODE[val.dtype],
+                    int(val.storage_offset()))
         except TypeError:  # symbolic sizes
             raise Unsupported("symbolic shapes")
     return None
+
+
+def _aliased_arg(tgt):
+    """Position of the argument whose storage the results of op `tgt` share
+    (a view, an in-place op, `out=`), or None when they have their own.
+    `_unsafe_view` counts as a view: its schema says fresh, its result is not."""
+    schema = tgt._schema
+    if schema.name == "aten::_unsafe_view":
+        return 0
+    sets = set()
+    aliasing = False
+    for r in schema.returns:
+        if r.alias_info is not None:
+            aliasing = True
+            sets |= set(r.alias_info.before_set)
+    if not aliasing:
+        return None
+    first = None
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is None:
+            continue
+        if sets & set(a.alias_info.before_set):
+            return i
+        if first is None:
+            first = i
+    return first   # (a list result, `Tensor(a)[]`, names its set on the elements)
+
+
+def _non_overlapping(size, stride):
+    """No two elements of a tensor of these sizes and strides share memory."""
+    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz > 1)
+    span = 1
+    for st, sz in dims:
+        if st < span:
+            return False
+        span = st * (sz - 1) + span
+    return True
+
+
+def _check_output_views(outputs, nodes, root):
+    """Outputs that share storage (with an input, with each other, or with a
+    value they view) are returned by the C core as views of one stored base
+    with the sizes, strides and offsets torch traced.  That needs the base
+    and the views in one dtype, and a base that can be stored (its own
+    elements never overlap)."""
+    for o in outputs:
+        if not isinstance(o, Ref):
+            continue
+        r = root[o]
+        if r < 0:
+            continue
+        base, view = nodes[r], nodes[o]
+        bm = base[2][0] if base[2] and len(base[2]) == 1 else None
+        vm = view[2][0] if view[2] and len(view[2]) == 1 else None
+        if bm is None or vm is None:
+            raise Unsupported(f"output {view[0]} shares storage with {base[0]}, whose layout is not known")
+        if bm[2] != vm[2]:
+            raise Unsupported(f"output {view[0]} views {base[0]} as another dtype")
+        if base[0] != "input" and not _non_overlapping(bm[0], bm[1]):
+            raise Unsupported(f"output {view[0]} views {base[0]}, whose elements overlap")
 
 
 def _convert(v, index):
@@ -118,6 +179,7 @@ def describe(gm, device="cpu"):
     _meta = lambda v: _meta_of(v, device)
     nodes, inputs, outputs, constants = [], [], [], []
     index = {}
+    root = []   # per node: the node whose storage it shares, or -1
     graph = gm.graph
     for n in graph.nodes:
         if n.op == "output":
@@ -131,7 +193,8 @@ def describe(gm, device="cpu"):
             if isinstance(val, torch.Tensor) and val.device.type != device:
                 raise Unsupported(f"input {n.name} is on {val.device}, not {device}")
             inputs.append(len(nodes))
-            nodes.append(("input", (), (_meta(val),) if val is not None else None, False, uses, None, (), {}))
+            root.append(-1)
+            nodes.append(("input", (), (_meta(val),) if val is not None else None, False, uses, None, (), {}, -1))
         elif n.op == "get_attr":
             t = gm
             for part in str(n.target).split("."):
@@ -142,12 +205,16 @@ def describe(gm, device="cpu"):
                 raise Unsupported(f"constant {n.target} is on {t.device}, not {device}")
             constants.append(t)
             inputs.append(len(nodes))
-            nodes.append(("input", (), (_meta(t),), False, uses, None, (), {}))
+            root.append(-1)
+            nodes.append(("input", (), (_meta(t),), False, uses, None, (), {}, -1))
         elif n.op == "call_function":
             tgt = n.target
             if tgt is operator.getitem:
                 src, i = n.args
-                nodes.append(("getitem", (Ref(index[src]), int(i)), (_meta(val),), False, uses, None, (), {}))
+                # an element of a view op's list (split, unbind) shares its storage
+                r = root[index[src]]
+                root.append(r)
+                nodes.append(("getitem", (Ref(index[src]), int(i)), (_meta(val),), False, uses, None, (), {}, r))
                 continue
             if not isinstance(tgt, torch._ops.OpOverload):
                 raise Unsupported(f"call of {tgt}")
@@ -167,7 +234,13 @@ def describe(gm, device="cpu"):
             # the extern call goes straight to the C++ operator (OpOverload's
             # __call__ only forwards to it)
             call = _call_of(tgt)
-            nodes.append((name, tuple(conv), metas, is_tuple, uses, call, cargs, ckw))
+            k = _aliased_arg(tgt)
+            src = full[k] if k is not None and k < len(full) else None
+            r = -1
+            if isinstance(src, torch.fx.Node):
+                r = root[index[src]] if root[index[src]] >= 0 else index[src]
+            root.append(r)
+            nodes.append((name, tuple(conv), metas, is_tuple, uses, call, cargs, ckw, r))
         else:
             raise Unsupported(f"node kind {n.op}")
     out_node = next(n for n in graph.nodes if n.op == "output")
@@ -180,6 +253,7 @@ def describe(gm, device="cpu"):
             outputs.append(v)
         else:
             raise Unsupported(f"graph output of type {type(v).__name__}")
+    _check_output_views(outputs, nodes, root)
     return (nodes, inputs, outputs, Ref), constants, single
 
 

@@ -177,6 +177,7 @@ typedef struct {
     int64_t stride[KN_MAXDIM];
     kn_dtype dt;
     int valid;
+    int64_t offset;       /* storage offset torch traced (elements) */
 } kn_meta;
 
 typedef struct {
@@ -188,6 +189,8 @@ typedef struct {
     int is_tuple;
     int uses;             /* number of user nodes */
     PyObject *op;         /* borrowed: the OpOverload (for externs) */
+    int root;             /* node whose storage its results share (views, in-place
+                             results), -1: storage of its own */
 } kn_node;
 
 typedef struct {

@@ -58,14 +58,27 @@ py_compile(PyObject *self, PyObject *args)
     c.packed_linear = !cuda && packed_linear && kn_runtime_packed_linear();
     kn_str src = {0}, loops = {0};
     PyObject *source = NULL, *loops_s = NULL, *prog = NULL;
+    const char *stage = "setup";
     c.prefix = prefix;
     c.extern_names = PyList_New(0);
     if (c.extern_names == NULL)
         goto done;
-    if (kn_graph_parse(&c, desc, &c.g) < 0 || kn_lower_graph(&c) < 0 || kn_fuse(&c) < 0 || kn_plan(&c) < 0)
+    stage = "graph parsing";
+    if (kn_graph_parse(&c, desc, &c.g) < 0)
         goto done;
+    stage = "lowering";
+    if (kn_lower_graph(&c) < 0)
+        goto done;
+    stage = "fusion";
+    if (kn_fuse(&c) < 0)
+        goto done;
+    stage = "memory planning";
+    if (kn_plan(&c) < 0)
+        goto done;
+    stage = "code generation";
     if ((cuda ? kn_codegen_cuda(&c, &src) : kn_codegen_c(&c, &src)) < 0)
         goto done;
+    stage = "program construction";
     if (src.oom) {
         PyErr_NoMemory();
         goto done;
@@ -84,7 +97,7 @@ done:
     kn_str_free(&loops);
     ctx_free(&c);
     if (prog == NULL && !PyErr_Occurred())   /* a stage failed without saying why: still an error */
-        PyErr_SetString(kn_compiler_error_type(), "kiln: a compiler stage failed without a message (kiln bug)");
+        PyErr_Format(kn_compiler_error_type(), "kiln: internal error: %s failed without a message (kiln bug)", stage);
     return prog;
 }
 

@@ -14,7 +14,9 @@
  * that a joining reduction may split into O ++ I.  A member may read a buffer
  * stored earlier in the same kernel only at exactly the index that buffer was
  * stored at (equal canonical index expressions), which keeps the fused loop
- * order equivalent to running the members one after another.
+ * order equivalent to running the members one after another; in a kernel over
+ * a single element (no loop, so every read is computed before the stores) not
+ * at all.
  */
 #include "../kiln.h"
 #include <string.h>
@@ -167,6 +169,7 @@ typedef struct {
     const kn_kernel *k;
     uint32_t gen;
     int ok;
+    int scalar;   /* the kernel has no loop: no read of its own stores */
 } depcheck;
 
 static void
@@ -182,7 +185,7 @@ check_loads(depcheck *dc, kn_expr *e)
             return;
         }
         kn_expr *st = kn_store_index(dc->c, dc->k, p);
-        if (st != e->a[0])
+        if (st != e->a[0] || dc->scalar)
             dc->ok = 0;
     }
     for (int j = 0; j < e->n; j++)
@@ -191,14 +194,18 @@ check_loads(depcheck *dc, kn_expr *e)
 
 static uint32_t gen_counter = 1000;
 
-/* Would b's loads of buffers stored by kernel k be at their store indices? */
+/* Would b's loads of buffers stored by kernel k be at their store indices?
+   In a pointwise kernel over a single element (0-d values, all dims of
+   extent 1) there is no inner loop, and code generation computes every
+   member's loop-invariant reads before the first store: there a member
+   never reads what another stores (it starts a kernel of its own). */
 static int
 deps_ok(kn_ctx *c, kn_kernel *k, kn_buf *b)
 {
     kn_expr *body = kn_member_body(c, k, b);
     if (body == NULL)
         return -1;
-    depcheck dc = {c, k, ++gen_counter, 1};
+    depcheck dc = {c, k, ++gen_counter, 1, !k->has_reduction && k->nouter == 0 && k->ninner == 0};
     check_loads(&dc, body);
     return dc.ok;
 }

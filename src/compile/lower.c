@@ -8,7 +8,10 @@
  * arguments and expensive multi-use values are realized: they get storage and
  * a step in the schedule (later grouped into kernels by compile/fuse.c).  An op
  * without a lowering (or one whose lowering declines) becomes an extern step
- * that calls the ATen op through Python.
+ * that calls the ATen op through Python.  Graph outputs are what eager
+ * returns: an output that views an input or another output is an ALIAS (a
+ * view of the input, or of one stored base) with the traced sizes, strides
+ * and storage offset (lower_outputs).
  */
 #include "../kiln.h"
 #include <math.h>
@@ -230,8 +233,15 @@ kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
             s.to[KN_VAR_P(d)] = idx[d];
         return kn_substitute(c, b->body, &s);
     }
-    if (b->kind == KN_B_ALIAS)
-        return NULL; /* never loaded: aliases exist only for externs */
+    if (b->kind == KN_B_ALIAS) {
+        /* a strided view of stored data: read its base through the view */
+        kn_buf *base = c->bufs[b->base];
+        kn_expr *ix = kn_iconst(c, b->offset);
+        for (int d = 0; d < b->ndim; d++)
+            if (b->size[d] > 1)
+                ix = kn_iadd(c, ix, kn_imul(c, idx[d], b->stride[d]));
+        return kn_load(c, base->id, base->dt, ix);
+    }
     kn_expr *ix = kn_iconst(c, b->offset);
     for (int d = 0; d < b->ndim; d++)
         if (b->size[d] > 1)
@@ -2449,6 +2459,161 @@ lower_extern(kn_ctx *c, int ni)
     return kn_add_step(c, &st);
 }
 
+/* ---------------------------------------------------------------- outputs */
+/* Graph outputs are what eager returns.  An output that views an input is a
+   view of that input; outputs that view one another, or a value the graph
+   computed, are views of one stored base; each has the sizes, strides and
+   storage offset torch traced.  AOT autograd depends on it: it rebuilds
+   views of inputs and replays metadata mutations (t_, unsqueeze_) from an
+   output's strides and offset, and its backward reads saved views at the
+   strides it traced.  (fx_bridge gives each node the node whose storage it
+   shares, and checks that a base and its views agree in dtype.) */
+
+static int
+storage_root(kn_ctx *c, int ni)
+{
+    int r = node(c, ni)->root;
+    return r >= 0 ? r : ni;
+}
+
+static int
+is_input_node(kn_ctx *c, int ni)
+{
+    return strcmp(node(c, ni)->target, "input") == 0;
+}
+
+/* Per node: 1 when it is the computed base that some other output node views. */
+static char *
+output_bases(kn_ctx *c)
+{
+    kn_graph *g = &c->g;
+    char *bases = kn_alloc(&c->arena, (size_t)g->nnodes + 1);
+    if (bases == NULL)
+        return NULL;
+    memset(bases, 0, (size_t)g->nnodes + 1);
+    for (int k = 0; k < g->noutputs; k++) {
+        kn_arg *a = &g->outputs[k];
+        if (a->kind != KN_A_REF)
+            continue;
+        int r = storage_root(c, (int)a->i);
+        if (r != a->i && !is_input_node(c, r))
+            bases[r] = 1;
+    }
+    return bases;
+}
+
+/* A stored copy of buffer x in layout `stride` (torch's, when it is known). */
+static kn_buf *
+stored_copy(kn_ctx *c, kn_buf *x, const int64_t *stride)
+{
+    kn_buf *y = kn_buf_new(c, KN_B_LAZY, x->dt, x->ndim, x->size);
+    if (y == NULL)
+        return NULL;
+    kn_expr *idx[KN_MAXDIM];
+    for (int d = 0; d < x->ndim; d++)
+        idx[d] = kn_var(c, KN_VAR_P(d), x->size[d]);
+    y->body = kn_buf_load(c, x, idx);
+    if (y->body == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: cannot copy a graph output");
+        return NULL;
+    }
+    if (stride)
+        memcpy(y->stride, stride, sizeof(int64_t) * (size_t)x->ndim);
+    y->uses = x->uses;
+    return kn_realize(c, y) < 0 ? NULL : y;
+}
+
+/* Node r is the base of output views: store it now, before any consumer
+   reads it, in the layout torch traced, in a tensor of its own. */
+static int
+store_output_base(kn_ctx *c, int r)
+{
+    const kn_meta *m = out_meta(c, r, 0);
+    kn_buf *b = c->node_nres[r] == 1 && c->node_bufs[r][0] >= 0 ? c->bufs[c->node_bufs[r][0]] : NULL;
+    if (m == NULL || b == NULL || b->ndim != m->ndim || b->dt != m->dt) {
+        PyErr_Format(PyExc_RuntimeError, "kiln: internal error: outputs view node %d (%s), which has no layout", r,
+                     node(c, r)->target);
+        return -1;
+    }
+    if (b->kind == KN_B_LAZY) {
+        memcpy(b->stride, m->stride, sizeof(int64_t) * (size_t)m->ndim);
+        if (kn_realize(c, b) < 0)
+            return -1;
+    } else {
+        int exact = b->kind != KN_B_INPUT && b->kind != KN_B_ALIAS && b->offset == 0;
+        for (int d = 0; d < b->ndim; d++)
+            if (b->size[d] > 1 && b->stride[d] != m->stride[d])
+                exact = 0;
+        if (!exact) {
+            if ((b = stored_copy(c, b, m->stride)) == NULL || set_result(c, r, b) < 0)
+                return -1;
+        }
+    }
+    b->needs_tensor = 1;
+    b->is_output = 1;   /* returned through views: alive to the end */
+    return 0;
+}
+
+static int
+lower_outputs(kn_ctx *c, const char *bases)
+{
+    kn_graph *g = &c->g;
+    for (int k = 0; k < g->noutputs; k++) {
+        kn_arg *a = &g->outputs[k];
+        if (a->kind != KN_A_REF || c->node_nres[a->i] != 1 || c->node_bufs[a->i][0] < 0)
+            continue;
+        int ni = (int)a->i, r = storage_root(c, ni);
+        kn_buf *b = c->bufs[c->node_bufs[ni][0]];
+        const kn_meta *m = out_meta(c, ni, 0);
+        if (r != ni && m != NULL) {
+            /* a view of an input or of a stored base: exactly torch's view */
+            const kn_meta *bm = out_meta(c, r, 0);
+            kn_buf *base = c->node_nres[r] == 1 && c->node_bufs[r][0] >= 0 ? c->bufs[c->node_bufs[r][0]] : NULL;
+            if (bm == NULL || base == NULL || base->dt != m->dt ||
+                (base->kind != KN_B_INPUT && !(bases[r] && base->is_output))) {
+                PyErr_Format(PyExc_RuntimeError, "kiln: internal error: output %d views node %d (%s), which is not "
+                             "stored", k, r, node(c, r)->target);
+                return -1;
+            }
+            kn_buf *v = kn_buf_new(c, KN_B_ALIAS, m->dt, m->ndim, m->size);
+            if (v == NULL)
+                return -1;
+            memcpy(v->stride, m->stride, sizeof(int64_t) * (size_t)m->ndim);
+            v->offset = m->offset - bm->offset;
+            v->base = base->id;
+            v->is_output = 1;
+            if (set_result(c, ni, v) < 0)
+                return -1;
+            continue;
+        }
+        if (bases[ni])
+            continue; /* stored where it was computed (store_output_base) */
+        if (is_input_node(c, ni)) {
+            b->is_output = 1; /* the input itself, as eager returns it */
+            continue;
+        }
+        if (b->kind == KN_B_LAZY) {
+            set_layout_from_meta(b, m);
+            if (kn_realize(c, b) < 0)
+                return -1;
+        } else if (b->kind == KN_B_INPUT || b->kind == KN_B_ALIAS) {
+            /* a fresh value in torch that kiln computed as an input or a view
+               of stored data (clone, an identity cast): returned as a copy,
+               never sharing storage */
+            kn_buf *y = stored_copy(c, b, NULL);
+            if (y == NULL)
+                return -1;
+            set_layout_from_meta(y, m);
+            if (set_result(c, ni, y) < 0)
+                return -1;
+            b = y;
+        }
+        b->is_output = 1;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- driver */
 int
 kn_lower_graph(kn_ctx *c)
@@ -2456,7 +2621,8 @@ kn_lower_graph(kn_ctx *c)
     kn_graph *g = &c->g;
     c->node_bufs = kn_alloc(&c->arena, sizeof(int *) * (size_t)(g->nnodes + 1));
     c->node_nres = kn_alloc(&c->arena, sizeof(int) * (size_t)(g->nnodes + 1));
-    if (c->node_bufs == NULL || c->node_nres == NULL)
+    char *bases = output_bases(c);
+    if (c->node_bufs == NULL || c->node_nres == NULL || bases == NULL)
         return -1;
     for (int k = 0; k < g->ninputs; k++) {
         int ni = g->inputs[k];
@@ -2495,6 +2661,8 @@ kn_lower_graph(kn_ctx *c)
             c->node_nres[ni] = 1;
             if (id >= 0)
                 c->bufs[id]->uses = n->uses;
+            if (bases[ni] && store_output_base(c, ni) < 0)
+                return -1;
             continue;
         }
         c->n_aten_ops++;
@@ -2514,18 +2682,8 @@ kn_lower_graph(kn_ctx *c)
         }
         if (!done && lower_extern(c, ni) < 0)
             return -1;
-    }
-    /* graph outputs */
-    for (int k = 0; k < g->noutputs; k++) {
-        kn_arg *a = &g->outputs[k];
-        if (a->kind != KN_A_REF)
-            continue;
-        if (c->node_nres[a->i] != 1)
-            continue;
-        kn_buf *b = c->bufs[c->node_bufs[a->i][0]];
-        if (b->kind == KN_B_LAZY && kn_realize(c, b) < 0)
+        if (bases[ni] && store_output_base(c, ni) < 0)
             return -1;
-        b->is_output = 1;
     }
-    return 0;
+    return lower_outputs(c, bases);
 }

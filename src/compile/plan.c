@@ -5,7 +5,8 @@
  * register of its kernel (`local`), and for intermediates used only by kiln
  * kernels an offset in one per-call arena, reusing the bytes of buffers that
  * died in an earlier step.  Graph outputs and buffers handed to ATen get torch
- * tensors of their own.
+ * tensors of their own; a pointwise store may write into a dying extern
+ * result instead, when no other tensor shares that result's storage.
  */
 #include "../kiln.h"
 #include <string.h>
@@ -30,13 +31,52 @@ loads_of(kn_expr *e, int x, kn_expr *ix, int *n, int *same, uint32_t gen)
         loads_of(e->a[j], x, ix, n, same, gen);
 }
 
+/* Graph node of each extern result buffer (-1 for other buffers). */
+static int *
+extern_nodes(kn_ctx *c)
+{
+    int *nodes = kn_alloc(&c->arena, sizeof(int) * (size_t)(c->nbufs + 1));
+    if (nodes == NULL)
+        return NULL;
+    for (int i = 0; i < c->nbufs; i++)
+        nodes[i] = -1;
+    for (int s = 0; s < c->nsteps; s++) {
+        kn_step *st = &c->steps[s];
+        if (st->kind != KN_ST_KERNEL)
+            for (int j = 0; j < st->nres; j++)
+                if (st->res[j] >= 0)
+                    nodes[st->res[j]] = st->node;
+    }
+    return nodes;
+}
+
+/* 1 if extern result x has storage that nothing else alive at step s shares:
+   its op made it (not a view of an argument: unfold, alias, an in-place op's
+   result), and no other extern result viewing it (a view ATen made) is read
+   at s or later. */
+static int
+own_storage(kn_ctx *c, const int *nodes, int x, int s)
+{
+    int nx = nodes[x];
+    if (nx < 0 || c->g.nodes[nx].root >= 0)
+        return 0;
+    for (int y = 0; y < c->nbufs; y++)
+        if (y != x && nodes[y] >= 0 && c->g.nodes[nodes[y]].root == nx && c->bufs[y]->last >= s)
+            return 0;
+    return 1;
+}
+
 /* A pointwise store that needs a tensor of its own can instead write into the
    tensor of an extern result that dies in this kernel, when it reads that
    result only at the element it writes (bias/BN/activation after a
-   convolution or matmul): no allocation, no fresh pages. */
+   convolution or matmul) and no other tensor shares that storage: no
+   allocation, no fresh pages. */
 static int
 plan_inplace(kn_ctx *c)
 {
+    int *nodes = extern_nodes(c);
+    if (nodes == NULL)
+        return -1;
     for (int s = 0; s < c->nsteps; s++) {
         kn_step *st = &c->steps[s];
         if (st->kind != KN_ST_KERNEL)
@@ -55,7 +95,7 @@ plan_inplace(kn_ctx *c)
             for (int x = 0; x < c->nbufs && b->inplace_of < 0; x++) {
                 kn_buf *xb = c->bufs[x];
                 if (xb->kind != KN_B_EXTERN || xb->last != s || xb->is_output || xb->dt != b->dt ||
-                    xb->ndim != b->ndim || xb->needs_tensor == 2)
+                    xb->ndim != b->ndim || xb->needs_tensor == 2 || !own_storage(c, nodes, x, s))
                     continue;
                 int ok = 1;
                 for (int d = 0; d < b->ndim; d++)

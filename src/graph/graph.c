@@ -4,8 +4,11 @@
  *   (nodes, inputs, outputs, ref_type)
  *   nodes:   list of (target: str, args: tuple, metas: tuple|None,
  *                     is_tuple: bool, uses: int, op: object,
- *                     call_args: tuple, call_kwargs: dict)
- *   metas:   tuple of (sizes, strides, dtype code) or None per result
+ *                     call_args: tuple, call_kwargs: dict[, root: int])
+ *   metas:   tuple of (sizes, strides, dtype code[, storage offset]) or None
+ *            per result
+ *   root:    the node whose storage the results share (a view, an in-place
+ *            result), -1 when they have storage of their own
  *   inputs:  list of node indices
  *   outputs: list of arguments (references or constants)
  *   ref_type: the int subclass whose instances reference nodes
@@ -80,7 +83,8 @@ parse_meta(PyObject *o, kn_meta *m)
         return 0;
     PyObject *sz, *st;
     int dt;
-    if (!PyArg_ParseTuple(o, "OOi", &sz, &st, &dt))
+    long long offset = 0;
+    if (!PyArg_ParseTuple(o, "OOi|L", &sz, &st, &dt, &offset))
         return -1;
     Py_ssize_t n = PyTuple_Size(sz);
     if (n < 0 || n > KN_MAXDIM || PyTuple_Size(st) != n || dt < 0 || dt >= KN_NDTYPES) {
@@ -94,6 +98,7 @@ parse_meta(PyObject *o, kn_meta *m)
         m->stride[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(st, k));
     }
     m->dt = (kn_dtype)dt;
+    m->offset = offset;
     m->valid = 1;
     return PyErr_Occurred() ? -1 : 0;
 }
@@ -116,11 +121,16 @@ kn_graph_parse(kn_ctx *c, PyObject *desc, kn_graph *g)
     for (int i = 0; i < g->nnodes; i++) {
         PyObject *t = PyList_GET_ITEM(nodes, i), *args, *metas, *op, *cargs, *ckw;
         const char *target;
-        int is_tuple, uses;
-        if (!PyArg_ParseTuple(t, "sO!OpiOOO", &target, &PyTuple_Type, &args, &metas, &is_tuple, &uses, &op, &cargs,
-                              &ckw))
+        int is_tuple, uses, root = -1;
+        if (!PyArg_ParseTuple(t, "sO!OpiOOO|i", &target, &PyTuple_Type, &args, &metas, &is_tuple, &uses, &op, &cargs,
+                              &ckw, &root))
             return -1;
+        if (root < -1 || root >= i) {
+            PyErr_Format(PyExc_ValueError, "kiln: node %d shares the storage of node %d, not an earlier one", i, root);
+            return -1;
+        }
         kn_node *nd = &g->nodes[i];
+        nd->root = root;
         nd->target = kn_strdup(&c->arena, target);
         nd->is_tuple = is_tuple;
         nd->uses = uses;

@@ -1,0 +1,321 @@
+"""Soundness of the compiler path (issue 13): aliasing, mutation and autograd
+semantics.  Every case runs through kiln.compile (kiln's capture) and
+torch.compile(backend="kiln") (TorchDynamo's) and is compared with eager:
+values, gradients, the inputs afterwards, which outputs share memory with
+the inputs and with each other, and each output's sizes, strides and
+storage offset."""
+import os
+
+import pytest
+import torch
+
+import kiln
+from kiln import backends
+
+MODES = ["kiln", "dynamo"]
+
+
+def _compiled(fn, mode):
+    torch._dynamo.reset()
+    return kiln.compile(fn) if mode == "kiln" else torch.compile(fn, backend="kiln")
+
+
+def _tuple(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _layout(t):
+    return tuple(t.shape), t.stride(), t.storage_offset()
+
+
+def _same_storage(a, b):
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def _run_both(fn, make, mode, after=None):
+    """Runs fn eagerly and compiled on equal fresh inputs; returns
+    (eager outputs, eager inputs, compiled outputs, compiled inputs)."""
+    cf = _compiled(fn, mode)
+    res = []
+    for f in (fn, cf):
+        torch.manual_seed(0)
+        args = make()
+        out = _tuple(f(*args))
+        if after is not None:
+            after(out)
+        res.append((out, args))
+    return res[0] + res[1]
+
+
+# ---------------------------------------------------------------- 1. gradients through views
+VIEW_GRADS = [
+    ("select", lambda a: torch.sin(a[:, 0]), (3, 4)),
+    ("select-row", lambda a: torch.sin(a[1]) * a[2], (3, 4)),
+    ("unbind", lambda a: torch.sin(a.unbind(1)[0]) * torch.cos(a.unbind(1)[2]), (3, 4)),
+    ("slice", lambda a: torch.sin(a[:, 1:3]), (3, 4)),
+    ("narrow", lambda a: torch.exp(a.narrow(1, 1, 2)), (3, 4)),
+    ("diagonal", lambda a: torch.sin(a.diagonal()), (4, 4)),
+    ("expand", lambda a: torch.sin(a[:, :1].expand(3, 4)), (3, 4)),
+    ("as_strided", lambda a: torch.sin(a.as_strided((2, 2), (1, 4), 1)), (3, 4)),
+    ("unfold", lambda a: torch.sin(a.unfold(1, 2, 2)), (3, 4)),
+    ("t", lambda a: torch.sin(a.t()) @ a, (4, 4)),
+    ("permute", lambda a: torch.sin(a.permute(2, 0, 1)), (2, 3, 4)),
+    ("index", lambda a: torch.sin(a[torch.tensor([0, 2, 2])]), (3, 4)),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn,shape", VIEW_GRADS, ids=[c[0] for c in VIEW_GRADS])
+def test_gradients_through_views_match_eager(name, fn, shape, mode):
+    torch.manual_seed(0)
+    a = torch.randn(*shape, requires_grad=True)
+    b = a.detach().clone().requires_grad_(True)
+    ref = fn(a)
+    ref.sum().backward()
+    out = _compiled(fn, mode)(b)
+    out.sum().backward()
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(b.grad, a.grad)
+
+
+def test_saved_view_reaches_backward_with_its_strides():
+    """The forward returns the saved column view of its input; the compiled
+    backward was traced for that view's strides (not a packed copy's)."""
+    f = lambda a: torch.sin(a[:, 0]) * torch.cos(a[:, 3])
+    a = torch.randn(5, 4, requires_grad=True)
+    b = a.detach().clone().requires_grad_(True)
+    f(a).sum().backward()
+    _compiled(f, "dynamo")(b).sum().backward()
+    torch.testing.assert_close(b.grad, a.grad)
+
+
+# ---------------------------------------------------------------- 2. views of inputs are never written
+def _unfolded(x):
+    return x.unfold(-1, 2, 2)
+
+
+INPUT_VIEWS = [
+    ("mul", lambda x: _unfolded(x) * 2),
+    ("relu", lambda x: torch.relu(_unfolded(x))),
+    ("clamp", lambda x: _unfolded(x).clamp(0)),
+    ("where", lambda x: torch.where(_unfolded(x) > 0, _unfolded(x), 0.0)),
+    ("masked_fill", lambda x: _unfolded(x).masked_fill(_unfolded(x) > 0, 0.0)),
+    ("overlapping-windows", lambda x: x.unfold(0, 2, 1).exp()),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn", INPUT_VIEWS, ids=[c[0] for c in INPUT_VIEWS])
+def test_views_of_inputs_are_never_written(name, fn, mode):
+    eo, ei, co, ci = _run_both(fn, lambda: [torch.randn(3, 4)], mode)
+    torch.testing.assert_close(ci[0], ei[0], rtol=0, atol=0)
+    torch.testing.assert_close(co[0], eo[0])
+    assert _same_storage(co[0], ci[0]) == _same_storage(eo[0], ei[0])
+
+
+def test_view_of_intermediate_is_not_overwritten():
+    """An extern view (unfold) of a matmul result that is read again after
+    the kernel that consumes the view: the kernel must not store into it."""
+    def f(a, b, c):
+        y = a @ b
+        w = y.unfold(-1, 2, 2) * 2 + 1
+        return w.reshape(4, 8) @ c, y @ c
+
+    for mode in MODES:
+        eo, _, co, _ = _run_both(f, lambda: [torch.randn(4, 6), torch.randn(6, 8), torch.randn(8, 3)], mode)
+        for c, e in zip(co, eo):
+            torch.testing.assert_close(c, e)
+
+
+# ---------------------------------------------------------------- 3. outputs that alias
+def _bump_first(out):
+    if not torch._debug_has_internal_overlap(out[0]):   # (an expanded output cannot be written)
+        out[0].add_(1)
+
+
+ALIASED_OUTPUTS = [
+    ("b,b[1:]", lambda a: (lambda b: (b, b[1:]))(a * 2)),
+    ("y,y.t()", lambda a: (lambda y: (y, y.t()))(a + 1)),
+    ("y,y.view", lambda a: (lambda y: (y, y.view(-1)))(a + 1)),
+    ("views of one value", lambda a: (lambda b: (b[1:], b[:2, 1:]))(a.exp())),
+    ("x,x.t() of input", lambda x: (x, x.t())),
+    ("x[1:] of input", lambda x: (x[1:], x * 2)),
+    ("expanded", lambda a: ((a + 1).expand(2, 3, 4),)),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn", ALIASED_OUTPUTS, ids=[c[0] for c in ALIASED_OUTPUTS])
+def test_outputs_alias_as_in_eager(name, fn, mode):
+    eo, ei, co, ci = _run_both(fn, lambda: [torch.randn(3, 4)], mode, after=_bump_first)
+    for c, e in zip(co, eo):
+        torch.testing.assert_close(c, e)
+        assert _layout(c) == _layout(e)
+        assert _same_storage(c, ci[0]) == _same_storage(e, ei[0])
+    torch.testing.assert_close(ci[0], ei[0])
+    for j in range(len(eo)):
+        for k in range(j + 1, len(eo)):
+            assert _same_storage(co[j], co[k]) == _same_storage(eo[j], eo[k])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_output_viewing_a_constant_is_fresh_each_call(mode):
+    """A value computed from constants alone is folded at compile time; an
+    output that views it must not hand every call the same storage."""
+    def f(x):
+        m = torch.ones(4, 4).tril().cumsum(0)
+        return x + m, m.t()
+
+    cf = _compiled(f, mode)
+    x = torch.randn(4, 4)
+    first = cf(x)[1]
+    first.zero_()
+    torch.testing.assert_close(cf(x)[1], f(x)[1])
+
+
+# ---------------------------------------------------------------- 4. in-place metadata ops on strided inputs
+def _strided():
+    return torch.randn(5, 4)[1:4, ::2]
+
+
+METADATA_OPS = [
+    ("t_", lambda x: x.t_(), _strided),
+    ("transpose_", lambda x: x.transpose_(0, 1), _strided),
+    ("unsqueeze_", lambda x: x.unsqueeze_(0), _strided),
+    ("squeeze_", lambda x: x.squeeze_(), lambda: torch.randn(5, 1, 4)[1:3]),
+    ("as_strided_", lambda x: x.as_strided_((2, 2), (1, 4), 1), _strided),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,op,make", METADATA_OPS, ids=[c[0] for c in METADATA_OPS])
+def test_inplace_metadata_ops_leave_the_callers_tensor_as_eager(name, op, make, mode):
+    def f(x):
+        op(x)
+        return x + 1
+
+    eo, ei, co, ci = _run_both(f, lambda: [make()], mode)
+    assert _layout(ci[0]) == _layout(ei[0])
+    torch.testing.assert_close(ci[0], ei[0])
+    torch.testing.assert_close(co[0], eo[0])
+
+
+# ---------------------------------------------------------------- 5. a 0-d input changed through a view
+def _view_add(s, x):
+    v = s.view(1)
+    v.add_(1)
+    return x + s, x - v
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_single_element_kernel_reads_no_store_of_its_own(mode):
+    """A 0-d value stored once (a long expression read twice) and read by
+    the other members of a kernel that has no loop: they must read it after
+    it is stored."""
+    def f(s, x):
+        t = s
+        for _ in range(20):
+            t = t.sin() * 1.1 + 0.3
+        return t * 2, t + x
+
+    eo, _, co, _ = _run_both(f, lambda: [torch.tensor(0.7), torch.tensor(1.5)], mode)
+    for c, e in zip(co, eo):
+        torch.testing.assert_close(c, e)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sdt,xdt,xshape", [(torch.float64, torch.float32, ()), (torch.int64, torch.float32, (1,)),
+                                            (torch.float32, torch.float32, (3, 4))])
+def test_zero_dim_input_mutated_through_a_view(sdt, xdt, xshape, mode):
+    make = lambda: [(torch.randn(()) * 5).to(sdt), torch.randn(xshape).to(xdt)]
+    eo, ei, co, ci = _run_both(_view_add, make, mode)
+    for c, e in zip(co, eo):
+        torch.testing.assert_close(c, e)
+    torch.testing.assert_close(ci[0], ei[0])
+
+
+# ---------------------------------------------------------------- 6. the compiler fails only with a message
+@pytest.mark.parametrize("mode", MODES)
+def test_matmul_of_a_selected_view_and_its_transpose(mode):
+    def f(x):
+        v = x[0]
+        return v @ v.mT
+
+    x = torch.randn(3, 4, 4)
+    torch.testing.assert_close(_compiled(f, mode)(x), f(x))
+
+
+def test_compiler_stage_failure_names_the_stage(monkeypatch):
+    """An internal failure of a C stage is a CompilerError naming the stage
+    (never a bare NULL without an exception)."""
+    from kiln import _C
+    gm = torch.fx.symbolic_trace(lambda x: (x + 1,))
+    x = torch.randn(3)
+    aten = backends._lower(gm, [x])
+    desc, _, _ = backends._describe(aten, torch.device("cpu"))
+    nodes, inputs, outputs, ref = desc
+    bad = [n[:8] + (len(nodes) + 5,) if n[0] != "input" else n for n in nodes]
+    with pytest.raises(ValueError, match="shares the storage"):
+        _C.compile((bad, inputs, outputs, ref), "kn_", False)
+
+
+# ---------------------------------------------------------------- 7. failures in the backend
+def test_cache_write_failure_leaves_no_tmp_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(kiln.config, "cache_dir", str(tmp_path))
+    real_open = open
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+    def full_open(path, mode="r", *a, **k):
+        f = real_open(path, mode, *a, **k)
+        return Full(f) if str(path).endswith(".tmp") else f
+
+    monkeypatch.setattr("builtins.open", full_open)
+    f = lambda x: x * 2 + 1
+    x = torch.randn(4, 5)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(f, backend="kiln")(x), f(x))
+    monkeypatch.undo()
+    left = [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert left == []
+
+
+def test_internal_error_in_the_inference_path_raises_under_debug(monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError("kiln bug")
+
+    monkeypatch.setattr(backends, "_describe", broken)
+    gm = torch.fx.symbolic_trace(lambda x: (x * 2,))
+    with pytest.raises(RuntimeError, match="kiln bug"):
+        backends.kiln(gm, [torch.randn(3)])
+    monkeypatch.setattr(kiln.config, "debug", False)
+    with pytest.warns(RuntimeWarning):
+        fn = backends.kiln(gm, [torch.randn(3)])
+    x = torch.randn(3)
+    torch.testing.assert_close(fn(x)[0], x * 2)
+
+
+def test_mutating_graph_still_takes_aot_autograd_under_debug():
+    """Input mutation and aliased outputs are not errors: the inference path
+    declines and AOT autograd's wrappers handle them."""
+    def f(x):
+        x.mul_(2)
+        return x[1:]
+
+    gm = torch.fx.symbolic_trace(lambda x: (f(x),))
+    x = torch.randn(3, 4)
+    y = x.clone()
+    out = backends.kiln(gm, [torch.randn(3, 4)])(x)[0]
+    torch.testing.assert_close(x, y * 2)
+    assert _same_storage(out, x) and out.storage_offset() == 4
