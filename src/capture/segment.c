@@ -324,6 +324,32 @@ placeholder_fakes(kn_rec *r)
     return out;
 }
 
+/* 1 when the graph writes one of its tensor inputs: a placeholder's fake
+ * tensor whose version moved while recording, or one kiln cannot see (None:
+ * counted as written).  Non-tensor inputs are never written. */
+static int
+inputs_written(PyObject *fakes)
+{
+    if (fakes == NULL || PyList_GET_SIZE(fakes) == 0)
+        return 1;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(fakes); k++) {
+        PyObject *f = PyList_GET_ITEM(fakes, k);
+        if (f == Py_None)
+            return 1;
+        PyObject *ver = PyObject_GetAttrString(f, "_version");
+        if (ver == NULL) {
+            PyErr_Clear();   /* not a tensor */
+            continue;
+        }
+        int moved = !PyLong_Check(ver) || PyLong_AsLong(ver) != 0;
+        Py_DECREF(ver);
+        PyErr_Clear();
+        if (moved)
+            return 1;
+    }
+    return 0;
+}
+
 /* Build the segment: outputs, replay program, compiled graph. */
 static kn_seg *
 finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off, int term_next, int term_target,
@@ -473,10 +499,15 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
             goto error;
     }
     /* ... and inputs the graph writes to overlap the same inputs, the same way, as now */
-    if (seg->graph && r->ninputs > 1) {
-        PyObject *fakes = placeholder_fakes(r), *facts = fakes ? kn_alias_facts(r->inputs, r->ninputs, r->examples, fakes) : NULL;
+    if (seg->graph) {
+        PyObject *fakes = placeholder_fakes(r), *facts = NULL;
+        if (fakes == NULL)
+            goto error;
+        seg->writes = r->ninputs > 0 && inputs_written(fakes);
+        if (r->ninputs > 1)
+            facts = kn_alias_facts(r->inputs, r->ninputs, r->examples, fakes);
         int rc = facts ? kn_guard_add(r, KN_G_ALIAS, -1, facts, NULL, NULL, NULL, 0) : PyErr_Occurred() ? -1 : 0;
-        Py_XDECREF(fakes);
+        Py_DECREF(fakes);
         Py_XDECREF(facts);
         if (rc < 0)
             goto error;
