@@ -8,7 +8,9 @@
  * closures with real cells, views rebuilt from the tensor they view so that
  * aliasing is as in eager; never a fake value), its sources and guards, and
  * the terminal action.  kn_record drives recordings, restarting one when a break
- * inside an inlined call makes that call site run for real.
+ * inside an inlined call makes that call site run for real; a recording
+ * holding a value the replay cannot rebuild becomes a segment that runs the
+ * code as Python under the recording's guards (a counted graph break).
  */
 #include "capture/record.h"
 
@@ -294,6 +296,7 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
         break;
     }
 unsupported:
+    r->unrebuildable = 1 + v->kind;
     PyErr_Format(PyExc_NotImplementedError, "kiln: cannot rebuild a value of kind %d after the graph", v->kind);
     return -1;
 }
@@ -539,6 +542,39 @@ error:
         kn_seg_free(seg);
     }
     return NULL;
+}
+
+/* A segment that hands the frame to CPython at offset, under the
+ * recording's guards: for a recording whose values kiln cannot rebuild after
+ * the graph (unsupported, not a kiln bug: counted as a graph break). */
+static void note_break(kn_rec *r, PyCodeObject *code, int pc);
+
+static kn_seg *
+python_segment(kn_rec *r, PyCodeObject *code, int offset)
+{
+    snprintf(r->reason, sizeof r->reason,
+             "a value kiln cannot rebuild after the graph (kind %d): this code runs as Python",
+             r->unrebuildable - 1);
+    note_break(r, code, offset);
+    kn_seg *seg = PyMem_Calloc(1, sizeof *seg);
+    if (seg == NULL)
+        return (kn_seg *)PyErr_NoMemory();
+    if ((seg->consts = PyList_New(0)) == NULL) {
+        PyMem_Free(seg);
+        return NULL;
+    }
+    seg->offset = offset;
+    seg->term = KN_T_FALLBACK;
+    seg->term_off = offset;
+    seg->srcs = r->srcs;
+    seg->nsrc = r->nsrc;
+    r->srcs = NULL;
+    r->nsrc = 0;
+    seg->guards = r->guards;
+    seg->nguard = r->nguard;
+    r->guards = NULL;
+    r->nguard = 0;
+    return seg;
 }
 
 /* ------------------------------------------------------------------ entry */
@@ -817,9 +853,9 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
             if (et)
                 PyErr_SetRaisedException_compat(et);
         }
-        if (seg == NULL) {
-            rec_free(r);
-            break;
+        if (seg == NULL && r->unrebuildable && PyErr_ExceptionMatches(PyExc_NotImplementedError)) {
+            PyErr_Clear();
+            seg = python_segment(r, code, offset);
         }
         rec_free(r);
         break;

@@ -129,3 +129,37 @@ def test_graph_error_in_a_try_block():
         assert x.tolist() == [1.0, 1.0, 1.0]
     finally:
         RAISE[0] = False
+
+
+# ---------------------------------------------------------------- values segment.c cannot rebuild
+def u_ctx_across_break(x):
+    cm = torch.no_grad()          # a grad-mode context manager kept in a local across a break
+    y = x * 2
+    print("b")
+    with cm:
+        return y * 2
+
+
+def u_ctx_returned(x):
+    return x * 2, torch.enable_grad()
+
+
+@pytest.mark.parametrize("fn", [u_ctx_across_break, u_ctx_returned], ids=lambda f: f.__name__)
+def test_value_kiln_cannot_rebuild_is_a_counted_fallback(fn, capsys):
+    """Unsupported, not an internal error: the code runs as Python (as eager),
+    the reason is a graph break, and the fallback is cached (no re-recording)."""
+    ex = kiln.explain(fn)(torch.ones(2, requires_grad=True))
+    assert any("cannot rebuild" in b.reason for b in ex.breaks), ex
+    cf = kiln.compile(fn)
+    cf(torch.randn(2, requires_grad=True))
+    rec0 = kiln._C.capture_stats().get("segments_recorded", 0)
+    for _ in range(3):
+        x = torch.randn(2, requires_grad=True)
+        got, want = cf(x), fn(x)
+        g = got[0] if isinstance(got, tuple) else got
+        w = want[0] if isinstance(want, tuple) else want
+        torch.testing.assert_close(g, w)
+        assert g.requires_grad == w.requires_grad
+        if isinstance(got, tuple):
+            assert type(got[1]) is type(want[1])
+    assert kiln._C.capture_stats().get("segments_recorded", 0) == rec0
