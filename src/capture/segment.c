@@ -353,6 +353,20 @@ inputs_written(PyObject *fakes)
     return 0;
 }
 
+/* The recording's sources and guards move into the segment. */
+static void
+take_guards(kn_seg *seg, kn_rec *r)
+{
+    seg->srcs = r->srcs;
+    seg->nsrc = r->nsrc;
+    r->srcs = NULL;
+    r->nsrc = 0;
+    seg->guards = r->guards;
+    seg->nguard = r->nguard;
+    r->guards = NULL;
+    r->nguard = 0;
+}
+
 /* Build the segment: outputs, replay program, compiled graph. */
 static kn_seg *
 finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off, int term_next, int term_target,
@@ -515,15 +529,7 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
         if (rc < 0)
             goto error;
     }
-    /* sources and guards move into the segment */
-    seg->srcs = r->srcs;
-    seg->nsrc = r->nsrc;
-    r->srcs = NULL;
-    r->nsrc = 0;
-    seg->guards = r->guards;
-    seg->nguard = r->nguard;
-    r->guards = NULL;
-    r->nguard = 0;
+    take_guards(seg, r);
     if (seg->graph) {
         seg->inputs = r->inputs;
         seg->ninput = r->ninputs;
@@ -566,14 +572,7 @@ python_segment(kn_rec *r, PyCodeObject *code, int offset)
     seg->offset = offset;
     seg->term = KN_T_FALLBACK;
     seg->term_off = offset;
-    seg->srcs = r->srcs;
-    seg->nsrc = r->nsrc;
-    r->srcs = NULL;
-    r->nsrc = 0;
-    seg->guards = r->guards;
-    seg->nguard = r->nguard;
-    r->guards = NULL;
-    r->nguard = 0;
+    take_guards(seg, r);
     return seg;
 }
 
