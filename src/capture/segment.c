@@ -212,6 +212,15 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
             if (emit_val(r, e, v->items[i]) < 0)
                 return -1;
         return emit(e, KN_P_SLICE, 0);
+    case V_CTX:   /* torch.no_grad() / torch.enable_grad() made, not entered: a fresh one */
+        if (v->entered || (v->mode != 0 && v->mode != 1))
+            break;
+        if (v->tmp)
+            return emit(e, KN_P_TMP_GET, v->tmp - 1);
+        if (emit_const(e, v->mode ? kn_cenv.enable_grad : kn_cenv.no_grad) < 0 || emit(e, KN_P_CALL, 0) < 0)
+            return -1;
+        v->tmp = ++e->ntmp;
+        return emit(e, KN_P_TMP_SET, v->tmp - 1);
     case V_SUPER:   /* super() kept across a break: super(cls, self) */
         if (v->obj == NULL || v->self == NULL)
             break;

@@ -131,7 +131,7 @@ def test_graph_error_in_a_try_block():
         RAISE[0] = False
 
 
-# ---------------------------------------------------------------- values segment.c cannot rebuild
+# ---------------------------------------------------------------- values kept across a break
 def u_ctx_across_break(x):
     cm = torch.no_grad()          # a grad-mode context manager kept in a local across a break
     y = x * 2
@@ -141,25 +141,55 @@ def u_ctx_across_break(x):
 
 
 def u_ctx_returned(x):
-    return x * 2, torch.enable_grad()
+    cm = torch.enable_grad()
+    return x * 2, cm, cm
+
+
+def u_set_grad_object(x):
+    cm = torch.set_grad_enabled(False)   # changes the mode now; its __exit__ restores it
+    y = x * 2
+    print("b")
+    with cm:
+        z = y * 3
+    return z, x * 4
+
+
+def _compare(cf, fn, x):
+    got, want = cf(x), fn(x)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        assert type(g) is type(w)
+        if isinstance(w, torch.Tensor):
+            torch.testing.assert_close(g, w)
+            assert g.requires_grad == w.requires_grad
+    if len(got) == 3:
+        assert got[1] is got[2]   # one object, as in eager
 
 
 @pytest.mark.parametrize("fn", [u_ctx_across_break, u_ctx_returned], ids=lambda f: f.__name__)
-def test_value_kiln_cannot_rebuild_is_a_counted_fallback(fn, capsys):
+def test_grad_mode_object_rebuilt_after_the_graph(fn, capsys):
+    """torch.no_grad() / enable_grad() objects made while recording and kept
+    (a local across a break, a result) are rebuilt fresh: captured, as eager."""
+    ex = kiln.explain(fn)(torch.ones(2, requires_grad=True))
+    assert not any("cannot rebuild" in b.reason for b in ex.breaks), ex
+    assert ex.graphs
+    cf = kiln.compile(fn)
+    for _ in range(3):
+        _compare(cf, fn, torch.randn(2, requires_grad=True))
+
+
+def test_value_kiln_cannot_rebuild_is_a_counted_fallback(capsys):
     """Unsupported, not an internal error: the code runs as Python (as eager),
     the reason is a graph break, and the fallback is cached (no re-recording)."""
+    fn = u_set_grad_object
     ex = kiln.explain(fn)(torch.ones(2, requires_grad=True))
     assert any("cannot rebuild" in b.reason for b in ex.breaks), ex
+    assert torch.is_grad_enabled()
     cf = kiln.compile(fn)
     cf(torch.randn(2, requires_grad=True))
     rec0 = kiln._C.capture_stats().get("segments_recorded", 0)
     for _ in range(3):
-        x = torch.randn(2, requires_grad=True)
-        got, want = cf(x), fn(x)
-        g = got[0] if isinstance(got, tuple) else got
-        w = want[0] if isinstance(want, tuple) else want
-        torch.testing.assert_close(g, w)
-        assert g.requires_grad == w.requires_grad
-        if isinstance(got, tuple):
-            assert type(got[1]) is type(want[1])
+        _compare(cf, fn, torch.randn(2, requires_grad=True))
+        assert torch.is_grad_enabled()
     assert kiln._C.capture_stats().get("segments_recorded", 0) == rec0
