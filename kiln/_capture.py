@@ -318,7 +318,8 @@ def _classify(f):
     if f in _COMPILING_QUERIES:
         return 5
     if isinstance(f, functools.partial):
-        return 4
+        # a subclass that redefines __call__ is not a partial application
+        return 4 if type(f).__call__ is functools.partial.__call__ else 0
     if f in _NOT_GRAPH:
         return 0
     if f in _PURE_TORCH:

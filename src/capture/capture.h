@@ -188,6 +188,8 @@ typedef struct kn_seg {
     int term, term_off, term_next, term_target, term_arg;
     PyObject *kwnames;           /* KN_T_CALL */
     int hits;
+    int writes;                  /* the graph writes one of its tensor inputs (or may): if it
+                                    raises, the segment cannot re-run as Python */
 } kn_seg;
 
 typedef struct {

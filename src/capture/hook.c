@@ -301,6 +301,16 @@ fallback(PyThreadState *ts, _PyInterpreterFrame *f, int off)
     return _PyEval_EvalFrameDefault(ts, f, 0);
 }
 
+/* CPython takes frame f over with the pending exception raised by the
+ * instruction at off: the frame's own handlers (try/except/with) see it. */
+static PyObject *
+raise_at(PyThreadState *ts, _PyInterpreterFrame *f, int off)
+{
+    frame_release(ts);
+    f->prev_instr = _PyCode_CODE(f->f_code) + off;
+    return _PyEval_EvalFrameDefault(ts, f, 1);
+}
+
 /* While kiln itself calls out on behalf of frame f (a call it could not
  * record, the graph, the replay), f is the thread's current Python frame, as
  * under CPython: zero-argument super(), sys._getframe(), locals(), warnings'
@@ -960,12 +970,20 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
         frame_unlink(ts, prev);
         release_vals(seg, vals);
         if (rc == -2) {
+            handed = 1;
+            if (seg->writes) {
+                /* the graph raised after it may have written its inputs: running
+                 * the segment as Python would write them twice.  Its exception
+                 * is raised in the frame, at the segment's first instruction */
+                stat_add("graph_errors_raised", 1);
+                result = raise_at(ts, f, seg->offset);
+                goto out;
+            }
             /* the graph raised: run the segment as Python, so the exception
              * comes from the user's own line and reaches their handlers */
             PyErr_Clear();
             stat_add("graph_errors_replayed", 1);
             result = fallback(ts, f, seg->offset);
-            handed = 1;
             goto out;
         }
         if (rc < 0) {

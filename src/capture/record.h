@@ -116,6 +116,7 @@ typedef struct {
     int nops;                /* op nodes in the graph */
     int steps;               /* instruction budget */
     char reason[300];
+    int unrebuildable;       /* 1 + the kind of a value finish cannot rebuild after the graph; 0 none */
     PyCodeObject *break_code;
     int break_pc;
     int grad_start, grad_cur;

@@ -1384,7 +1384,10 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         if (PyObject_IsInstance(fn->obj, kn_cenv.nn_module) == 1)
             return module_call(r, fr, fn, args, nargs, kwnames, out);
         {
-            PyObject *c = _PyType_Lookup(Py_TYPE(fn->obj), PyUnicode_FromString("__call__"));
+            static PyObject *s_call;   /* interned once; a fresh string per call leaked */
+            if (s_call == NULL && (s_call = PyUnicode_InternFromString("__call__")) == NULL)
+                return KN_FAIL;
+            PyObject *c = _PyType_Lookup(Py_TYPE(fn->obj), s_call);
             PyErr_Clear();
             if (c && PyFunction_Check(c)) {
                 kn_val *cv = kn_v_const(r, c);
@@ -1518,7 +1521,11 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         PyObject *pf = PyObject_GetAttrString(f, "func"), *pa = PyObject_GetAttrString(f, "args"),
                  *pk = PyObject_GetAttrString(f, "keywords");
         int rc = KN_ERR;
-        if (pf && pa && pk && PyDict_Check(pk)) {
+        if (pf == NULL || pa == NULL || pk == NULL || !PyTuple_Check(pa) || !PyDict_Check(pk)) {
+            /* a partial (or subclass) whose parts are not what functools makes */
+            PyErr_Clear();
+            rc = kn_brk(r, "functools.partial whose args/keywords are not a tuple/dict");
+        } else {
             Py_ssize_t na = PyTuple_GET_SIZE(pa), nk = PyDict_GET_SIZE(pk);
             int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
             if (na + nargs + nk > 64) {

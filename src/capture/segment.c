@@ -8,7 +8,9 @@
  * closures with real cells, views rebuilt from the tensor they view so that
  * aliasing is as in eager; never a fake value), its sources and guards, and
  * the terminal action.  kn_record drives recordings, restarting one when a break
- * inside an inlined call makes that call site run for real.
+ * inside an inlined call makes that call site run for real; a recording
+ * holding a value the replay cannot rebuild becomes a segment that runs the
+ * code as Python under the recording's guards (a counted graph break).
  */
 #include "capture/record.h"
 
@@ -210,6 +212,15 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
             if (emit_val(r, e, v->items[i]) < 0)
                 return -1;
         return emit(e, KN_P_SLICE, 0);
+    case V_CTX:   /* torch.no_grad() / torch.enable_grad() made, not entered: a fresh one */
+        if (v->entered || (v->mode != 0 && v->mode != 1))
+            break;
+        if (v->tmp)
+            return emit(e, KN_P_TMP_GET, v->tmp - 1);
+        if (emit_const(e, v->mode ? kn_cenv.enable_grad : kn_cenv.no_grad) < 0 || emit(e, KN_P_CALL, 0) < 0)
+            return -1;
+        v->tmp = ++e->ntmp;
+        return emit(e, KN_P_TMP_SET, v->tmp - 1);
     case V_SUPER:   /* super() kept across a break: super(cls, self) */
         if (v->obj == NULL || v->self == NULL)
             break;
@@ -294,6 +305,7 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
         break;
     }
 unsupported:
+    r->unrebuildable = 1 + v->kind;
     PyErr_Format(PyExc_NotImplementedError, "kiln: cannot rebuild a value of kind %d after the graph", v->kind);
     return -1;
 }
@@ -322,6 +334,46 @@ placeholder_fakes(kn_rec *r)
     if (out && PyList_GET_SIZE(out) != r->ninputs && PyList_SetSlice(out, 0, PyList_GET_SIZE(out), NULL) < 0)
         Py_CLEAR(out);   /* not one per input: every input counts as written */
     return out;
+}
+
+/* 1 when the graph writes one of its tensor inputs: a placeholder's fake
+ * tensor whose version moved while recording, or one kiln cannot see (None:
+ * counted as written).  Non-tensor inputs are never written. */
+static int
+inputs_written(PyObject *fakes)
+{
+    if (fakes == NULL || PyList_GET_SIZE(fakes) == 0)
+        return 1;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(fakes); k++) {
+        PyObject *f = PyList_GET_ITEM(fakes, k);
+        if (f == Py_None)
+            return 1;
+        PyObject *ver = PyObject_GetAttrString(f, "_version");
+        if (ver == NULL) {
+            PyErr_Clear();   /* not a tensor */
+            continue;
+        }
+        int moved = !PyLong_Check(ver) || PyLong_AsLong(ver) != 0;
+        Py_DECREF(ver);
+        PyErr_Clear();
+        if (moved)
+            return 1;
+    }
+    return 0;
+}
+
+/* The recording's sources and guards move into the segment. */
+static void
+take_guards(kn_seg *seg, kn_rec *r)
+{
+    seg->srcs = r->srcs;
+    seg->nsrc = r->nsrc;
+    r->srcs = NULL;
+    r->nsrc = 0;
+    seg->guards = r->guards;
+    seg->nguard = r->nguard;
+    r->guards = NULL;
+    r->nguard = 0;
 }
 
 /* Build the segment: outputs, replay program, compiled graph. */
@@ -473,23 +525,20 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
             goto error;
     }
     /* ... and inputs the graph writes to overlap the same inputs, the same way, as now */
-    if (seg->graph && r->ninputs > 1) {
-        PyObject *fakes = placeholder_fakes(r), *facts = fakes ? kn_alias_facts(r->inputs, r->ninputs, r->examples, fakes) : NULL;
+    if (seg->graph) {
+        PyObject *fakes = placeholder_fakes(r), *facts = NULL;
+        if (fakes == NULL)
+            goto error;
+        seg->writes = r->ninputs > 0 && inputs_written(fakes);
+        if (r->ninputs > 1)
+            facts = kn_alias_facts(r->inputs, r->ninputs, r->examples, fakes);
         int rc = facts ? kn_guard_add(r, KN_G_ALIAS, -1, facts, NULL, NULL, NULL, 0) : PyErr_Occurred() ? -1 : 0;
-        Py_XDECREF(fakes);
+        Py_DECREF(fakes);
         Py_XDECREF(facts);
         if (rc < 0)
             goto error;
     }
-    /* sources and guards move into the segment */
-    seg->srcs = r->srcs;
-    seg->nsrc = r->nsrc;
-    r->srcs = NULL;
-    r->nsrc = 0;
-    seg->guards = r->guards;
-    seg->nguard = r->nguard;
-    r->guards = NULL;
-    r->nguard = 0;
+    take_guards(seg, r);
     if (seg->graph) {
         seg->inputs = r->inputs;
         seg->ninput = r->ninputs;
@@ -508,6 +557,32 @@ error:
         kn_seg_free(seg);
     }
     return NULL;
+}
+
+/* A segment that hands the frame to CPython at offset, under the
+ * recording's guards: for a recording whose values kiln cannot rebuild after
+ * the graph (unsupported, not a kiln bug: counted as a graph break). */
+static void note_break(kn_rec *r, PyCodeObject *code, int pc);
+
+static kn_seg *
+python_segment(kn_rec *r, PyCodeObject *code, int offset)
+{
+    snprintf(r->reason, sizeof r->reason,
+             "a value kiln cannot rebuild after the graph (kind %d): this code runs as Python",
+             r->unrebuildable - 1);
+    note_break(r, code, offset);
+    kn_seg *seg = PyMem_Calloc(1, sizeof *seg);
+    if (seg == NULL)
+        return (kn_seg *)PyErr_NoMemory();
+    if ((seg->consts = PyList_New(0)) == NULL) {
+        PyMem_Free(seg);
+        return NULL;
+    }
+    seg->offset = offset;
+    seg->term = KN_T_FALLBACK;
+    seg->term_off = offset;
+    take_guards(seg, r);
+    return seg;
 }
 
 /* ------------------------------------------------------------------ entry */
@@ -786,9 +861,9 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
             if (et)
                 PyErr_SetRaisedException_compat(et);
         }
-        if (seg == NULL) {
-            rec_free(r);
-            break;
+        if (seg == NULL && r->unrebuildable && PyErr_ExceptionMatches(PyExc_NotImplementedError)) {
+            PyErr_Clear();
+            seg = python_segment(r, code, offset);
         }
         rec_free(r);
         break;
