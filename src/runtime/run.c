@@ -865,7 +865,7 @@ poll_errors(ProgramObject *self, int synchronized)
                 return -1;
             sl->pending = rc == 0;
         }
-        if (rc == 0 && synchronized && sl->dirty && !sl->pending) {
+        if ((rc == 0 || !err[0]) && synchronized && sl->dirty && !sl->pending) {
             void *p;
             if (data_ptr(sl->dev, &p) < 0 || kn_cuda_read_now(p, err) < 0)
                 return -1;
