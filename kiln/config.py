@@ -19,10 +19,13 @@ KILN_CUDA_ROW_REGISTERS  0: CUDA row kernels (softmax, norms) loop over their ro
                  (default 1: a row that fits is loaded once, as vectors, into registers)
 KILN_CUDA_EMULATE  1: graphs on the CPU compile through the CUDA renderer and run
                  on kiln's CPU emulation of CUDA (a test tool: kiln/cuda_emulator.py)
-KILN_CUDA_INDEX_ERRORS  0: on a GPU, kernels still clamp bad indices (never a read out of
-                 bounds) but calls do not wait to read the device's error record
-                 (default 1: one small read per call of a graph that indexes, which
-                 raises IndexError/RuntimeError as eager does)
+KILN_CUDA_INDEX_ERRORS  how a GPU graph whose kernels check indices (and integer division
+                 by zero) reports a violation, raising IndexError/RuntimeError as eager
+                 does: async (default: the record is copied back without a wait and
+                 raised at the graph's next call, as CUDA's own errors surface late),
+                 sync (each call waits for the stream and raises at that call), or
+                 off/0 (kernels still clamp, never reading out of bounds; nothing is
+                 read or raised)
 KILN_CC_TIMEOUT  seconds a C compiler run may take before it is killed and the graph
                  runs eagerly with a warning (default 600; 0: no limit)
 """
@@ -35,9 +38,22 @@ cuda_emulate = os.environ.get("KILN_CUDA_EMULATE", "") not in ("", "0")
 # -fwrapv: integer overflow wraps as in torch; no -ffast-math: NaN and inf
 # keep torch's semantics.
 cflags = "-O3 -march=native -fopenmp -fPIC -fno-math-errno -fno-trapping-math -fwrapv -w"
-# GPU graphs whose kernels index with tensor values read the device's error
-# record once per call (a wait for the stream) and raise as eager does
-cuda_index_errors = os.environ.get("KILN_CUDA_INDEX_ERRORS", "1") not in ("0", "")
+# GPU graphs whose kernels index with tensor values: how their error record
+# is read ("async", "sync" or "off"; read when a graph is loaded, see
+# runtime/run.c).  "1" (the old on) is "async".
+def _index_errors_mode(v):
+    v = v.strip().lower()
+    if v in ("", "0", "off", "false", "no"):
+        return "off"
+    if v in ("sync", "async"):
+        return v
+    if v not in ("1", "on", "true", "yes"):
+        import warnings
+        warnings.warn(f"kiln: KILN_CUDA_INDEX_ERRORS={v!r} is not async, sync or off: using async")
+    return "async"
+
+
+cuda_index_errors = _index_errors_mode(os.environ.get("KILN_CUDA_INDEX_ERRORS", "async"))
 # a compiler process (gcc with its cc1/as/ld children) still running after
 # this many seconds is killed: CompilerError, and the graph runs eagerly
 try:

@@ -179,6 +179,8 @@ def test_sign_of_nan_and_signed_zero_fmax_fmin_match_eager():
 @pytest.fixture
 def emulate(monkeypatch):
     monkeypatch.setattr(kiln.config, "cuda_emulate", True)
+    # raise at the call that failed, as the CPU does (the async default is tested apart)
+    monkeypatch.setattr(kiln.config, "cuda_index_errors", "sync")
     kiln.reset()
     yield
     kiln.reset()
@@ -321,3 +323,83 @@ def test_a_full_disk_leaves_no_partial_files(tmp_path):
     assert "OSError" in out.stdout, out.stdout + out.stderr
     left = [f for f in glob.glob(os.path.join(cache, "**", "*"), recursive=True) if os.path.isfile(f)]
     assert left == [], left
+
+
+# ------------------------------------------------- GPU error record: the modes
+# config.cuda_index_errors: "async" (default: a GPU call queues a copy of its
+# error record and the violation is raised at the next call, without a wait),
+# "sync" (a wait per call, raised at that call), "off" (clamp, nothing read).
+# The emulator keeps its record as the GPU's async path does.
+def _emulated(monkeypatch, mode, fn, good=None):
+    monkeypatch.setattr(kiln.config, "cuda_emulate", True)
+    monkeypatch.setattr(kiln.config, "cuda_index_errors", mode)
+    kiln.reset()
+    from torch.fx.experimental.proxy_tensor import make_fx
+    good = torch.tensor([1, 0, 9]) if good is None else good
+    cg = backends.compile_graph(make_fx(fn)(good), [good])
+    assert cg.kiln_stats.get("kernels"), "the index op did not run in a kiln kernel"
+    return cg, good
+
+
+EMB = lambda i: F.embedding(i, W) * 2  # noqa: E731
+
+
+def test_async_index_errors_raise_at_the_next_call_saying_so(monkeypatch):
+    cg, good = _emulated(monkeypatch, "async", EMB)
+    torch.testing.assert_close(cg.run(good), EMB(good))
+    cg.run(torch.tensor([1, 12, 2]))          # queued: returns (clamped), no raise
+    with pytest.raises(IndexError) as info:
+        cg.run(good)                          # the next call raises it
+    msg = str(info.value)
+    assert msg.startswith("index out of range in self (kiln: "), msg
+    assert "earlier call" in msg and "embedding" in msg and "KILN_CUDA_INDEX_ERRORS=sync" in msg, msg
+    torch.testing.assert_close(cg.run(good), EMB(good))   # raised once, then clear
+    torch.testing.assert_close(cg.run(good), EMB(good))
+
+
+def test_async_index_errors_raise_before_the_next_call_runs_and_from_check_errors(monkeypatch):
+    fn = lambda i: torch.gather(W, 0, i.view(-1, 1).expand(-1, 3)) + 1  # noqa: E731
+    cg, good = _emulated(monkeypatch, "async", fn)
+    cg.program.check_errors()                 # nothing recorded: no raise
+    cg.run(torch.tensor([1, 10, 2]))
+    with pytest.raises(RuntimeError, match=r"^index 10 is out of bounds for dimension 0 with size 10 \(kiln: .*gather"):
+        cg.run(torch.tensor([1, -20, 2]))     # raises the earlier call's, before running
+    cg.run(torch.tensor([1, -20, 2]))
+    with pytest.raises(RuntimeError, match=r"^index -20 is out of bounds"):
+        cg.program.check_errors(True)         # the synchronize-point check
+    cg.program.check_errors()
+    torch.testing.assert_close(cg.run(good), fn(good))
+
+
+def test_sync_index_errors_raise_at_the_failing_call(monkeypatch):
+    cg, good = _emulated(monkeypatch, "sync", EMB)
+    with pytest.raises(IndexError, match=r"^index out of range in self$"):
+        cg.run(torch.tensor([1, 12, 2]))
+    torch.testing.assert_close(cg.run(good), EMB(good))
+    cg.program.check_errors()
+
+
+def test_index_errors_off_clamps_and_never_raises(monkeypatch):
+    cg, good = _emulated(monkeypatch, "off", EMB)
+    for bad in (12, 10**9, -20):
+        out = cg.run(torch.tensor([1, bad, 2]))
+        assert out.shape == (3, 3) and torch.isfinite(out).all()   # clamped: no read out of bounds
+    torch.testing.assert_close(cg.run(good), EMB(good))
+    cg.program.check_errors(True)
+
+
+@pytest.mark.parametrize("env,mode", [(None, "async"), ("async", "async"), ("sync", "sync"), ("0", "off"),
+                                      ("off", "off"), ("1", "async")])
+def test_cuda_index_errors_knob_reads_its_environment_variable(env, mode):
+    e = dict(os.environ)
+    e.pop("KILN_CUDA_INDEX_ERRORS", None)
+    if env is not None:
+        e["KILN_CUDA_INDEX_ERRORS"] = env
+    out = subprocess.run([sys.executable, "-c", "import kiln.config as c; print(c.cuda_index_errors)"],
+                         env=e, capture_output=True, text=True, check=True).stdout.strip()
+    assert out == mode
+
+
+def test_an_unknown_index_errors_mode_is_a_user_error(monkeypatch):
+    with pytest.raises(ValueError, match="cuda_index_errors"):
+        _emulated(monkeypatch, "sometimes", EMB)

@@ -7,7 +7,10 @@
  * compose with CUDA graph capture.
  *
  * It also clears and reads back a program's error record (a few bytes of
- * device memory its index-checking kernels write; see runtime/run.c).
+ * device memory its index-checking kernels write; see runtime/run.c): with a
+ * wait for the stream (sync mode), or as a copy into pinned host memory and
+ * an event, both queued on the stream and looked at later without a wait
+ * (async mode, the default).
  *
  * Nothing is linked: libcuda.so.1 and libnvrtc are opened with dlopen (the
  * NVRTC path comes from kiln/cuda.py, which finds the copy torch's CUDA build
@@ -497,6 +500,16 @@ static struct {
     CUresult (*dtoh)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*sync)(CUstream);
     CUresult (*capturing)(CUstream, int *);
+    /* the asynchronous read (config.cuda_index_errors "async"): a pinned
+       host copy of the record and an event after the copy */
+    CUresult (*dtoh_now)(void *, CUdeviceptr, size_t);
+    CUresult (*hostalloc)(void **, size_t, unsigned);
+    CUresult (*freehost)(void *);
+    CUresult (*evcreate)(CUevent *, unsigned);
+    CUresult (*evrecord)(CUevent, CUstream);
+    CUresult (*evquery)(CUevent);
+    CUresult (*evsync)(CUevent);
+    CUresult (*evdestroy)(CUevent);
     int ready; /* 1 loaded, -1 missing */
 } er;
 
@@ -505,7 +518,8 @@ errors_load(void)
 {
     if (er.ready < 0)
         PyErr_SetString(PyExc_RuntimeError,
-                        "kiln: the CUDA driver lacks cuMemsetD8Async, cuMemcpyDtoHAsync or cuStreamIsCapturing");
+                        "kiln: the CUDA driver lacks an entry point of the error record (cuMemsetD8Async, "
+                        "cuMemcpyDtoHAsync_v2, cuStreamIsCapturing, cuMemHostAlloc, cuEvent*)");
     if (er.ready)
         return er.ready;
     void *lc = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -515,7 +529,18 @@ errors_load(void)
     *(void **)&er.dtoh = dlsym(lc, "cuMemcpyDtoHAsync_v2");
     *(void **)&er.sync = dlsym(lc, "cuStreamSynchronize");
     *(void **)&er.capturing = dlsym(lc, "cuStreamIsCapturing");
-    er.ready = er.memset8 && er.dtoh && er.sync && er.capturing ? 1 : -1;
+    *(void **)&er.dtoh_now = dlsym(lc, "cuMemcpyDtoH_v2");
+    *(void **)&er.hostalloc = dlsym(lc, "cuMemHostAlloc");
+    *(void **)&er.freehost = dlsym(lc, "cuMemFreeHost");
+    *(void **)&er.evcreate = dlsym(lc, "cuEventCreate");
+    *(void **)&er.evrecord = dlsym(lc, "cuEventRecord");
+    *(void **)&er.evquery = dlsym(lc, "cuEventQuery");
+    *(void **)&er.evsync = dlsym(lc, "cuEventSynchronize");
+    *(void **)&er.evdestroy = dlsym(lc, "cuEventDestroy_v2");
+    er.ready = er.memset8 && er.dtoh && er.sync && er.capturing && er.dtoh_now && er.hostalloc && er.freehost && er.evcreate &&
+                       er.evrecord && er.evquery && er.evsync && er.evdestroy
+                   ? 1
+                   : -1;
     return er.ready < 0 ? errors_load() : 1;
 }
 
@@ -554,6 +579,116 @@ kn_cuda_read_error(void *dptr, int64_t *host, uintptr_t stream)
     if (cu_check(r, "reading the kernels' error record") < 0)
         return -1;
     return host[0] ? kn_cuda_clear(dptr, 3 * sizeof(int64_t), stream) : 0;
+}
+
+/* 1 when `stream` is being captured into a CUDA graph, 0 when not, -1
+   with a Python error. */
+int
+kn_cuda_capturing(uintptr_t stream)
+{
+    if (errors_load() < 0)
+        return -1;
+    int status = 0;
+    if (cu_check(er.capturing((CUstream)stream, &status), "cuStreamIsCapturing") < 0)
+        return -1;
+    return status != 0;
+}
+
+/* The asynchronous read of an error record: a pinned host copy of it and
+   an event recorded on the stream after the copy.  post() queues the copy
+   and the event (no wait); poll() looks at the copy only once the event has
+   completed (cuEventQuery, no wait). */
+#define CUDA_ERROR_NOT_READY 600
+#define CU_EVENT_DISABLE_TIMING 0x2
+#define CU_MEMHOSTALLOC_PORTABLE 0x1
+typedef struct {
+    int64_t *host; /* int64[3], pinned */
+    CUevent done;  /* recorded after the copy */
+} kn_errcopy;
+
+void *kn_cuda_errcopy_new(void);
+void kn_cuda_errcopy_free(void *c);
+int kn_cuda_errcopy_post(void *c, void *dptr, uintptr_t stream);
+int kn_cuda_errcopy_poll(void *c, int64_t *out);
+
+void *
+kn_cuda_errcopy_new(void)
+{
+    if (errors_load() < 0)
+        return NULL;
+    kn_errcopy *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return PyErr_NoMemory();
+    if (cu_check(er.hostalloc((void **)&c->host, 3 * sizeof(int64_t), CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc") <
+        0) {
+        free(c);
+        return NULL;
+    }
+    memset(c->host, 0, 3 * sizeof(int64_t));
+    if (cu_check(er.evcreate(&c->done, CU_EVENT_DISABLE_TIMING), "cuEventCreate") < 0) {
+        er.freehost(c->host);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Waits for a copy still in flight (a program freed right after a call),
+   then frees; driver errors here (at exit) are ignored. */
+void
+kn_cuda_errcopy_free(void *p)
+{
+    kn_errcopy *c = p;
+    if (c == NULL)
+        return;
+    er.evsync(c->done);
+    er.evdestroy(c->done);
+    er.freehost(c->host);
+    free(c);
+}
+
+/* Queue on `stream`: the device record at dptr into the pinned copy, then
+   the event.  The device record is not cleared: kernels keep its first
+   violation (kn_flag), so a later copy still carries it. */
+int
+kn_cuda_errcopy_post(void *p, void *dptr, uintptr_t stream)
+{
+    kn_errcopy *c = p;
+    if (cu_check(er.dtoh(c->host, (CUdeviceptr)(uintptr_t)dptr, 3 * sizeof(int64_t), (CUstream)stream),
+                 "cuMemcpyDtoHAsync") < 0)
+        return -1;
+    return cu_check(er.evrecord(c->done, (CUstream)stream), "cuEventRecord");
+}
+
+/* 0: the copy has not completed yet; 1: it has, and *out holds it (the
+   pinned copy is zeroed); -1 with a Python error. */
+int
+kn_cuda_errcopy_poll(void *p, int64_t *out)
+{
+    kn_errcopy *c = p;
+    CUresult r = er.evquery(c->done);
+    if (r == CUDA_ERROR_NOT_READY)
+        return 0;
+    if (cu_check(r, "cuEventQuery") < 0)
+        return -1;
+    memcpy(out, c->host, 3 * sizeof(int64_t));
+    memset(c->host, 0, 3 * sizeof(int64_t));
+    return 1;
+}
+
+/* Read an error record (int64[3] at dptr) now, for a caller that has
+   waited for the device (a synchronous copy: it does not clear the record). */
+int kn_cuda_read_now(void *dptr, int64_t *host);
+int
+kn_cuda_read_now(void *dptr, int64_t *host)
+{
+    if (errors_load() < 0)
+        return -1;
+    CUresult r;
+    Py_BEGIN_ALLOW_THREADS
+    r = er.dtoh_now(host, (CUdeviceptr)(uintptr_t)dptr, 3 * sizeof(int64_t));
+    Py_END_ALLOW_THREADS
+    return cu_check(r, "reading the kernels' error record");
 }
 
 int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);

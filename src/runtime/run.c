@@ -8,7 +8,12 @@
  * with an array of data pointers (and, after them, the call's error record:
  * a kernel that meets an index out of range or an integer division by zero
  * records it there, and the loop raises it after that kernel as ATen would;
- * on a GPU the device's record is read once at the end of the call), call
+ * on a GPU the record lives on the device, one per (program, stream), and by
+ * default (config.cuda_index_errors "async") the end of a call only queues a
+ * copy of it into pinned host memory and an event: the copy is looked at,
+ * without a wait, when the program is next called or check_errors() is
+ * called, which raises it as CUDA raises its own asynchronous errors; "sync"
+ * waits for the stream at the end of each call and raises there), call
  * ATen for externs, release buffers after their last use, and return the
  * outputs as a list.
  */
@@ -52,6 +57,12 @@ kn_py_set_fast_runtime(PyObject *self, PyObject *args)
 }
 int kn_cuda_is_module(PyObject *o);
 void *kn_cuda_function(PyObject *mod, const char *name);
+int kn_cuda_capturing(uintptr_t stream);
+void *kn_cuda_errcopy_new(void);
+void kn_cuda_errcopy_free(void *c);
+int kn_cuda_errcopy_post(void *c, void *dptr, uintptr_t stream);
+int kn_cuda_errcopy_poll(void *c, int64_t *out);
+int kn_cuda_read_now(void *dptr, int64_t *host);
 int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);
 int kn_cuda_time_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params, int reps,
                         float *ms);
@@ -227,6 +238,23 @@ typedef struct {
     int repacks;               /* packs after the first: a weight that keeps changing */
 } rstep;
 
+/* How a GPU program's error record is read (config.cuda_index_errors). */
+enum { KN_ERRS_OFF = 0, KN_ERRS_SYNC = 1, KN_ERRS_ASYNC = 2 };
+
+/* A program's error record on one stream: kernels launched on that stream
+   write it (so calls on different streams never share one).  A record made
+   while the stream was being captured into a CUDA graph belongs to the graph
+   (its replays write it) and is never read. */
+typedef struct {
+    uintptr_t stream;
+    int captured;
+    PyObject *dev;  /* int64[3] on the device */
+    void *copy;     /* async: pinned host copy + event (cuda.c), or NULL */
+    int pending;    /* async: a copy is queued and not yet looked at */
+    int dirty;      /* async: kernels ran after the last queued copy */
+    int clear;      /* dev holds a violation already raised: zero it at the next call on its stream */
+} errslot;
+
 typedef struct {
     PyObject_HEAD
     PyObject *desc;            /* keeps borrowed objects alive */
@@ -267,8 +295,10 @@ typedef struct {
     int *knparams;
     int **kparams;
     int checks;                /* CUDA: some kernel takes the error record (index nbufs) */
-    int read_errors;           /* CUDA: read it after each call (config.cuda_index_errors) */
-    PyObject *errdev;          /* CUDA: that record on the device (int64[3] tensor), or NULL */
+    int err_mode;              /* CUDA: KN_ERRS_* (config.cuda_index_errors, read at load) */
+    errslot *errs;             /* CUDA: the error records, one per stream the program ran on */
+    int nerrs;
+    int64_t emu_err[3];        /* emulated "async": a violation raised at the next call */
     /* host_profile(True): CPU time per step, [2 * step] allocation and
        [2 * step + 1] the step itself (ns, summed over calls) */
     int64_t *host_ns;
@@ -336,7 +366,11 @@ program_dealloc(ProgramObject *self)
     Py_XDECREF(self->arena_cache);
     Py_XDECREF(self->device_index);
     Py_XDECREF(self->cumod);
-    Py_XDECREF(self->errdev);
+    for (int e = 0; e < self->nerrs; e++) {
+        kn_cuda_errcopy_free(self->errs[e].copy);
+        Py_XDECREF(self->errs[e].dev);
+    }
+    free(self->errs);
     for (int d = 0; d < KN_NDTYPES; d++)
         Py_XDECREF(self->kw[d]);
     if (self->kparams)
@@ -563,6 +597,36 @@ program_load(ProgramObject *self, PyObject *lib)
     Py_RETURN_NONE;
 }
 
+/* How calls read the error record: config.cuda_index_errors, "async",
+   "sync" or "off" (a bool: True "async", False "off").  -1 with an error. */
+static int
+error_mode(void)
+{
+    PyObject *cfg = PyImport_ImportModule("kiln.config");
+    PyObject *rd = cfg ? PyObject_GetAttrString(cfg, "cuda_index_errors") : NULL;
+    Py_XDECREF(cfg);
+    if (rd == NULL)
+        return -1;
+    int mode = -1;
+    if (PyUnicode_Check(rd)) {
+        const char *m = PyUnicode_AsUTF8(rd);
+        if (m && (!strcmp(m, "async") || !strcmp(m, "1")))
+            mode = KN_ERRS_ASYNC;
+        else if (m && !strcmp(m, "sync"))
+            mode = KN_ERRS_SYNC;
+        else if (m && (!strcmp(m, "off") || !strcmp(m, "0") || !*m))
+            mode = KN_ERRS_OFF;
+        else if (m)
+            PyErr_Format(PyExc_ValueError, "kiln: config.cuda_index_errors is %R: use \"async\", \"sync\" or \"off\"",
+                         rd);
+    } else {
+        int t = PyObject_IsTrue(rd);
+        mode = t < 0 ? -1 : t ? KN_ERRS_ASYNC : KN_ERRS_OFF;
+    }
+    Py_DECREF(rd);
+    return mode;
+}
+
 /* load_cuda(module, device, device_index): bind the kernels of a loaded
    kiln._C.CudaModule; allocations go to `device` (a torch.device). */
 static PyObject *
@@ -585,13 +649,7 @@ program_load_cuda(ProgramObject *self, PyObject *args)
     const char *prefix = PyUnicode_AsUTF8(self->prefix);
     if (prefix == NULL)
         return NULL;
-    /* whether calls wait for the device to read its error record */
-    PyObject *cfg = PyImport_ImportModule("kiln.config");
-    PyObject *rd = cfg ? PyObject_GetAttrString(cfg, "cuda_index_errors") : NULL;
-    Py_XDECREF(cfg);
-    self->read_errors = rd ? PyObject_IsTrue(rd) : -1;
-    Py_XDECREF(rd);
-    if (self->read_errors < 0)
+    if ((self->err_mode = error_mode()) < 0)
         return NULL;
     void **fns = calloc((size_t)self->nkernels + 1, sizeof(void *));
     if (fns == NULL)
@@ -673,41 +731,70 @@ program_load_emulated(ProgramObject *self, PyObject *args)
         }
         *(void **)&fns[k] = f;
     }
+    int mode = error_mode();
+    if (mode < 0) {
+        free(fns);
+        return NULL;
+    }
     free(self->emufns);
     self->emufns = fns;
     self->emulated = 1;
+    self->err_mode = mode;
     Py_XSETREF(self->library, Py_NewRef(lib));
     Py_RETURN_NONE;
 }
 
 /* ---------------------------------------------------------------- calling */
-/* Raise what a kernel recorded in the call's error record, as ATen words
-   it (codes: kiln.h KN_E_*).  Returns -1. */
+/* Raise what a kernel recorded in an error record, as ATen words it
+   (codes: kiln.h KN_E_*), followed by `after`.  Returns -1. */
 static int
-raise_kernel_error(const int64_t *err)
+raise_kernel_error_as(const int64_t *err, const char *after)
 {
     int kind = (int)(err[0] & 0xff), dim = (int)((err[0] >> 8) & 0xff);
     switch (kind) {
     case KN_E_INDEX_SELF:
-        PyErr_SetString(PyExc_IndexError, "index out of range in self");
+        PyErr_Format(PyExc_IndexError, "index out of range in self%s", after);
         break;
     case KN_E_INDEX:
     case KN_E_GATHER:
         PyErr_Format(kind == KN_E_INDEX ? PyExc_IndexError : PyExc_RuntimeError,
-                     "index %lld is out of bounds for dimension %d with size %lld", (long long)err[1], dim,
-                     (long long)err[2]);
+                     "index %lld is out of bounds for dimension %d with size %lld%s", (long long)err[1], dim,
+                     (long long)err[2], after);
         break;
     case KN_E_ZERODIV:
-        PyErr_SetString(PyExc_RuntimeError, "ZeroDivisionError");
+        PyErr_Format(PyExc_RuntimeError, "ZeroDivisionError%s", after);
         break;
     case KN_E_DATA_BOUNDS:
-        PyErr_Format(PyExc_RuntimeError, "INDICES element is out of DATA bounds, id=%lld axis_dim=%lld",
-                     (long long)err[1], (long long)err[2]);
+        PyErr_Format(PyExc_RuntimeError, "INDICES element is out of DATA bounds, id=%lld axis_dim=%lld%s",
+                     (long long)err[1], (long long)err[2], after);
         break;
     default:
         PyErr_Format(PyExc_RuntimeError, "kiln: internal error: kernel error code %lld", (long long)err[0]);
     }
     return -1;
+}
+
+static int
+raise_kernel_error(const int64_t *err)
+{
+    return raise_kernel_error_as(err, "");
+}
+
+/* A violation found after its call returned (config.cuda_index_errors
+   "async"): the same exception, saying where it came from. */
+static int
+raise_deferred_error(const int64_t *err)
+{
+    static const char *ops[] = {"?", "embedding or index_select", "indexing (tensor[index])", "gather",
+                                "integer division", "index_select"};
+    int kind = (int)(err[0] & 0xff);
+    char after[400];
+    snprintf(after, sizeof after,
+             " (kiln: found by %s in a kernel of an earlier call of this compiled graph on the GPU; as with CUDA's "
+             "own errors it is reported asynchronously, at a later call: KILN_CUDA_INDEX_ERRORS=sync raises it at "
+             "the call that failed)",
+             ops[kind >= 1 && kind <= 5 ? kind : 0]);
+    return raise_kernel_error_as(err, after);
 }
 
 static int data_ptr(PyObject *t, void **out);
@@ -725,6 +812,74 @@ new_error_record(ProgramObject *self, uintptr_t stream)
         return NULL;
     }
     return t;
+}
+
+/* The program's error record on `stream` (made on first use). */
+static errslot *
+error_slot(ProgramObject *self, uintptr_t stream, int captured)
+{
+    for (int e = 0; e < self->nerrs; e++)
+        if (self->errs[e].stream == stream && self->errs[e].captured == captured)
+            return &self->errs[e];
+    errslot *es = realloc(self->errs, sizeof(errslot) * (size_t)(self->nerrs + 1));
+    if (es == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    self->errs = es;
+    errslot *sl = &es[self->nerrs];
+    memset(sl, 0, sizeof *sl);
+    sl->stream = stream;
+    sl->captured = captured;
+    /* under capture the zeroing is captured too: each replay starts clean */
+    if ((sl->dev = new_error_record(self, stream)) == NULL)
+        return NULL;
+    if (!captured && self->err_mode == KN_ERRS_ASYNC && (sl->copy = kn_cuda_errcopy_new()) == NULL) {
+        Py_CLEAR(sl->dev);
+        return NULL;
+    }
+    self->nerrs++;
+    return sl;
+}
+
+/* "async": raise a violation an earlier call recorded, if its copy has
+   arrived (no wait).  synchronized: the caller has waited for the device
+   (torch.cuda.synchronize), so records that kernels wrote after the last
+   queued copy are read too.  0, or -1 with the exception. */
+static int
+poll_errors(ProgramObject *self, int synchronized)
+{
+    int64_t err[3];
+    if (self->emulated && self->emu_err[0]) {
+        memcpy(err, self->emu_err, sizeof err);
+        memset(self->emu_err, 0, sizeof err);
+        return raise_deferred_error(err);
+    }
+    for (int e = 0; e < self->nerrs; e++) {
+        errslot *sl = &self->errs[e];
+        if (sl->captured || sl->copy == NULL || sl->clear)
+            continue;
+        int rc = 0;
+        if (sl->pending) {
+            if ((rc = kn_cuda_errcopy_poll(sl->copy, err)) < 0)
+                return -1;
+            sl->pending = rc == 0;
+        }
+        if ((rc == 0 || !err[0]) && synchronized && sl->dirty && !sl->pending) {
+            void *p;
+            if (data_ptr(sl->dev, &p) < 0 || kn_cuda_read_now(p, err) < 0)
+                return -1;
+            sl->dirty = 0;
+            rc = 1;
+        }
+        if (rc == 1 && err[0]) {
+            /* zeroed on the device at the next call on its stream */
+            sl->clear = 1;
+            sl->dirty = 0;
+            return raise_deferred_error(err);
+        }
+    }
+    return 0;
 }
 
 typedef struct {
@@ -1139,6 +1294,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     f.ptr[n] = err;
     PyObject *result = NULL, *arena = NULL;
     uintptr_t stream = 0;
+    int eslot = -1; /* CUDA: the index in errs of this call's error record */
     if (self->cuda && !self->emulated && self->nkernels > 0) {
         /* torch's current stream, read once per call (kiln/cuda.py sets the
            getter before any CUDA program gets kernels) */
@@ -1154,11 +1310,22 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         if (PyErr_Occurred())
             goto done;
         if (self->checks) {
-            if (self->errdev == NULL && (self->errdev = new_error_record(self, stream)) == NULL)
+            /* "async": first raise what an earlier call's kernels recorded */
+            int cap = self->err_mode == KN_ERRS_OFF ? 0 : kn_cuda_capturing(stream);
+            if (cap < 0 || (!cap && self->err_mode == KN_ERRS_ASYNC && poll_errors(self, 0) < 0))
                 goto done;
-            if (data_ptr(self->errdev, &f.ptr[n]) < 0)
+            errslot *sl = error_slot(self, stream, cap);
+            if (sl == NULL || data_ptr(sl->dev, &f.ptr[n]) < 0)
                 goto done;
+            if (sl->clear) {
+                if (kn_cuda_clear(f.ptr[n], 3 * sizeof(int64_t), stream) < 0)
+                    goto done;
+                sl->clear = 0;
+            }
+            eslot = (int)(sl - self->errs);
         }
+    } else if (self->emulated && self->checks && self->err_mode == KN_ERRS_ASYNC && poll_errors(self, 0) < 0) {
+        goto done;
     }
     for (int i = 0; i < n; i++) {
         rbuf *r = &self->bufs[i];
@@ -1228,7 +1395,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
                 Py_BEGIN_ALLOW_THREADS
                 ef(params, blocks, (unsigned)self->kthreads[k]);
                 Py_END_ALLOW_THREADS
-                if (err[0])
+                if (err[0] && self->err_mode == KN_ERRS_SYNC)
                     rc = raise_kernel_error(err);
             } else {
                 if (self->tune_reps > 0 && self->ktune[k] && self->ktunable[k])
@@ -1267,7 +1434,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     self->tune_reps = 0; /* a tuning run tunes once */
     /* CUDA: one read of the device's error record per call (a wait for the
        stream), only for programs whose kernels check indices */
-    if (self->errdev && !self->emulated && self->read_errors) {
+    if (eslot >= 0 && self->err_mode == KN_ERRS_SYNC) {
         int rc = kn_cuda_read_error(f.ptr[n], err, stream);
         if (rc < 0 || (rc == 0 && err[0] && raise_kernel_error(err) < 0))
             goto done;
@@ -1290,7 +1457,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         PyList_SET_ITEM(result, k, v);
     }
 done:
-    if (result == NULL && self->errdev && !self->emulated && self->read_errors && f.ptr[n] != (void *)err) {
+    if (result == NULL && eslot >= 0 && self->err_mode == KN_ERRS_SYNC) {
         /* a call that failed after its kernels were queued: clear what they
            may have recorded, so the next call does not raise it */
         PyObject *et, *ev, *tb;
@@ -1299,6 +1466,29 @@ done:
             PyErr_Clear();
         PyErr_Restore(et, ev, tb);
     }
+    if (eslot >= 0 && self->err_mode == KN_ERRS_ASYNC && !self->errs[eslot].captured) {
+        /* queue a copy of the record and an event after it, unless one is
+           still in flight: the record keeps its first violation, so the
+           next copy carries what this call's kernels recorded */
+        errslot *sl = &self->errs[eslot];
+        sl->dirty = 1;
+        if (!sl->pending) {
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            if (kn_cuda_errcopy_post(sl->copy, f.ptr[n], stream) == 0) {
+                sl->pending = 1;
+                sl->dirty = 0;
+                PyErr_Restore(et, ev, tb);
+            } else if (et == NULL) {
+                Py_CLEAR(result); /* the driver's error */
+            } else {
+                PyErr_Clear();
+                PyErr_Restore(et, ev, tb);
+            }
+        }
+    }
+    if (self->emulated && self->err_mode == KN_ERRS_ASYNC && err[0] && !self->emu_err[0])
+        memcpy(self->emu_err, err, sizeof err); /* raised at the next call */
     for (int i = 0; i < n; i++)
         Py_XDECREF(f.obj[i]);
     if (arena) {
@@ -1476,7 +1666,24 @@ program_host_profile(ProgramObject *self, PyObject *on)
     return res;
 }
 
+/* check_errors(synchronized=False): raise a violation that kernels of an
+   earlier call recorded on the GPU ("async" mode), once its copy has
+   arrived; synchronized=True after a wait for the device also reads what
+   calls since the last copy recorded. */
+static PyObject *
+program_check_errors(ProgramObject *self, PyObject *args)
+{
+    int synchronized = 0;
+    if (!PyArg_ParseTuple(args, "|p", &synchronized))
+        return NULL;
+    if (self->err_mode == KN_ERRS_ASYNC && poll_errors(self, synchronized) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef program_methods[] = {
+    {"check_errors", (PyCFunction)program_check_errors, METH_VARARGS,
+     "Raise an index or division error that kernels of an earlier call recorded on the GPU (async mode)."},
     {"load", (PyCFunction)program_load, METH_O, "Bind the kernels of a loaded kiln._C.Library."},
     {"load_emulated", (PyCFunction)program_load_emulated, METH_VARARGS,
      "load_emulated(library, names): run this CUDA program's kernels on the CPU (kiln/cuda_emulator.py)."},
