@@ -319,3 +319,27 @@ def test_mutating_graph_still_takes_aot_autograd_under_debug():
     out = backends.kiln(gm, [torch.randn(3, 4)])(x)[0]
     torch.testing.assert_close(x, y * 2)
     assert _same_storage(out, x) and out.storage_offset() == 4
+
+
+# ---------------------------------------------------------------- narrowing casts
+def _narrowing_casts():
+    return [
+        lambda x: x.half().float() * 2,
+        lambda x: x.bfloat16().float() + 1,
+        lambda x: x.double().half().double() * 2,
+        lambda x: (x * 1000).long().half().float() + 0,
+        lambda x: x.double().float().double() * 3,
+        lambda x: x.to(torch.int64).double() * 1,
+        lambda x: ((x * 1e9).to(torch.int64)).to(torch.int32).to(torch.int64) + 1,
+        lambda x: (x * 0.3).bool().int() + 1,
+    ]
+
+
+@pytest.mark.parametrize("k", range(8))
+def test_narrowing_cast_rounds_when_fused(k):
+    """A cast to a narrower dtype rounds (wraps, truncates) even when the
+    cast back is fused with it: x.half().float() is not x."""
+    fn = _narrowing_casts()[k]
+    x = torch.randn(257, generator=torch.Generator().manual_seed(k)) * 3
+    e, got = fn(x), kiln.compile(fn)(x)
+    assert e.dtype == got.dtype and torch.equal(e, got)

@@ -214,6 +214,10 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         emit_ref(g, e->a[0], &a);
         if (e->dt == KN_BOOL)
             kn_str_printf(&rhs, "(%s != 0)", a.p);
+        else if (e->i == KN_BF16)
+            kn_str_printf(&rhs, "kn_bf2f(kn_f2bf((float)%s))", a.p);
+        else if (e->i == KN_F16)
+            kn_str_printf(&rhs, g->cuda ? "kn_h2f(kn_f2h((float)%s))" : "(float)(_Float16)%s", a.p);
         else
             kn_str_printf(&rhs, "(%s)%s", ctype_of[e->dt], a.p);
         kn_str_free(&a);
