@@ -624,6 +624,18 @@ def _fold_constants(aten):
     return aten
 
 
+def _inputs_share_storage(example_inputs):
+    seen = set()
+    for t in example_inputs:
+        st = _storage(t)
+        if st is None:
+            continue
+        if st in seen:
+            return True
+        seen.add(st)
+    return False
+
+
 def _lower(gm, example_inputs):
     """The captured graph as an inference ATen graph (a plain trace when it
     is functional enough, else AOT export with functionalization; both with
@@ -640,11 +652,19 @@ def _lower(gm, example_inputs):
             return _rewrite(_trace_plain(gm, example_inputs))
         except _NeedsFunctionalization:
             pass
+    # AOT export refuses inputs that share memory when the graph mutates one
+    # (duplicated or aliased inputs need synthetic bases, which only AOT
+    # autograd's runtime wrappers build): such inputs take that path whether
+    # or not the graph mutates (the plain trace above handled the rest)
+    if _inputs_share_storage(example_inputs):
+        raise _NotInference("inputs share storage")
     try:
         aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
                                        decompositions=decompositions())
     except RuntimeError as e:
-        if "aot_export" in str(e):   # its refusals name it (input data or metadata mutation, aliased outputs)
+        # its other refusals (input data or metadata mutation, aliased outputs)
+        # name it or say they are about export
+        if "aot_export" in str(e) or "trying to export" in str(e):
             raise _NotInference(str(e).strip().split(".")[0]) from e
         raise
     # export-style tracing leaves metadata assertions with no users: drop them
