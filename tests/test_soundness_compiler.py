@@ -367,3 +367,15 @@ def test_mutated_inputs_sharing_storage_take_aot_autograds_path(fn, mode):
     eo, ei, co, ci = _run_both(fn, make, mode)
     torch.testing.assert_close(co, eo)
     torch.testing.assert_close(ci, ei)
+
+
+# ---------------------------------------------------------------- index checks
+def test_two_checked_reductions_of_one_gather_in_a_kernel():
+    """var() of gathered rows reduces the same checked index twice in one
+    kernel: each reduction loop's check accumulators are its own (they were
+    declared twice, and the generated C did not compile)."""
+    fn = lambda x, i: x[i].var(0, correction=0)
+    x, i = torch.randn(4, 4), torch.tensor([1, 3])
+    torch.testing.assert_close(kiln.compile(fn)(x, i), fn(x, i))
+    with pytest.raises(IndexError):
+        kiln.compile(fn)(x, torch.tensor([1, 7]))
