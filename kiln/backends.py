@@ -102,6 +102,17 @@ def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, 
     return out, empty, empty
 
 
+def _int_scalar_value(ref):
+    """addcmul on integer tensors: eager's kernel converts a float `value` to
+    the integer dtype (truncating); the reference decomposition refuses it."""
+    def decomp(self, tensor1, tensor2, *, value=1):
+        dt = torch.promote_types(torch.promote_types(self.dtype, tensor1.dtype), tensor2.dtype)
+        if isinstance(value, float) and not dt.is_floating_point and not dt.is_complex and dt != torch.bool:
+            value = int(value)
+        return ref(self, tensor1, tensor2, value=value)
+    return decomp
+
+
 def decompositions():
     """The decomposition table kiln lowers with (built once)."""
     global _table_cache
@@ -112,6 +123,9 @@ def decompositions():
         for op in _EXTRA:
             if op is not None and op in decomposition_table:
                 t[op] = decomposition_table[op]
+        for op in (aten.addcmul.default, aten.addcmul_.default):
+            if op in t:
+                t[op] = _int_scalar_value(t[op])
         t[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
         # on a GPU, tracing without the Python dispatcher reaches the kernel
         # batch_norm picks at trace time (cuDNN's, or native_batch_norm for

@@ -379,3 +379,16 @@ def test_two_checked_reductions_of_one_gather_in_a_kernel():
     torch.testing.assert_close(kiln.compile(fn)(x, i), fn(x, i))
     with pytest.raises(IndexError):
         kiln.compile(fn)(x, torch.tensor([1, 7]))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_integer_addcmul_with_a_float_value(mode):
+    """Eager converts addcmul's float `value` to the integer dtype; the
+    reference decomposition raised ValueError."""
+    def fn(a, b):
+        c = a.clone()
+        c.addcmul_(b, b, value=-1.5)
+        return torch.addcmul(a, a, b, value=2.7), c
+    a, b = torch.arange(6).reshape(2, 3), torch.arange(6).reshape(2, 3) - 2
+    for e, got in zip(fn(a, b), _compiled(fn, mode)(a, b)):
+        assert torch.equal(e, got)
