@@ -403,6 +403,12 @@ def _inference_graph(gm, example_inputs):
     return not torch.is_grad_enabled() or not any(t.requires_grad for t in example_inputs)
 
 
+def _lowering_state():
+    return (torch.get_default_dtype(), torch._C._is_any_autocast_enabled(),
+            torch.get_autocast_dtype("cpu"), torch.get_autocast_dtype("cuda"),
+            torch._C._len_torch_function_stack())
+
+
 def _lowered_key(gm, example_inputs):
     h = hashlib.sha256()
     h.update(_salt().encode())
@@ -412,6 +418,9 @@ def _lowered_key(gm, example_inputs):
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
+    # global state the trace reads: factories and scalar promotion use the
+    # default dtype, autocast inserts casts, torch-function modes see every op
+    h.update(repr(_lowering_state()).encode())
     for t in example_inputs:
         h.update(repr((t.dtype, tuple(t.shape), t.stride(), str(t.device), t.requires_grad)).encode())
     return h.hexdigest()
