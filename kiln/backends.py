@@ -176,7 +176,13 @@ class CompiledGraph:
     def run(self, *args):
         if self.constants:
             args = args + self.constants
-        out = self.program(*args)
+        if torch._C._len_torch_function_stack():
+            # a torch-function mode (`with torch.device("meta")`) would redirect
+            # the program's allocations: they name their device, as eager's do
+            with torch._C.DisableTorchFunction():
+                out = self.program(*args)
+        else:
+            out = self.program(*args)
         return out[0] if self.single else out
 
     def __call__(self, args):

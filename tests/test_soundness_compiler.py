@@ -393,3 +393,21 @@ def test_integer_addcmul_with_a_float_value(mode):
     a, b = torch.arange(6).reshape(2, 3), torch.arange(6).reshape(2, 3) - 2
     for e, got in zip(fn(a, b), _compiled(fn, mode)(a, b)):
         assert torch.equal(e, got)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("first", [False, True], ids=["warm", "first-call"])
+def test_compiled_graph_under_a_device_mode(mode, first):
+    """`with torch.device("meta")` changes where factories allocate; the
+    compiled program's own allocations name their device (it crashed)."""
+    fn = lambda x: (x * 2).sum(0).clamp(0) + 1
+    x = torch.randn(4, 5)
+    cf = _compiled(fn, mode)
+    if not first:
+        cf(x)
+    with torch.device("meta"):
+        ref = fn(x)
+        got = cf(x)
+    assert got.device == ref.device
+    if ref.device.type != "meta":
+        torch.testing.assert_close(got, ref)
