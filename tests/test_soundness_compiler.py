@@ -411,3 +411,23 @@ def test_compiled_graph_under_a_device_mode(mode, first):
     assert got.device == ref.device
     if ref.device.type != "meta":
         torch.testing.assert_close(got, ref)
+
+
+def test_cuda_tuning_write_failure_leaves_no_tmp_files(tmp_path, monkeypatch):
+    """kiln/cuda.py's cache writes (cubins, launch sizes) go through
+    _cache_write: a failed write leaves no temporary file."""
+    from kiln import cuda
+
+    def no_replace(*a):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cuda, "_tune_path", lambda index, name, b0, t: str(tmp_path / "tune" / f"{name}-{b0}x{t}"))
+    monkeypatch.setattr(os, "replace", no_replace)
+
+    class Program:
+        def cuda_launch_sizes(self):
+            return [("k0", 8, 4, 128, None)]
+
+    cuda.save_tuning(Program(), torch.device("cuda", 0), [0])
+    monkeypatch.undo()
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
