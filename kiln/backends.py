@@ -783,10 +783,55 @@ def _devices(example_inputs):
     return {t.device for t in example_inputs if isinstance(t, torch.Tensor)}
 
 
+import operator as _operator  # noqa: E402
+
+_INPLACE_OPERATORS = {getattr(_operator, k) for k in ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
+                                                      "iand", "ior", "ixor", "ilshift", "irshift", "imatmul")}
+_VIEW_METHODS = {"unfold", "view", "reshape", "transpose", "t", "permute", "select", "narrow", "expand",
+                 "expand_as", "view_as", "squeeze", "unsqueeze", "flatten", "unflatten", "diagonal", "as_strided",
+                 "movedim", "swapaxes", "swapdims", "unbind", "split", "chunk", "tensor_split", "real", "imag",
+                 "__getitem__", "getitem", "contiguous", "detach", "alias"}
+
+
+def _target_name(n):
+    t = n.target
+    if isinstance(t, str):
+        return t
+    if isinstance(t, torch._ops.OpOverload):
+        return t._schema.name.split("::")[-1]
+    return getattr(t, "__name__", "")
+
+
+def _writes_through_unfold(gm):
+    """Does the graph write in place through a view made by unfold?  AOT
+    autograd's functionalization replays such a write onto the base with
+    unfold_backward, which zeroes the elements no window covers and sums
+    overlapping windows (PyTorch's FunctionalInverses::unfold_inverse): those
+    graphs run as captured (eager kernels write through the view)."""
+    tainted = set()
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function"):
+            continue
+        name = _target_name(n)
+        first = n.args[0] if n.args else None
+        from_unfold = isinstance(first, torch.fx.Node) and first in tainted
+        if name == "unfold" or (from_unfold and name in _VIEW_METHODS):
+            tainted.add(n)
+        elif from_unfold and ((name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS):
+            return True
+    return False
+
+
 def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
     dev = _non_cpu(example_inputs)
     reason = None
+    if _writes_through_unfold(gm):
+        reason = "an in-place write through an unfold view (AOT autograd would replay it wrongly)"
+        _warn_once(f"kiln: {reason}; the graph runs through ATen")
+        compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
+                                "extern_ops": [], "reason": reason})
+        return gm.forward
     if dev is not None:
         if dev.type != "cuda":
             reason = f"kiln generates code for CPUs and CUDA GPUs, not {dev.type}"
