@@ -822,12 +822,54 @@ def _writes_through_unfold(gm):
     return False
 
 
+# in-place ops whose eager kernels raise when the written tensor shares memory
+# with another argument (at::assert_no_overlap); functionalization removes
+# the overlap, so such a graph runs as captured
+_OVERLAP_CHECKED = {"scatter_", "scatter_add_", "scatter_reduce_", "index_put_", "index_add_", "index_copy_",
+                    "index_fill_", "index_reduce_", "masked_scatter_", "masked_fill_", "put_", "index_select",
+                    "gather", "take"}
+
+
+def _root(n):
+    while isinstance(n, torch.fx.Node) and n.op in ("call_method", "call_function") and n.args and \
+            _target_name(n) in _VIEW_METHODS:
+        n = n.args[0]
+    return n
+
+
+def _writes_overlapping_args(gm):
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function") or _target_name(n) not in _OVERLAP_CHECKED:
+            continue
+        out = n.kwargs.get("out")
+        written = out if out is not None else (n.args[0] if _target_name(n).endswith("_") and n.args else None)
+        if not isinstance(written, torch.fx.Node):
+            continue
+        r = _root(written)
+        others = list(n.args) if out is not None else list(n.args[1:])
+        others += [v for k, v in n.kwargs.items() if k != "out"]
+        flat = []
+        for a in others:
+            flat.extend(a if isinstance(a, (list, tuple)) else [a])
+        if any(isinstance(a, torch.fx.Node) and _root(a) is r for a in flat):
+            return True
+    return False
+
+
+def _eager_only(gm):
+    """Why the captured graph must run as it is (eager kernels), or None."""
+    if _writes_through_unfold(gm):
+        return "an in-place write through an unfold view (AOT autograd would replay it wrongly)"
+    if _writes_overlapping_args(gm):
+        return "an in-place op whose output overlaps another argument (eager checks and raises)"
+    return None
+
+
 def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
     dev = _non_cpu(example_inputs)
-    reason = None
-    if _writes_through_unfold(gm):
-        reason = "an in-place write through an unfold view (AOT autograd would replay it wrongly)"
+    reason = _eager_only(gm)
+    if reason is not None:
         _warn_once(f"kiln: {reason}; the graph runs through ATen")
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
                                 "extern_ops": [], "reason": reason})

@@ -452,3 +452,22 @@ def test_inplace_write_through_an_unfold_view(fn, mode):
     eo, ei, co, ci = _run_both(fn, lambda: [torch.arange(5.0) + 1], mode)
     torch.testing.assert_close(co, eo)
     torch.testing.assert_close(ci, ei)
+
+
+OVERLAPPING_WRITES = [
+    ("scatter_add-index-is-self", lambda i: i.scatter_add_(0, i, torch.ones_like(i)) * 1),
+    ("index_add-source-is-self", lambda i: i.index_add_(0, i[0], i) * 1),
+    ("index_put-values-view-of-self", lambda i: i.index_put_((i[0],), i[1]) * 1),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn", OVERLAPPING_WRITES, ids=[c[0] for c in OVERLAPPING_WRITES])
+def test_inplace_op_overlapping_its_arguments_raises_like_eager(name, fn, mode):
+    """Eager's kernels refuse to write a tensor another argument overlaps;
+    functionalization removes the overlap, so kiln must keep the check."""
+    i = torch.tensor([[0, 1], [1, 0]])
+    with pytest.raises(RuntimeError, match="single memory location"):
+        fn(i.clone())
+    with pytest.raises(RuntimeError, match="single memory location"):
+        _compiled(fn, mode)(i.clone())
