@@ -471,3 +471,21 @@ def test_inplace_op_overlapping_its_arguments_raises_like_eager(name, fn, mode):
         fn(i.clone())
     with pytest.raises(RuntimeError, match="single memory location"):
         _compiled(fn, mode)(i.clone())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_saved_tensor_written_in_place_raises_only_at_backward(mode):
+    """AOT autograd traces the backward at compile time, where autograd's
+    version check fails; eager fails only when backward runs."""
+    def fn(a0, a1):
+        v = torch.minimum(a1, a0)
+        a0.floor_divide_(2)
+        return v * 1
+    a0 = torch.randint(-8, 8, (4, 4))
+    a1 = torch.randn(4, 4, requires_grad=True)
+    e0, c0 = a0.clone(), a0.clone()
+    ref, out = fn(e0, a1), _compiled(fn, mode)(c0, a1)
+    torch.testing.assert_close(out, ref)
+    assert torch.equal(c0, e0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
