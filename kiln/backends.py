@@ -865,8 +865,62 @@ def _eager_only(gm):
     return None
 
 
+# ops whose eager kernels check their indices and raise: one whose result
+# nobody uses must still run (lowering would eliminate it as dead code)
+_INDEX_CHECKED = {"index_put", "index_put_", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce",
+                  "scatter_reduce_", "gather", "index_select", "take", "take_along_dim", "index_add", "index_add_",
+                  "index_copy", "index_copy_", "index_fill", "index_fill_", "put", "put_", "embedding",
+                  "index_reduce", "index_reduce_", "getitem", "__getitem__"}
+
+
+def _dead_index_checks(gm):
+    """The captured graph's index-checking nodes whose results go unused."""
+    import operator
+
+    dead = []
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function") or n.users or _target_name(n) not in _INDEX_CHECKED:
+            continue
+        if n.target in (operator.getitem, "__getitem__"):
+            idx = n.args[1] if len(n.args) > 1 else None
+            idx = idx if isinstance(idx, (tuple, list)) else (idx,)
+            if not any(isinstance(a, torch.fx.Node) for a in idx):
+                continue   # basic indexing: no tensor index, nothing checked at run time
+        dead.append(n)
+    return dead
+
+
+def _keep_index_checks(gm):
+    """A copy of gm that also returns its dead index-checking results (so
+    their bounds checks run), and how many outputs were added."""
+    dead = _dead_index_checks(gm)
+    if not dead:
+        return gm, 0, False
+    graph = copy.deepcopy(gm.graph)
+    env = dict(zip(gm.graph.nodes, graph.nodes))
+    out = next(n for n in graph.nodes if n.op == "output")
+    orig = out.args[0]
+    tupled = isinstance(orig, (tuple, list))
+    out.args = ((tuple(orig) if tupled else (orig,)) + tuple(env[n] for n in dead),)
+    return torch.fx.GraphModule(gm, graph), len(dead), not tupled
+
+
 def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
+    g, extra, untuple = _keep_index_checks(gm)
+    if not extra:
+        return _kiln(gm, example_inputs)
+    fn = _kiln(g, example_inputs)
+
+    def checked(*args):
+        out = fn(*args)
+        return out[0] if untuple else type(out)(out[:-extra]) if isinstance(out, tuple) else out[:-extra]
+    checked._kiln_pure = getattr(fn, "_kiln_pure", False)
+    checked.kiln_stats = getattr(fn, "kiln_stats", None)
+    return checked
+
+
+def _kiln(gm, example_inputs):
     dev = _non_cpu(example_inputs)
     reason = _eager_only(gm)
     if reason is not None:

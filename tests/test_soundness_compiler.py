@@ -489,3 +489,24 @@ def test_saved_tensor_written_in_place_raises_only_at_backward(mode):
     assert torch.equal(c0, e0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.sum().backward()
+
+
+DEAD_INDEXING = [
+    ("index_put", lambda a, i: (a.var(0).index_put((i,), torch.tensor(1.5)), a * 2)[1]),
+    ("gather-scatter_add", lambda a, i: (a.sum(1).scatter_add(0, i, a.sum(1).gather(0, i)), a + 1)[1]),
+    ("index_select", lambda a, i: (a.index_select(0, i), a - 1)[1]),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn", DEAD_INDEXING, ids=[c[0] for c in DEAD_INDEXING])
+def test_unused_indexing_still_checks_its_indices(name, fn, mode):
+    """An indexing op whose result nobody uses still raises on an index out
+    of range (lowering eliminated it as dead code)."""
+    a, bad = torch.randn(3, 4), torch.tensor([9])
+    with pytest.raises((IndexError, RuntimeError)) as eager:
+        fn(a, bad)
+    cf = _compiled(fn, mode)
+    torch.testing.assert_close(cf(a, torch.tensor([1])), fn(a, torch.tensor([1])))
+    with pytest.raises(eager.type):
+        cf(a, bad)
