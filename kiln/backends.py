@@ -865,12 +865,16 @@ def _eager_only(gm):
     return None
 
 
-# ops whose eager kernels check their indices and raise: one whose result
-# nobody uses must still run (lowering would eliminate it as dead code)
+# ops whose eager kernels check their indices (or dtypes) and raise: one whose
+# result nobody uses must still run (lowering would eliminate it as dead code)
 _INDEX_CHECKED = {"index_put", "index_put_", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce",
                   "scatter_reduce_", "gather", "index_select", "take", "take_along_dim", "index_add", "index_add_",
                   "index_copy", "index_copy_", "index_fill", "index_fill_", "put", "put_", "embedding",
-                  "index_reduce", "index_reduce_", "getitem", "__getitem__"}
+                  "index_reduce", "index_reduce_", "getitem", "__getitem__",
+                  # and ops that raise on a dtype (bitwise ops on floats)
+                  "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
+                  "bitwise_right_shift", "__and__", "__or__", "__xor__", "__invert__", "__lshift__", "__rshift__",
+                  "__rand__", "__ror__", "__rxor__", "and_", "or_", "xor", "invert", "lshift", "rshift"}
 
 
 def _dead_index_checks(gm):

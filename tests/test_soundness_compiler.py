@@ -510,3 +510,15 @@ def test_unused_indexing_still_checks_its_indices(name, fn, mode):
     torch.testing.assert_close(cf(a, torch.tensor([1])), fn(a, torch.tensor([1])))
     with pytest.raises(eager.type):
         cf(a, bad)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unused_bitwise_op_on_floats_raises(mode):
+    def fn(a):
+        a.float() ^ 3
+        return a * 2
+    a = torch.ones(3, dtype=torch.int32)
+    with pytest.raises(Exception) as eager:
+        fn(a)
+    with pytest.raises(eager.type):
+        _compiled(fn, mode)(a)
