@@ -102,6 +102,17 @@ def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, 
     return out, empty, empty
 
 
+def _int_scalar_value(ref):
+    """addcmul on integer tensors: eager's kernel converts a float `value` to
+    the integer dtype (truncating); the reference decomposition refuses it."""
+    def decomp(self, tensor1, tensor2, *, value=1):
+        dt = torch.promote_types(torch.promote_types(self.dtype, tensor1.dtype), tensor2.dtype)
+        if isinstance(value, float) and not dt.is_floating_point and not dt.is_complex and dt != torch.bool:
+            value = int(value)
+        return ref(self, tensor1, tensor2, value=value)
+    return decomp
+
+
 def decompositions():
     """The decomposition table kiln lowers with (built once)."""
     global _table_cache
@@ -112,6 +123,9 @@ def decompositions():
         for op in _EXTRA:
             if op is not None and op in decomposition_table:
                 t[op] = decomposition_table[op]
+        for op in (aten.addcmul.default, aten.addcmul_.default):
+            if op in t:
+                t[op] = _int_scalar_value(t[op])
         t[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
         # on a GPU, tracing without the Python dispatcher reaches the kernel
         # batch_norm picks at trace time (cuDNN's, or native_batch_norm for
@@ -162,7 +176,13 @@ class CompiledGraph:
     def run(self, *args):
         if self.constants:
             args = args + self.constants
-        out = self.program(*args)
+        if torch._C._len_torch_function_stack():
+            # a torch-function mode (`with torch.device("meta")`) would redirect
+            # the program's allocations: they name their device, as eager's do
+            with torch._C.DisableTorchFunction():
+                out = self.program(*args)
+        else:
+            out = self.program(*args)
         return out[0] if self.single else out
 
     def __call__(self, args):
@@ -389,6 +409,12 @@ def _inference_graph(gm, example_inputs):
     return not torch.is_grad_enabled() or not any(t.requires_grad for t in example_inputs)
 
 
+def _lowering_state():
+    return (torch.get_default_dtype(), torch._C._is_any_autocast_enabled(),
+            torch.get_autocast_dtype("cpu"), torch.get_autocast_dtype("cuda"),
+            torch._C._len_torch_function_stack())
+
+
 def _lowered_key(gm, example_inputs):
     h = hashlib.sha256()
     h.update(_salt().encode())
@@ -398,6 +424,9 @@ def _lowered_key(gm, example_inputs):
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
+    # global state the trace reads: factories and scalar promotion use the
+    # default dtype, autocast inserts casts, torch-function modes see every op
+    h.update(repr(_lowering_state()).encode())
     for t in example_inputs:
         h.update(repr((t.dtype, tuple(t.shape), t.stride(), str(t.device), t.requires_grad)).encode())
     return h.hexdigest()
@@ -624,6 +653,18 @@ def _fold_constants(aten):
     return aten
 
 
+def _inputs_share_storage(example_inputs):
+    seen = set()
+    for t in example_inputs:
+        st = _storage(t)
+        if st is None:
+            continue
+        if st in seen:
+            return True
+        seen.add(st)
+    return False
+
+
 def _lower(gm, example_inputs):
     """The captured graph as an inference ATen graph (a plain trace when it
     is functional enough, else AOT export with functionalization; both with
@@ -640,11 +681,19 @@ def _lower(gm, example_inputs):
             return _rewrite(_trace_plain(gm, example_inputs))
         except _NeedsFunctionalization:
             pass
+    # AOT export refuses inputs that share memory when the graph mutates one
+    # (duplicated or aliased inputs need synthetic bases, which only AOT
+    # autograd's runtime wrappers build): such inputs take that path whether
+    # or not the graph mutates (the plain trace above handled the rest)
+    if _inputs_share_storage(example_inputs):
+        raise _NotInference("inputs share storage")
     try:
         aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
                                        decompositions=decompositions())
     except RuntimeError as e:
-        if "aot_export" in str(e):   # its refusals name it (input data or metadata mutation, aliased outputs)
+        # its other refusals (input data or metadata mutation, aliased outputs)
+        # name it or say they are about export
+        if "aot_export" in str(e) or "trying to export" in str(e):
             raise _NotInference(str(e).strip().split(".")[0]) from e
         raise
     # export-style tracing leaves metadata assertions with no users: drop them
@@ -734,10 +783,155 @@ def _devices(example_inputs):
     return {t.device for t in example_inputs if isinstance(t, torch.Tensor)}
 
 
+import operator as _operator  # noqa: E402
+
+_INPLACE_OPERATORS = {getattr(_operator, k) for k in ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
+                                                      "iand", "ior", "ixor", "ilshift", "irshift", "imatmul")}
+_VIEW_METHODS = {"unfold", "view", "reshape", "transpose", "t", "permute", "select", "narrow", "expand",
+                 "expand_as", "view_as", "squeeze", "unsqueeze", "flatten", "unflatten", "diagonal", "as_strided",
+                 "movedim", "swapaxes", "swapdims", "unbind", "split", "chunk", "tensor_split", "real", "imag",
+                 "__getitem__", "getitem", "contiguous", "detach", "alias"}
+
+
+def _target_name(n):
+    t = n.target
+    if isinstance(t, str):
+        return t
+    if isinstance(t, torch._ops.OpOverload):
+        return t._schema.name.split("::")[-1]
+    return getattr(t, "__name__", "")
+
+
+def _writes_through_unfold(gm):
+    """Does the graph write in place through a view made by unfold?  AOT
+    autograd's functionalization replays such a write onto the base with
+    unfold_backward, which zeroes the elements no window covers and sums
+    overlapping windows (PyTorch's FunctionalInverses::unfold_inverse): those
+    graphs run as captured (eager kernels write through the view)."""
+    tainted = set()
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function"):
+            continue
+        name = _target_name(n)
+        first = n.args[0] if n.args else None
+        from_unfold = isinstance(first, torch.fx.Node) and first in tainted
+        if name == "unfold" or (from_unfold and name in _VIEW_METHODS):
+            tainted.add(n)
+        elif from_unfold and ((name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS):
+            return True
+    return False
+
+
+# in-place ops whose eager kernels raise when the written tensor shares memory
+# with another argument (at::assert_no_overlap); functionalization removes
+# the overlap, so such a graph runs as captured
+_OVERLAP_CHECKED = {"scatter_", "scatter_add_", "scatter_reduce_", "index_put_", "index_add_", "index_copy_",
+                    "index_fill_", "index_reduce_", "masked_scatter_", "masked_fill_", "put_", "index_select",
+                    "gather", "take"}
+
+
+def _root(n):
+    while isinstance(n, torch.fx.Node) and n.op in ("call_method", "call_function") and n.args and \
+            _target_name(n) in _VIEW_METHODS:
+        n = n.args[0]
+    return n
+
+
+def _writes_overlapping_args(gm):
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function") or _target_name(n) not in _OVERLAP_CHECKED:
+            continue
+        out = n.kwargs.get("out")
+        written = out if out is not None else (n.args[0] if _target_name(n).endswith("_") and n.args else None)
+        if not isinstance(written, torch.fx.Node):
+            continue
+        r = _root(written)
+        others = list(n.args) if out is not None else list(n.args[1:])
+        others += [v for k, v in n.kwargs.items() if k != "out"]
+        flat = []
+        for a in others:
+            flat.extend(a if isinstance(a, (list, tuple)) else [a])
+        if any(isinstance(a, torch.fx.Node) and _root(a) is r for a in flat):
+            return True
+    return False
+
+
+def _eager_only(gm):
+    """Why the captured graph must run as it is (eager kernels), or None."""
+    if _writes_through_unfold(gm):
+        return "an in-place write through an unfold view (AOT autograd would replay it wrongly)"
+    if _writes_overlapping_args(gm):
+        return "an in-place op whose output overlaps another argument (eager checks and raises)"
+    return None
+
+
+# ops whose eager kernels check their indices (or dtypes) and raise: one whose
+# result nobody uses must still run (lowering would eliminate it as dead code)
+_INDEX_CHECKED = {"index_put", "index_put_", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce",
+                  "scatter_reduce_", "gather", "index_select", "take", "take_along_dim", "index_add", "index_add_",
+                  "index_copy", "index_copy_", "index_fill", "index_fill_", "put", "put_", "embedding",
+                  "index_reduce", "index_reduce_", "getitem", "__getitem__",
+                  # and ops that raise on a dtype (bitwise ops on floats)
+                  "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
+                  "bitwise_right_shift", "__and__", "__or__", "__xor__", "__invert__", "__lshift__", "__rshift__",
+                  "__rand__", "__ror__", "__rxor__", "and_", "or_", "xor", "invert", "lshift", "rshift"}
+
+
+def _dead_index_checks(gm):
+    """The captured graph's index-checking nodes whose results go unused."""
+    import operator
+
+    dead = []
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function") or n.users or _target_name(n) not in _INDEX_CHECKED:
+            continue
+        if n.target in (operator.getitem, "__getitem__"):
+            idx = n.args[1] if len(n.args) > 1 else None
+            idx = idx if isinstance(idx, (tuple, list)) else (idx,)
+            if not any(isinstance(a, torch.fx.Node) for a in idx):
+                continue   # basic indexing: no tensor index, nothing checked at run time
+        dead.append(n)
+    return dead
+
+
+def _keep_index_checks(gm):
+    """A copy of gm that also returns its dead index-checking results (so
+    their bounds checks run), and how many outputs were added."""
+    dead = _dead_index_checks(gm)
+    if not dead:
+        return gm, 0, False
+    graph = copy.deepcopy(gm.graph)
+    env = dict(zip(gm.graph.nodes, graph.nodes))
+    out = next(n for n in graph.nodes if n.op == "output")
+    orig = out.args[0]
+    tupled = isinstance(orig, (tuple, list))
+    out.args = ((tuple(orig) if tupled else (orig,)) + tuple(env[n] for n in dead),)
+    return torch.fx.GraphModule(gm, graph), len(dead), not tupled
+
+
 def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
+    g, extra, untuple = _keep_index_checks(gm)
+    if not extra:
+        return _kiln(gm, example_inputs)
+    fn = _kiln(g, example_inputs)
+
+    def checked(*args):
+        out = fn(*args)
+        return out[0] if untuple else type(out)(out[:-extra]) if isinstance(out, tuple) else out[:-extra]
+    checked._kiln_pure = getattr(fn, "_kiln_pure", False)
+    checked.kiln_stats = getattr(fn, "kiln_stats", None)
+    return checked
+
+
+def _kiln(gm, example_inputs):
     dev = _non_cpu(example_inputs)
-    reason = None
+    reason = _eager_only(gm)
+    if reason is not None:
+        _warn_once(f"kiln: {reason}; the graph runs through ATen")
+        compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
+                                "extern_ops": [], "reason": reason})
+        return gm.forward
     if dev is not None:
         if dev.type != "cuda":
             reason = f"kiln generates code for CPUs and CUDA GPUs, not {dev.type}"
@@ -770,7 +964,18 @@ def kiln(gm, example_inputs):
                 fn = None
         pure = fn is not None   # no input mutation, no aliased outputs (aot_export_joint_simple checked)
         if fn is None:
-            fn = _aot(g, example_inputs, compile_graph)
+            try:
+                fn = _aot(g, example_inputs, compile_graph)
+            except RuntimeError as e:
+                # AOT autograd traces the backward now: a tensor saved for it
+                # and then written in place fails autograd's version check
+                # here, where eager fails only if backward runs
+                if "modified by an inplace operation" not in str(e):
+                    raise
+                reason = "a tensor saved for backward is written in place (autograd raises at backward)"
+                compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
+                                        "extern_ops": [], "reason": reason})
+                return gm.forward
         if unwrap:
             def single(*args):
                 return fn(*args)[0]

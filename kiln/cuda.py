@@ -13,7 +13,6 @@ import glob
 import hashlib
 import os
 import re
-import threading
 
 import torch
 
@@ -159,14 +158,8 @@ def _cached_module(source, names, index, arch, version, options):
     except RuntimeError:
         pass   # a corrupt entry is rebuilt, never trusted
     mod = _C.CudaModule(source, names, index, nvrtc_path(), None, options)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(mod.cubin)
-        os.replace(tmp, path)
-    except OSError:
-        pass   # caching is an optimisation
+    from .backends import _cache_write
+    _cache_write(path, lambda: mod.cubin)   # atomic; a failed write leaves no file
     return mod, False
 
 
@@ -234,19 +227,13 @@ def prepare_tuning(program, device):
 
 def save_tuning(program, device, todo):
     """After the tuning run: the launch sizes it chose, to the disk cache."""
+    from .backends import _cache_write
     index = device.index if device.index is not None else torch.cuda.current_device()
     sizes = program.cuda_launch_sizes()
     for k in todo:
         name, blocks, blocks0, threads, _ = sizes[k]
         path = _tune_path(index, name, blocks0, threads)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(str(blocks))
-            os.replace(tmp, path)
-        except OSError:
-            pass   # caching is an optimisation
+        _cache_write(path, lambda: str(blocks).encode())
 
 
 def module(source, names, device=None):

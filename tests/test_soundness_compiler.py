@@ -319,3 +319,206 @@ def test_mutating_graph_still_takes_aot_autograd_under_debug():
     out = backends.kiln(gm, [torch.randn(3, 4)])(x)[0]
     torch.testing.assert_close(x, y * 2)
     assert _same_storage(out, x) and out.storage_offset() == 4
+
+
+# ---------------------------------------------------------------- narrowing casts
+def _narrowing_casts():
+    return [
+        lambda x: x.half().float() * 2,
+        lambda x: x.bfloat16().float() + 1,
+        lambda x: x.double().half().double() * 2,
+        lambda x: (x * 1000).long().half().float() + 0,
+        lambda x: x.double().float().double() * 3,
+        lambda x: x.to(torch.int64).double() * 1,
+        lambda x: ((x * 1e9).to(torch.int64)).to(torch.int32).to(torch.int64) + 1,
+        lambda x: (x * 0.3).bool().int() + 1,
+    ]
+
+
+@pytest.mark.parametrize("k", range(8))
+def test_narrowing_cast_rounds_when_fused(k):
+    """A cast to a narrower dtype rounds (wraps, truncates) even when the
+    cast back is fused with it: x.half().float() is not x."""
+    fn = _narrowing_casts()[k]
+    x = torch.randn(257, generator=torch.Generator().manual_seed(k)) * 3
+    e, got = fn(x), kiln.compile(fn)(x)
+    assert e.dtype == got.dtype and torch.equal(e, got)
+
+
+# ---------------------------------------------------------------- overlapping inputs
+def _write_then_read(a0, a1):
+    a0[1] = 0
+    return torch.erf(a1)
+
+
+def _zero_then_remainder(a0, a1):
+    a0.zero_()
+    return torch.remainder(a1, 3)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [_write_then_read, _zero_then_remainder], ids=["write-read", "zero-remainder"])
+def test_mutated_inputs_sharing_storage_take_aot_autograds_path(fn, mode):
+    """AOT export refuses inputs that overlap in memory when one is mutated:
+    the graph takes AOT autograd's full path (synthetic bases), not an error."""
+    def make():
+        base = torch.randn(5, 2)
+        return [base[:-1], base[1:]]
+    eo, ei, co, ci = _run_both(fn, make, mode)
+    torch.testing.assert_close(co, eo)
+    torch.testing.assert_close(ci, ei)
+
+
+# ---------------------------------------------------------------- index checks
+def test_two_checked_reductions_of_one_gather_in_a_kernel():
+    """var() of gathered rows reduces the same checked index twice in one
+    kernel: each reduction loop's check accumulators are its own (they were
+    declared twice, and the generated C did not compile)."""
+    fn = lambda x, i: x[i].var(0, correction=0)
+    x, i = torch.randn(4, 4), torch.tensor([1, 3])
+    torch.testing.assert_close(kiln.compile(fn)(x, i), fn(x, i))
+    with pytest.raises(IndexError):
+        kiln.compile(fn)(x, torch.tensor([1, 7]))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_integer_addcmul_with_a_float_value(mode):
+    """Eager converts addcmul's float `value` to the integer dtype; the
+    reference decomposition raised ValueError."""
+    def fn(a, b):
+        c = a.clone()
+        if mode == "kiln":   # (TorchDynamo rewrites addcmul_ itself, as c + value*b*b, before kiln sees it)
+            c.addcmul_(b, b, value=-1.5)
+        return torch.addcmul(a, a, b, value=2.7), c
+    a, b = torch.arange(6).reshape(2, 3), torch.arange(6).reshape(2, 3) - 2
+    for e, got in zip(fn(a, b), _compiled(fn, mode)(a, b)):
+        assert torch.equal(e, got)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("first", [False, True], ids=["warm", "first-call"])
+def test_compiled_graph_under_a_device_mode(mode, first):
+    """`with torch.device("meta")` changes where factories allocate; the
+    compiled program's own allocations name their device (it crashed)."""
+    fn = lambda x: (x * 2).sum(0).clamp(0) + 1
+    x = torch.randn(4, 5)
+    cf = _compiled(fn, mode)
+    if not first:
+        cf(x)
+    with torch.device("meta"):
+        ref = fn(x)
+        got = cf(x)
+    assert got.device == ref.device
+    if ref.device.type != "meta":
+        torch.testing.assert_close(got, ref)
+
+
+def test_cuda_tuning_write_failure_leaves_no_tmp_files(tmp_path, monkeypatch):
+    """kiln/cuda.py's cache writes (cubins, launch sizes) go through
+    _cache_write: a failed write leaves no temporary file."""
+    from kiln import cuda
+
+    def no_replace(*a):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cuda, "_tune_path", lambda index, name, b0, t: str(tmp_path / "tune" / f"{name}-{b0}x{t}"))
+    monkeypatch.setattr(os, "replace", no_replace)
+
+    class Program:
+        def cuda_launch_sizes(self):
+            return [("k0", 8, 4, 128, None)]
+
+    cuda.save_tuning(Program(), torch.device("cuda", 0), [0])
+    monkeypatch.undo()
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def _unfold_tail(a):
+    a.unfold(0, 2, 2).mul_(2)     # windows leave a[4] uncovered
+    return a + 1
+
+
+def _unfold_overlap(a):
+    u = a.unfold(0, 2, 1)[1:]      # overlapping windows
+    u *= 3
+    return a * 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [_unfold_tail, _unfold_overlap], ids=["tail", "overlap"])
+def test_inplace_write_through_an_unfold_view(fn, mode):
+    """Functionalization replays a write through unfold with unfold_backward
+    (zeroes what no window covers): kiln runs such graphs as captured."""
+    eo, ei, co, ci = _run_both(fn, lambda: [torch.arange(5.0) + 1], mode)
+    torch.testing.assert_close(co, eo)
+    torch.testing.assert_close(ci, ei)
+
+
+OVERLAPPING_WRITES = [
+    ("scatter_add-index-is-self", lambda i: i.scatter_add_(0, i, torch.ones_like(i)) * 1),
+    ("index_add-source-is-self", lambda i: i.index_add_(0, i[0], i) * 1),
+    ("index_put-values-view-of-self", lambda i: i.index_put_((i[0],), i[1]) * 1),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn", OVERLAPPING_WRITES, ids=[c[0] for c in OVERLAPPING_WRITES])
+def test_inplace_op_overlapping_its_arguments_raises_like_eager(name, fn, mode):
+    """Eager's kernels refuse to write a tensor another argument overlaps;
+    functionalization removes the overlap, so kiln must keep the check."""
+    i = torch.tensor([[0, 1], [1, 0]])
+    with pytest.raises(RuntimeError, match="single memory location"):
+        fn(i.clone())
+    with pytest.raises(RuntimeError, match="single memory location"):
+        _compiled(fn, mode)(i.clone())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_saved_tensor_written_in_place_raises_only_at_backward(mode):
+    """AOT autograd traces the backward at compile time, where autograd's
+    version check fails; eager fails only when backward runs."""
+    def fn(a0, a1):
+        v = torch.minimum(a1, a0)
+        a0.floor_divide_(2)
+        return v * 1
+    a0 = torch.randint(-8, 8, (4, 4))
+    a1 = torch.randn(4, 4, requires_grad=True)
+    e0, c0 = a0.clone(), a0.clone()
+    ref, out = fn(e0, a1), _compiled(fn, mode)(c0, a1)
+    torch.testing.assert_close(out, ref)
+    assert torch.equal(c0, e0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+DEAD_INDEXING = [
+    ("index_put", lambda a, i: (a.var(0).index_put((i,), torch.tensor(1.5)), a * 2)[1]),
+    ("gather-scatter_add", lambda a, i: (a.sum(1).scatter_add(0, i, a.sum(1).gather(0, i)), a + 1)[1]),
+    ("index_select", lambda a, i: (a.index_select(0, i), a - 1)[1]),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn", DEAD_INDEXING, ids=[c[0] for c in DEAD_INDEXING])
+def test_unused_indexing_still_checks_its_indices(name, fn, mode):
+    """An indexing op whose result nobody uses still raises on an index out
+    of range (lowering eliminated it as dead code)."""
+    a, bad = torch.randn(3, 4), torch.tensor([9])
+    with pytest.raises((IndexError, RuntimeError)) as eager:
+        fn(a, bad)
+    cf = _compiled(fn, mode)
+    torch.testing.assert_close(cf(a, torch.tensor([1])), fn(a, torch.tensor([1])))
+    with pytest.raises(eager.type):
+        cf(a, bad)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unused_bitwise_op_on_floats_raises(mode):
+    def fn(a):
+        a.float() ^ 3
+        return a * 2
+    a = torch.ones(3, dtype=torch.int32)
+    with pytest.raises(Exception) as eager:
+        fn(a)
+    with pytest.raises(eager.type):
+        _compiled(fn, mode)(a)

@@ -214,6 +214,10 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         emit_ref(g, e->a[0], &a);
         if (e->dt == KN_BOOL)
             kn_str_printf(&rhs, "(%s != 0)", a.p);
+        else if (e->i == KN_BF16)
+            kn_str_printf(&rhs, "kn_bf2f(kn_f2bf((float)%s))", a.p);
+        else if (e->i == KN_F16)
+            kn_str_printf(&rhs, g->cuda ? "kn_h2f(kn_f2h((float)%s))" : "(float)(_Float16)%s", a.p);
         else
             kn_str_printf(&rhs, "(%s)%s", ctype_of[e->dt], a.p);
         kn_str_free(&a);
@@ -235,11 +239,12 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         kn_str_printf(g->s, "const int64_t q%u = (t%u < INT64_C(%lld)) | (t%u >= INT64_C(%lld));\n", e->id, e->id,
                       (long long)lo, e->id, (long long)n);
         kn_cg_ind(g);
-        kn_str_printf(g->s, "kb%u |= q%u;\n", e->id, e->id);
+        kn_str_printf(g->s, "kb%u_%d |= q%u;\n", e->id, g->chkgen, e->id);
         kn_cg_ind(g);
         kn_str_printf(g->s, "const int64_t w%u = q%u ? t%u : INT64_MIN;\n", e->id, e->id, e->id);
         kn_cg_ind(g);
-        kn_str_printf(g->s, "kv%u = kv%u > w%u ? kv%u : w%u;\n", e->id, e->id, e->id, e->id, e->id);
+        kn_str_printf(g->s, "kv%u_%d = kv%u_%d > w%u ? kv%u_%d : w%u;\n", e->id, g->chkgen, e->id, g->chkgen, e->id,
+                      e->id, g->chkgen, e->id);
         kn_str_free(&v);
         e->mark = g->scope[g->nscope - 1];
         return;
@@ -491,11 +496,15 @@ checks_begin(kn_gen *g, kn_expr *const *bodies, int nb, kn_str *clause)
     uint32_t stamp = ++hoist_gen;
     for (int i = 0; i < nb; i++)
         collect_checks(g, bodies[i], stamp);
+    /* one kernel may hold several checked loops over the same check (two
+       reductions of one indexed value): each loop's accumulators are its own */
+    g->chkgen++;
     for (int j = 0; j < g->nchk; j++) {
         unsigned id = g->chk[j]->id;
+        int q = g->chkgen;
         kn_cg_ind(g);
-        kn_str_printf(g->s, "int64_t kb%u = 0, kv%u = INT64_MIN;\n", id, id);
-        kn_str_printf(clause, "%sreduction(|:kb%u) reduction(max:kv%u)", clause->p ? " " : "", id, id);
+        kn_str_printf(g->s, "int64_t kb%u_%d = 0, kv%u_%d = INT64_MIN;\n", id, q, id, q);
+        kn_str_printf(clause, "%sreduction(|:kb%u_%d) reduction(max:kv%u_%d)", clause->p ? " " : "", id, q, id, q);
     }
 }
 
@@ -505,8 +514,8 @@ checks_end(kn_gen *g)
     for (int j = 0; j < g->nchk; j++) {
         kn_expr *e = g->chk[j];
         kn_cg_ind(g);
-        kn_str_printf(g->s, "if (kb%u) kn_flag(kn_err, %lld, kv%u, %lld);\n", e->id, (long long)e->a[2]->i, e->id,
-                      (long long)e->a[1]->i);
+        kn_str_printf(g->s, "if (kb%u_%d) kn_flag(kn_err, %lld, kv%u_%d, %lld);\n", e->id, g->chkgen,
+                      (long long)e->a[2]->i, e->id, g->chkgen, (long long)e->a[1]->i);
     }
     g->nchk = 0;
 }

@@ -29,6 +29,7 @@ typedef struct {
     /* C: index checks of the inner loop being emitted, OR-reduced into
        kb<id> / kv<id> (the bad value, max-reduced) so the loop vectorises */
     int nchk;
+    int chkgen;           /* numbers each checked loop's accumulators (kb<id>_<gen>) */
     kn_expr *chk[16];
 } kn_gen;
 

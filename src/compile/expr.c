@@ -757,11 +757,33 @@ kn_op3(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b, kn_expr *d)
     return mk(c, op, dt, 3, a, b, d);
 }
 
+/* Is a's value already representable in the narrow float dtype nd: a load of
+   nd storage or a rounding to nd. */
+static int
+rounded_to(const kn_expr *a, kn_dtype nd)
+{
+    return (a->op == KN_S_LOAD && a->ext == nd) || (a->op == KN_S_CAST && a->i == nd);
+}
+
+/* A cast to F16/BF16 computes in F32 but must round to the narrow dtype, also
+   when fused (x.half().float() is not x): such a CAST has dt F32 and i = the
+   narrow dtype; code generation rounds through it. */
 kn_expr *
 kn_cast(kn_ctx *c, kn_expr *a, kn_dtype dt)
 {
     if (a == NULL)
         return NULL;
+    if ((dt == KN_F16 || dt == KN_BF16) && !rounded_to(a, dt)) {
+        if (a->op == KN_S_CONST && !isfinite(a->f) && kn_dtype_is_float(a->dt))
+            return kn_const_f(c, KN_F32, a->f);
+        kn_expr p = {0};
+        p.op = KN_S_CAST;
+        p.dt = KN_F32;
+        p.n = 1;
+        p.a[0] = a;
+        p.i = dt;
+        return intern(c, &p);
+    }
     dt = kn_dtype_compute(dt);
     if (a->dt == dt)
         return a;
@@ -879,7 +901,7 @@ subst_rec(kn_ctx *c, kn_expr *e, const kn_subst *s, ptrmap *memo)
             r = kn_load(c, (int)e->i, (kn_dtype)e->ext, na[0]);
             break;
         case KN_S_CAST:
-            r = kn_cast(c, na[0], (kn_dtype)e->dt);
+            r = kn_cast(c, na[0], e->i ? (kn_dtype)e->i : (kn_dtype)e->dt);
             break;
         case KN_S_IDIV:
             r = kn_idiv(c, na[0], e->a[1]->i);

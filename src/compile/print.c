@@ -40,7 +40,7 @@ kn_print_expr(kn_str *s, kn_expr *e)
         kn_str_printf(s, "]");
         return;
     case KN_S_CAST:
-        kn_str_printf(s, "%s(", kn_dtype_name[e->dt]);
+        kn_str_printf(s, "%s(", kn_dtype_name[e->i ? e->i : e->dt]);
         kn_print_expr(s, e->a[0]);
         kn_str_printf(s, ")");
         return;

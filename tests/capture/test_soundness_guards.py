@@ -86,12 +86,7 @@ def write_global_read_input(x):
     return x * 2
 
 
-KILN_ALIAS_BUG = pytest.mark.xfail(strict=True, reason=(
-    "kiln backend: a graph that writes an input and reads another input overlapping it (AOT's "
-    "as_strided_scatter / as_strided of the synthetic base) writes its output into the input's memory"))
-
-
-@pytest.mark.parametrize("backend", [aot_eager, pytest.param("kiln", marks=KILN_ALIAS_BUG)])
+@pytest.mark.parametrize("backend", [aot_eager, "kiln"])
 def test_input_view_of_a_written_global(backend):
     global G
     G = torch.zeros(6)
@@ -112,7 +107,7 @@ class Stats(nn.Module):
         return x * 3
 
 
-@pytest.mark.parametrize("backend", [aot_eager, pytest.param("kiln", marks=KILN_ALIAS_BUG)])
+@pytest.mark.parametrize("backend", [aot_eager, "kiln"])
 def test_input_view_of_a_written_buffer(backend):
     m = Stats()
     cm = kiln.compile(m, backend=backend)
@@ -154,8 +149,6 @@ def test_default_dtype_records_anew(restore_default_dtype, fn, make):
     assert be.count == 2   # the first graph again
 
 
-@pytest.mark.xfail(strict=True, reason="kiln/backends.py _lowered_key leaves out the default dtype: "
-                                       "the second lowering is the first one's, read from the disk cache")
 def test_default_dtype_kiln_backend(restore_default_dtype):
     cf = kiln.compile(promotes)
     x = torch.ones(3, dtype=torch.int64)
