@@ -445,18 +445,27 @@ CAPTURE_BEFORE = {"closure": ["K = K + 0.5"], "obj": ["BOX.scale += 1"], "glob":
 CAPTURE_GLOBALS = {"closure": "K", "glob": "SCALE", "counter": "COUNTER"}
 
 # snippets: (needs, lines); {t} is the running tensor, {n} the new name
+# Each snippet is well conditioned, so that a last-bit difference (another
+# summation order, a contracted multiply-add) stays within the tolerance:
+# sin/cos get arguments clamped to [-8, 8] (after exp, a value of 1e4 turns a
+# last-bit error into an O(1) one); sorted() keys are sums of tensors with
+# offsets 3 apart per element around tanh values in (-1, 1), so rounding
+# cannot swap them; printed floats are not rounded to digits (a half-way
+# case would flip), stdout's numbers being compared with the tolerance.
 SNIPPETS = [
-    ((), ["{n} = {t}.sin() * 2 + 1"]),
+    ((), ["{n} = {t}.clamp(-8, 8).sin() * 2 + 1"]),
     ((), ["{n} = torch.relu({t} - 0.1) @ torch.ones(4, 4)"]),
     (("closure",), ["{n} = make_scaler(3.0)({t})"]),
     ((), ["g_{n} = lambda u, c=2: u * c - 1", "{n} = g_{n}({t})"]),
-    ((), ["k_{n} = 0.5", "def h_{n}(u):", "    return u + k_{n}", "{n} = h_{n}({t}).cos()"]),
+    ((), ["k_{n} = 0.5", "def h_{n}(u):", "    return u + k_{n}", "{n} = h_{n}({t}).clamp(-8, 8).cos()"]),
     ((), ["{n} = sum([{t} * i for i in range(3)])"]),
     ((), ["{n} = torch.stack([r.sum() for r in {t}.unbind(0)]).sum() + {t}"]),
     ((), ["{n} = {{k: v for k, v in zip('ab', ({t}, {t} * 2))}}['b'] + 1"]),
     ((), ["ys_{n} = list(map(lambda u: u + 1, [{t}, {t} * 2, {t} - 1]))", "{n} = ys_{n}[0] * ys_{n}[2] + ys_{n}[1]"]),
     ((), ["ks_{n} = list(filter(lambda i: i % 2 == 0, range(5)))", "{n} = {t} * len(ks_{n}) + ks_{n}[-1]"]),
-    ((), ["ps_{n} = sorted([{t} * 3, {t} + 1, -{t}], key=lambda u: float(u.sum()))", "{n} = ps_{n}[0] - ps_{n}[-1]"]),
+    ((), ["th_{n} = {t}.tanh()",
+          "ps_{n} = sorted([th_{n} + 3, th_{n} - 3, th_{n}], key=lambda u: float(u.sum()))",
+          "{n} = ps_{n}[0] - ps_{n}[-1] + {t}"]),
     ((), ["ws_{n} = sorted([3, 1, 2], key=lambda i: -i)", "{n} = {t} * ws_{n}[0]"]),
     ((), ["with torch.no_grad():", "    c_{n} = {t} * 2", "{n} = {t} + c_{n}"]),
     ((), ["with torch.no_grad():", "    {n} = {t} * 2"]),
@@ -465,7 +474,7 @@ SNIPPETS = [
     ((), ["with torch.no_grad():", "    e_{n} = {t} + 1", "    torch._dynamo.graph_break()", "    {n} = e_{n} * 2"]),
     ((), ["with torch.autocast('cpu', dtype=torch.bfloat16):", "    a_{n} = {t} @ torch.eye(4)", "{n} = a_{n}.float() + {t}"]),
     ((), ["{n} = {t} * 2", "torch._dynamo.graph_break()", "{n} = {n} + 1"]),
-    ((), ["print('value', {t}.shape, round(float({t}.sum()), 2))", "{n} = {t} * 1.0"]),
+    ((), ["print('value', {t}.shape, float({t}.sum()))", "{n} = {t} * 1.0"]),
     ((), ["if {t}.sum().item() > 0.5:", "    {n} = {t} + 1", "else:", "    {n} = {t} - 1"]),
     ((), ["if {t}.mean() > 0.1:", "    {n} = {t}.tanh()", "else:", "    {n} = {t}.sigmoid()"]),
     ((), ["{n} = {t} * ({t}.shape[0] + len({t}))"]),

@@ -1,0 +1,44 @@
+"""The fuzzer's comparison (run.py): what counts as a difference between
+eager and kiln and what is rounding."""
+import torch
+
+from .run import close, diff, text_diff
+
+
+def val(x):
+    return ("val", x)
+
+
+def test_state_floats_use_float32_tolerance():
+    # float(t.sum()) summed in another order: a last-bit difference is not a mismatch
+    assert diff(val(-0.19967412948608398), val(-0.19967305660247803)) == []
+    assert diff(val(-1.9073486328125e-06), val(9.5367431640625e-07)) == []   # a sum that cancels to ~0
+    assert diff(val(0.0), val(-0.0)) == []
+    assert diff(val(float("nan")), val(-float("nan"))) == []
+    assert diff(val(-2.38e-07), val(-4.36e-05))[0][0] == "rounding"         # under ROUNDING times: not failing
+    assert diff(val(1.0), val(1.01))[0][0] == "value"
+    assert diff(val(1.0), val(float("inf")))[0][0] == "value"
+    assert diff(val(1), val(1.0))[0][0] == "value"                          # int vs float: exact
+    assert diff(val(2), val(3))[0][0] == "value"
+
+
+def test_stdout_numbers_use_the_tolerance_and_the_rest_is_exact():
+    assert text_diff("value torch.Size([4, 4]) 0.0\n", "value torch.Size([4, 4]) -0.0\n") is None
+    assert text_diff("v 3103877.0\n", "v 3103878.5\n") is None
+    assert text_diff("v 922005340160.0\n", "v 922005405696.0\n") is None
+    assert text_diff("v 1e-07 nan\n", "v -2e-07 nan\n") is None
+    assert text_diff("v 1.5\n", "v 1.6\n")[0] == "stdout"
+    assert text_diff("value torch.Size([4, 4]) 1.0\n", "value torch.Size([4, 3]) 1.0\n")[0] == "stdout"  # ints exact
+    assert text_diff("value 1.0\n", "valeu 1.0\n")[0] == "stdout"
+    assert text_diff("a 1.0\n", "a 1.0\nb\n")[0] == "stdout"
+    assert text_diff("v inf\n", "v 3.4e38\n")[0] == "stdout"
+
+
+def test_tensor_zero_sign_and_nan_payload_ignored():
+    a = torch.tensor([0.0, float("nan"), 1.0])
+    b = torch.tensor([-0.0, -float("nan"), 1.0])
+    assert close(a, b) is None
+    # a sign of zero that matters is seen in what is computed from it
+    assert close(1 / a[:1], 1 / b[:1]) is not None
+    assert close(torch.copysign(torch.ones(1), a[:1]), torch.copysign(torch.ones(1), b[:1])) is not None
+    assert close(a[:1].signbit(), b[:1].signbit()) is not None
