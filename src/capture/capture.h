@@ -42,6 +42,19 @@
 #define kn_request_extra_index _PyEval_RequestCodeExtraIndex
 #endif
 
+/* A type's own attribute dict (new reference, or NULL): from 3.12 the
+ * dicts of static builtin types (object, tuple) live outside tp_dict, which
+ * is NULL there. */
+static inline PyObject *
+kn_type_dict(PyTypeObject *tp)
+{
+#if KN_PY312
+    return PyType_GetDict(tp);
+#else
+    return Py_XNewRef(tp->tp_dict);
+#endif
+}
+
 /* The pending exception as one normalized object (new reference, or NULL),
  * clearing it: PyErr_Fetch is deprecated from 3.12. */
 static inline PyObject *

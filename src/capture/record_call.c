@@ -1461,7 +1461,18 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         *out = c;
         return 0;
     }
-    if (f == PyDict_GetItemString(PyTuple_Type.tp_dict, "__new__") && nargs == 2 && !kwnames &&
+    static PyObject *tuple_new;   /* tuple.__new__, looked up once */
+    if (tuple_new == NULL) {
+        PyObject *td = kn_type_dict(&PyTuple_Type);
+        tuple_new = td ? Py_XNewRef(PyDict_GetItemString(td, "__new__")) : NULL;
+        Py_XDECREF(td);
+        if (tuple_new == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: tuple.__new__ not found");
+            return KN_ERR;
+        }
+    }
+    if (f == tuple_new && nargs == 2 && !kwnames &&
         args[0]->kind == V_CONST && PyType_Check(args[0]->obj) &&
         PyType_IsSubtype((PyTypeObject *)args[0]->obj, &PyTuple_Type) &&
         (args[1]->kind == V_TUPLE || args[1]->kind == V_LIST)) {

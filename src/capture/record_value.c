@@ -1087,10 +1087,14 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
         while (i < n && PyTuple_GET_ITEM(mro, i) != v->obj)
             i++;
         for (i++; i < n; i++) {
-            PyObject *cd = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
-            PyObject *d = PyDict_GetItemWithError(cd, name);
-            if (d == NULL)
+            PyObject *cd = kn_type_dict((PyTypeObject *)PyTuple_GET_ITEM(mro, i));
+            PyObject *d = cd ? PyDict_GetItemWithError(cd, name) : NULL;   /* borrowed */
+            Py_XDECREF(cd);   /* the type's dict outlives this lookup: the MRO holds the type */
+            if (d == NULL) {
+                if (PyErr_Occurred())
+                    return KN_FAIL;
                 continue;
+            }
             if (PyFunction_Check(d)) {
                 *out = kn_v_method(r, kn_v_const(r, d), self);
                 return *out ? 0 : KN_FAIL;
