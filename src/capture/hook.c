@@ -301,6 +301,25 @@ fallback(PyThreadState *ts, _PyInterpreterFrame *f, int off)
     return _PyEval_EvalFrameDefault(ts, f, 0);
 }
 
+/* Whether the graph's pending exception must be raised where the graph ran
+   rather than by re-running the segment as Python: the runtime marks a GPU
+   kernel's index error so (eager's kernel would trip a device-side assert,
+   and a deferred error belongs to an earlier call's inputs). */
+static int
+graph_error_stays(void)
+{
+    PyObject *exc = kn_err_take();
+    int stays = 0;
+    if (exc != NULL) {
+        PyObject *m = PyObject_GetAttrString(exc, "_kiln_no_replay");
+        stays = m != NULL && PyObject_IsTrue(m) == 1;
+        Py_XDECREF(m);
+        PyErr_Clear();
+        PyErr_SetRaisedException_compat(exc);
+    }
+    return stays;
+}
+
 /* CPython takes frame f over with the pending exception raised by the
  * instruction at off: the frame's own handlers (try/except/with) see it. */
 static PyObject *
@@ -971,7 +990,7 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
         release_vals(seg, vals);
         if (rc == -2) {
             handed = 1;
-            if (seg->writes) {
+            if (seg->writes || graph_error_stays()) {
                 /* the graph raised after it may have written its inputs: running
                  * the segment as Python would write them twice.  Its exception
                  * is raised in the frame, at the segment's first instruction */

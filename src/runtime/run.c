@@ -780,6 +780,23 @@ raise_kernel_error(const int64_t *err)
     return raise_kernel_error_as(err, "");
 }
 
+/* Mark the pending exception (a GPU kernel's error) so capture raises it
+   where the graph was called instead of re-running the code eagerly: on a
+   GPU, eager's kernel would trip a device-side assert and poison the
+   context, and a deferred error belongs to an earlier call's inputs, which
+   a re-run of this call would not see.  Returns -1. */
+static int
+no_replay(void)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    if (ev != NULL && PyObject_SetAttrString(ev, "_kiln_no_replay", Py_True) < 0)
+        PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+    return -1;
+}
+
 /* A violation found after its call returned (config.cuda_index_errors
    "async"): the same exception, saying where it came from. */
 static int
@@ -853,7 +870,7 @@ poll_errors(ProgramObject *self, int synchronized)
     if (self->emulated && self->emu_err[0]) {
         memcpy(err, self->emu_err, sizeof err);
         memset(self->emu_err, 0, sizeof err);
-        return raise_deferred_error(err);
+        return raise_deferred_error(err) < 0 ? no_replay() : 0;
     }
     for (int e = 0; e < self->nerrs; e++) {
         errslot *sl = &self->errs[e];
@@ -876,7 +893,7 @@ poll_errors(ProgramObject *self, int synchronized)
             /* zeroed on the device at the next call on its stream */
             sl->clear = 1;
             sl->dirty = 0;
-            return raise_deferred_error(err);
+            return raise_deferred_error(err) < 0 ? no_replay() : 0;
         }
     }
     return 0;
@@ -1396,7 +1413,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
                 ef(params, blocks, (unsigned)self->kthreads[k]);
                 Py_END_ALLOW_THREADS
                 if (err[0] && self->err_mode == KN_ERRS_SYNC)
-                    rc = raise_kernel_error(err);
+                    rc = raise_kernel_error(err) < 0 ? no_replay() : 0;
             } else {
                 if (self->tune_reps > 0 && self->ktune[k] && self->ktunable[k])
                     rc = tune_kernel(self, k, stream, params);
@@ -1436,7 +1453,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
        stream), only for programs whose kernels check indices */
     if (eslot >= 0 && self->err_mode == KN_ERRS_SYNC) {
         int rc = kn_cuda_read_error(f.ptr[n], err, stream);
-        if (rc < 0 || (rc == 0 && err[0] && raise_kernel_error(err) < 0))
+        if (rc < 0 || (rc == 0 && err[0] && raise_kernel_error(err) < 0 && no_replay() < 0))
             goto done;
     }
     result = PyList_New(self->noutputs);

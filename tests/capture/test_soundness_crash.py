@@ -588,3 +588,28 @@ def test_kilns_own_backend_failure_is_internal(monkeypatch):
         warnings.simplefilter("always")
         torch.testing.assert_close(kiln.compile(lambda x: x * 3)(torch.ones(2)), torch.full((2,), 3.0))
     assert any("kiln backend bug" in str(x.message) for x in w)
+
+
+def test_gpu_kernel_index_error_is_raised_not_replayed(monkeypatch):
+    # A GPU kernel's index error is raised where the graph ran, never by
+    # re-running the segment eagerly: on a real GPU eager's kernel would trip
+    # a device-side assert (the context is lost), and an asynchronously found
+    # error belongs to an earlier call's inputs, which a re-run with this
+    # call's good inputs would not see (so it would be lost).  The CUDA
+    # emulator takes the same path.
+    import torch.nn.functional as F
+    w = torch.randn(10, 4)
+    monkeypatch.setattr(kiln.config, "cuda_emulate", True)
+    monkeypatch.setattr(kiln.config, "cuda_index_errors", "async")
+    kiln.reset()
+
+    def f(i):
+        return F.embedding(i, w) * 2
+
+    cf = kiln.compile(f)
+    good, bad = torch.tensor([1, 0, 9]), torch.tensor([1, 12, 2])
+    torch.testing.assert_close(cf(good), f(good))
+    cf(bad)                                   # found after the call returned
+    with pytest.raises(IndexError, match="earlier call"):
+        cf(good)                              # reported here, not lost to a re-run
+    torch.testing.assert_close(cf(good), f(good))
