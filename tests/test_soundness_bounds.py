@@ -403,3 +403,27 @@ def test_cuda_index_errors_knob_reads_its_environment_variable(env, mode):
 def test_an_unknown_index_errors_mode_is_a_user_error(monkeypatch):
     with pytest.raises(ValueError, match="cuda_index_errors"):
         _emulated(monkeypatch, "sometimes", EMB)
+
+
+# an index into a dim whose address term vanishes (size 1, or stride 0 of an
+# expanded dim): the load drops that dim's index, and its CHECK went with it
+VANISHING_DIM_OPS = {
+    "size1_bool": (lambda a, i: a[:, i], lambda: torch.rand(3, 1, 1) < 0.5),
+    "size1_float": (lambda a, i: a[:, i] * 2, lambda: torch.randn(3, 1, 2)),
+    "expanded": (lambda a, i: a.expand(3, 5)[:, i] + 1, lambda: torch.randn(3, 1)),
+    "expanded_index_select": (lambda a, i: torch.index_select(a.expand(3, 5), 1, i) + 1, lambda: torch.randn(3, 1)),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+@pytest.mark.parametrize("op", sorted(VANISHING_DIM_OPS))
+def test_index_checks_survive_a_dim_the_load_address_drops(op, entry):
+    fn, make = VANISHING_DIM_OPS[op]
+    cf = ENTRIES[entry](fn)
+    a = make()
+    n = 1 if op.startswith("size1") else 5
+    good = torch.tensor([0, n - 1, 0])
+    _check(cf, fn, a, good)
+    for bad in (n + 3, -n - 5):
+        _check(cf, fn, a, torch.tensor([0, 0, bad]))
+        _check(cf, fn, a, good)

@@ -219,6 +219,92 @@ worth_storing(kn_ctx *c, kn_buf *b)
     return big_reads(c, b->body, seen, &nseen, 0) >= 2;
 }
 
+/* Does e contain an index CHECK?  A bounded walk: past the budget it answers
+   yes (the caller then keeps the expression, which is only slower). */
+static int
+has_check(kn_expr *e, int *budget)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == KN_S_CHECK || --*budget < 0)
+        return 1;
+    for (int k = 0; k < e->n; k++)
+        if (has_check(e->a[k], budget))
+            return 1;
+    return 0;
+}
+
+/* Element offset of b[idx].  A dim whose term vanishes (size 1, or stride 0
+   of an expanded dim) would drop its index expression, and with it an index
+   CHECK inside (a[:, i] over a size-1 dim never raised); such an index is
+   kept as min(idx, 0), which is 0 since a load index is never negative. */
+static kn_expr *
+load_address(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
+{
+    kn_expr *ix = kn_iconst(c, b->offset);
+    for (int d = 0; d < b->ndim; d++) {
+        int budget = 256;
+        if (b->size[d] > 1 && b->stride[d] != 0)
+            ix = kn_iadd(c, ix, kn_imul(c, idx[d], b->stride[d]));
+        else if (has_check(idx[d], &budget))
+            ix = kn_iadd(c, ix, kn_op2(c, KN_S_MIN, KN_I64, idx[d], kn_iconst(c, 0)));
+    }
+    return ix;
+}
+
+/* Is x inside e?  Bounded like has_check: past the budget it answers no. */
+static int
+contains(kn_expr *e, kn_expr *x, int *budget)
+{
+    if (e == x)
+        return 1;
+    if (e == NULL || --*budget < 0)
+        return 0;
+    for (int k = 0; k < e->n; k++)
+        if (contains(e->a[k], x, budget))
+            return 1;
+    return 0;
+}
+
+/* The first index CHECK inside e (NULL if none within the budget). */
+static kn_expr *
+first_check(kn_expr *e, int *budget)
+{
+    if (e == NULL || --*budget < 0)
+        return NULL;
+    if (e->op == KN_S_CHECK)
+        return e;
+    for (int k = 0; k < e->n; k++) {
+        kn_expr *f = first_check(e->a[k], budget);
+        if (f)
+            return f;
+    }
+    return NULL;
+}
+
+/* A lazy body that never reads a dim (an expanded size-1 dim reads const 0)
+   drops the index substituted for it, and an index CHECK inside with it.
+   Where a checked index is not found in the loaded value r, r is kept as
+   where(idx < 0, 0, r): the same value (a load index is never negative) that
+   still evaluates the check.  A check past the search budget counts as lost. */
+static kn_expr *
+keep_checks(kn_ctx *c, kn_expr *r, kn_expr *const *idx, int ndim)
+{
+    for (int d = 0; r && d < ndim; d++) {
+        int budget = 256, found = 4096;
+        if (!has_check(idx[d], &budget))
+            continue;
+        budget = 256;
+        kn_expr *chk = first_check(idx[d], &budget);
+        if (chk && contains(r, chk, &found))
+            continue;
+        kn_dtype dt = (kn_dtype)r->dt;
+        kn_expr *zero = kn_dtype_is_float(dt) ? kn_const_f(c, dt, 0.0) : kn_const_i(c, dt, 0);
+        r = kn_op3(c, KN_S_WHERE, dt, kn_op2(c, KN_S_LT, KN_BOOL, idx[d], kn_iconst(c, 0)), zero, r);
+    }
+    return r;
+}
+
 kn_expr *
 kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
 {
@@ -231,22 +317,14 @@ kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
         memset(&s, 0, sizeof s);
         for (int d = 0; d < b->ndim; d++)
             s.to[KN_VAR_P(d)] = idx[d];
-        return kn_substitute(c, b->body, &s);
+        return keep_checks(c, kn_substitute(c, b->body, &s), idx, b->ndim);
     }
     if (b->kind == KN_B_ALIAS) {
         /* a strided view of stored data: read its base through the view */
         kn_buf *base = c->bufs[b->base];
-        kn_expr *ix = kn_iconst(c, b->offset);
-        for (int d = 0; d < b->ndim; d++)
-            if (b->size[d] > 1)
-                ix = kn_iadd(c, ix, kn_imul(c, idx[d], b->stride[d]));
-        return kn_load(c, base->id, base->dt, ix);
+        return kn_load(c, base->id, base->dt, load_address(c, b, idx));
     }
-    kn_expr *ix = kn_iconst(c, b->offset);
-    for (int d = 0; d < b->ndim; d++)
-        if (b->size[d] > 1)
-            ix = kn_iadd(c, ix, kn_imul(c, idx[d], b->stride[d]));
-    return kn_load(c, b->id, b->dt, ix);
+    return kn_load(c, b->id, b->dt, load_address(c, b, idx));
 }
 
 /* ---------------------------------------------------------------- helpers */
