@@ -918,18 +918,38 @@ _INDEX_CHECKED = {"index_put", "index_put_", "scatter", "scatter_", "scatter_add
 
 
 def _dead_index_checks(gm):
-    """The captured graph's index-checking nodes whose results go unused."""
+    """The captured graph's index-checking nodes whose results reach no
+    output (unused, or used only by dead code: lowering would eliminate
+    them), and the targets of `t[i] = v` with a tensor key on a tensor no
+    output reads.  Returned as the nodes to add as outputs; an extra output
+    that was live after all (a mutated input) only costs its store."""
     import operator
+
+    live, stack = set(), [n for n in gm.graph.nodes if n.op == "output"]
+    while stack:
+        n = stack.pop()
+        if n not in live:
+            live.add(n)
+            stack.extend(n.all_input_nodes)
+
+    def tensor_key(idx):
+        idx = idx if isinstance(idx, (tuple, list)) else (idx,)
+        return any(isinstance(a, torch.fx.Node) for a in idx)
 
     dead = []
     for n in gm.graph.nodes:
-        if n.op not in ("call_method", "call_function") or n.users or _target_name(n) not in _INDEX_CHECKED:
+        if n.op not in ("call_method", "call_function") or n in live:
             continue
-        if n.target in (operator.getitem, "__getitem__"):
-            idx = n.args[1] if len(n.args) > 1 else None
-            idx = idx if isinstance(idx, (tuple, list)) else (idx,)
-            if not any(isinstance(a, torch.fx.Node) for a in idx):
-                continue   # basic indexing: no tensor index, nothing checked at run time
+        if n.target in (operator.setitem, "__setitem__"):
+            tgt = n.args[0] if n.args else None
+            if isinstance(tgt, torch.fx.Node) and tgt not in live and tgt not in dead and len(n.args) > 1 \
+                    and tensor_key(n.args[1]):
+                dead.append(tgt)
+            continue
+        if _target_name(n) not in _INDEX_CHECKED:
+            continue
+        if n.target in (operator.getitem, "__getitem__") and not tensor_key(n.args[1] if len(n.args) > 1 else None):
+            continue   # basic indexing: no tensor index, nothing checked at run time
         dead.append(n)
     return dead
 

@@ -495,7 +495,19 @@ DEAD_INDEXING = [
     ("index_put", lambda a, i: (a.var(0).index_put((i,), torch.tensor(1.5)), a * 2)[1]),
     ("gather-scatter_add", lambda a, i: (a.sum(1).scatter_add(0, i, a.sum(1).gather(0, i)), a + 1)[1]),
     ("index_select", lambda a, i: (a.index_select(0, i), a - 1)[1]),
+    # used only by dead code (elu's result is unused)
+    ("index_select-dead-chain", lambda a, i: (torch.nn.functional.elu(a.index_select(0, i)), a - 1)[1]),
+    ("gather-dead-view-chain", lambda a, i: (a.gather(0, i.view(1, 1).expand(1, 4)).t() * 3, a + 2)[1]),
 ]
+
+
+def _setitem_dead(a, i):
+    v = a.clone()
+    v[i] = 0          # a tensor key on a tensor nothing reads afterwards
+    return a * 2
+
+
+DEAD_INDEXING.append(("setitem-dead-target", _setitem_dead))
 
 
 @pytest.mark.parametrize("mode", MODES)
