@@ -7,7 +7,7 @@ VPY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 export KILN_CACHE_DIR ?= $(CURDIR)/.kiln-cache
 
-.PHONY: demo test test-full bench asan setup build clean
+.PHONY: demo test test-full bench asan fuzz setup build clean
 
 $(VENV)/.setup: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,11 @@ test-full: build
 
 bench: build
 	$(VPY) -m kiln.bench
+
+# the differential fuzzer at length (thousands of programs; failures and
+# their reproducers under .fuzz-out/)
+fuzz: build
+	$(VPY) -m tests.fuzz --long --entry both --out .fuzz-out
 
 # AddressSanitizer + UBSan build of the extension, suite run with libasan preloaded
 # (the OpInfo sweep is left out for time: ASan makes it several times slower).
