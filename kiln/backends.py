@@ -1027,12 +1027,9 @@ def _kiln(gm, example_inputs):
             try:
                 fn = _aot(g, example_inputs, compile_graph)
             except RuntimeError as e:
-                # AOT autograd traces the backward now: a tensor saved for it
-                # and then written in place fails autograd's version check
-                # here, where eager fails only if backward runs
-                if "modified by an inplace operation" not in str(e):
+                reason = _backward_only_error(e)
+                if reason is None:
                     raise
-                reason = "a tensor saved for backward is written in place (autograd raises at backward)"
                 compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
                                         "extern_ops": [], "reason": reason})
                 return gm.forward
@@ -1164,6 +1161,19 @@ class CudaGraphed:
         if isinstance(out, torch.Tensor):
             return out.clone()
         return type(out)(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
+
+
+def _backward_only_error(e):
+    """AOT autograd traces the backward when the graph is compiled; eager
+    raises these errors only if backward runs (and the forward's results are
+    right).  The graph then runs as captured, so the user sees eager's
+    behaviour: the reason, or None for any other error."""
+    msg = str(e)
+    if "modified by an inplace operation" in msg:
+        return "a tensor saved for backward is written in place (autograd raises at backward)"
+    if "derivative for" in msg and "is not implemented" in msg:
+        return "an op without a derivative on a tensor that requires grad (autograd raises at backward)"
+    return None
 
 
 def _data_dependent(e):

@@ -581,3 +581,20 @@ def test_inplace_write_into_a_transposed_input_still_compiles(mode):
     torch.testing.assert_close(co[0], eo[0])
     torch.testing.assert_close(ci[0], ei[0])
     assert not any(g.get("fallbacks") for g in backends.compiled_graphs[before:])
+
+
+# ---------------------------------------------------------------- ops without a derivative
+@pytest.mark.parametrize("mode", MODES)
+def test_op_without_derivative_raises_at_backward_as_eager(mode):
+    """`a // b` has no derivative: eager computes the forward and raises only
+    when backward runs; kiln must not raise while compiling (found by the
+    fuzzer: AOT autograd traces the backward at compile time)."""
+    def fn(a, b):
+        return (a // b) * 2 + a.sin()
+
+    a, b = torch.randn(3, 4, requires_grad=True), torch.rand(4) + 0.5
+    cf = _compiled(fn, mode)
+    out = cf(a, b)
+    torch.testing.assert_close(out, fn(a, b))
+    with pytest.raises(RuntimeError, match="derivative for aten::floor_divide"):
+        out.sum().backward()

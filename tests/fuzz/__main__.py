@@ -17,14 +17,27 @@ import time
 
 from . import gen
 from .minimize import minimize, reproducer, size
-from .run import Pool
+from .run import NOT_FAILING, Pool
+
+
+def seed_list(spec):
+    """--seeds: "KIND:SEED ..." or "SEED,..." words, or a summary.json whose
+    failures are rerun: [(kind or None, seed)]."""
+    if os.path.exists(spec):
+        with open(spec) as fh:
+            return sorted({(f["kind"], f["seed"]) for f in json.load(fh)["failures"]})
+    out = []
+    for w in spec.replace(",", " ").split():
+        kind, _, seed = w.rpartition(":")
+        out.append((kind or None, int(seed)))
+    return out
 
 
 def jobs_for(args):
     n = args.count * (10 if args.long else 1)
-    for i in range(n):
-        seed = args.seed + i
-        kind = args.kind if args.kind != "all" else ("capture" if i % 4 == 3 else "tensor")
+    picked = seed_list(args.seeds) if args.seeds else [(None, args.seed + i) for i in range(n)]
+    for i, (given, seed) in enumerate(picked):
+        kind = given or (args.kind if args.kind != "all" else ("capture" if seed % 4 == 3 else "tensor"))
         if kind == "capture":
             if args.entry == "torch":
                 continue
@@ -35,7 +48,7 @@ def jobs_for(args):
 
 
 def failing(mm):
-    return [m for m in mm if m["kind"] != "rounding"]
+    return [m for m in mm if m["kind"] not in NOT_FAILING]
 
 
 def run_jobs(pool, jobs, progress=None):
@@ -63,7 +76,8 @@ def summarize(rows, elapsed):
     seeds = collections.defaultdict(list)
     for job, entry, oc, mm in rows:
         if mm:
-            k = "%s/%s: %s" % (job["kind"], entry, failing(mm)[0]["kind"] if failing(mm) else "rounding (not failing)")
+            k = "%s/%s: %s" % (job["kind"], entry, failing(mm)[0]["kind"] if failing(mm) else
+                                       "%s (not failing)" % ("upstream" if oc == "upstream" else "rounding"))
             kinds[k] += 1
             seeds[k].append(job["seed"])
     lines = ["programs run: %d (%s) in %.0fs; runs by entry: %d" % (
@@ -100,6 +114,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--count", type=int, default=100)
+    ap.add_argument("--seeds", help="rerun these programs: 'tensor:700120 capture:5 ...' or a summary.json")
     ap.add_argument("--long", action="store_true", help="ten times --count (thousands with the default)")
     ap.add_argument("--kind", choices=["tensor", "capture", "all"], default="all")
     ap.add_argument("--entry", choices=["kiln", "torch", "both"], default="both")

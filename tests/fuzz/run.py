@@ -124,6 +124,25 @@ TOL = {torch.float64: (1e-9, 1e-9), torch.float32: (1e-5, 1e-5), torch.bfloat16:
        torch.float16: (3e-3, 3e-3)}
 
 
+# The least precise float type a program computes in: a float64 output or
+# gradient of a program that also computes in float32 (a cast, a mixed
+# op, a float32 gradient summed into a float64 leaf) may carry float32's
+# rounding, so it is judged with the larger of the two tolerances.  Set by
+# check_source from the program's text; programs all in float64 keep
+# float64's tolerance, which still catches float64 computed in float32.
+FLOOR = [torch.float64]
+
+
+def precision_floor(src):
+    body = src[src.find("\ndef make_inputs"):]   # the program, not the input helpers
+    for names, dt in ((("bfloat16",), torch.bfloat16), (("float16", ".half()"), torch.float16),
+                      (("float32", ".float()"), torch.float32)):
+        if any(n in body for n in names):
+            return dt
+    # no float dtype named but float64: floats made without one are float32
+    return torch.float64 if "float64" in body or ".double()" in body else torch.float32
+
+
 def close(a, b, loose=1.0):
     """None when kiln's tensor b matches eager's a, else why not (loose
     scales the tolerance: gradients sum more terms in another order)."""
@@ -146,7 +165,8 @@ def close(a, b, loose=1.0):
     if not torch.equal(torch.where(fin, 0.0, a64.nan_to_num(0.0)), torch.where(fin, 0.0, b64.nan_to_num(0.0))):
         i = ((a64 != b64) & ~fin & ~an).nonzero()[0].tolist()
         return "inf differs at %s: eager %s kiln %s" % (i, a64[tuple(i)].item(), b64[tuple(i)].item())
-    rtol, atol = (t * loose for t in TOL.get(a.dtype, (1e-5, 1e-5)))
+    rtol, atol = (max(t, f) * loose for t, f in zip(TOL.get(a.dtype, (1e-5, 1e-5)),
+                                                     TOL[FLOOR[0]] if a.dtype == torch.float64 else (0, 0)))
     fref = a64[a64.isfinite()].abs()
     scale = max(1.0, fref.max().item()) if fref.numel() else 1.0
     af, bf = a64[fin], b64[fin]
@@ -277,6 +297,8 @@ def compiled(fn, entry):
         return kiln.compile(fn)
     if entry == "torch":
         return torch.compile(fn, backend="kiln")
+    if entry == "dynamo":   # the reference for the torch entry: TorchDynamo with no compiler
+        return torch.compile(fn, backend="eager")
     return fn
 
 
@@ -383,15 +405,48 @@ def compare(eager, comp):
     return out
 
 
+# Kinds that do not fail a program: "rounding" (see TOL), and "upstream": a
+# failure of the torch.compile entry that TorchDynamo gives with no compiler
+# behind it (backend="eager", which hands Dynamo's graph back to eager), so
+# that kiln, as a backend, never sees the difference (see `attribute`).
+NOT_FAILING = ("rounding", "upstream")
+
+
 def failures(mismatches):
-    """The mismatches that fail a program (rounding ones do not)."""
-    return [m for m in mismatches if m.kind != "rounding"]
+    """The mismatches that fail a program."""
+    return [m for m in mismatches if m.kind not in NOT_FAILING]
+
+
+# mismatch kinds whose detail carries the values: Dynamo's own fault gives
+# the same wrong value whatever the backend, so the details must agree
+_BY_VALUE = ("value", "grad", "state", "input-mutation", "input-meta", "stdout")
+
+
+def attribute(src, eager, mm):
+    """A failing torch-entry run whose first failure TorchDynamo with the
+    eager backend repeats (same kind at the same call, and the same values
+    for value kinds) is marked "upstream": kiln's code never ran in the
+    difference.  Anything else stays kiln's."""
+    first = failures(mm)[0]
+    try:
+        ref = failures(compare(eager, execute(src, "dynamo")))
+    except Exception:
+        return mm
+    if not ref or (ref[0].kind, ref[0].call) != (first.kind, first.call):
+        return mm
+    if first.kind in _BY_VALUE and ref[0].detail != first.detail:
+        return mm
+    return [m if m.kind in NOT_FAILING else
+            Mismatch("upstream", m.call, "TorchDynamo (backend='eager') fails alike: %s: %s" % (m.kind, m.detail))
+            for m in mm]
 
 
 def outcome(eager, mismatches):
     if failures(mismatches):
         mismatches = failures(mismatches)
         return "kiln-crash" if mismatches[0].kind == "kiln-crash" else "mismatch"
+    if any(m.kind == "upstream" for m in mismatches):
+        return "upstream"
     return "both-raised" if any(r.get("exc") for r in eager) else "rounding" if mismatches else "match"
 
 
@@ -399,6 +454,7 @@ def check_source(src, entries=None):
     """{entry: (outcome, [Mismatch])} for one program's source."""
     ns = load(src, "probe")
     entries = entries or ns["ENTRIES"]
+    FLOOR[0] = precision_floor(src)
     eager = execute(src, None)
     res = {}
     for entry in entries:
@@ -407,6 +463,8 @@ def check_source(src, entries=None):
             mm = compare(eager, comp)
         except Exception as e:  # an error of the harness around kiln, e.g. in kiln.reset
             mm = [Mismatch("kiln-crash", -1, "%s: %s" % (type(e).__name__, str(e).split("\n")[0][:200]))]
+        if entry == "torch" and failures(mm):
+            mm = attribute(src, eager, mm)
         res[entry] = (outcome(eager, mm), mm)
     return res
 
