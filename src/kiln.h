@@ -131,6 +131,7 @@ kn_expr *kn_op1(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a);
 kn_expr *kn_op2(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b);
 kn_expr *kn_op3(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b, kn_expr *d);
 kn_expr *kn_cast(kn_ctx *c, kn_expr *a, kn_dtype dt);
+kn_expr *kn_round(kn_ctx *c, kn_expr *a, kn_dtype dt);
 kn_expr *kn_load(kn_ctx *c, int buf, kn_dtype dt, kn_expr *index);
 /* index arithmetic on int64 */
 kn_expr *kn_iadd(kn_ctx *c, kn_expr *a, kn_expr *b);

@@ -891,7 +891,8 @@ lower_where(kn_ctx *c, int ni, int param)
     return b->body ? set_result(c, ni, b) : -1;
 }
 
-/* Node ni's value is argument k broadcast to its shape and cast to its dtype. */
+/* Node ni's value is argument k broadcast to its shape and converted to its
+   dtype (rounded to a narrow float dtype, also when fused: kn_round). */
 static int
 cast_of_arg(kn_ctx *c, int ni, int k)
 {
@@ -903,7 +904,7 @@ cast_of_arg(kn_ctx *c, int ni, int k)
     int r = make_operand(c, arg(c, ni, k), b->ndim, b->size, idx, &o);
     if (r <= 0)
         return r;
-    b->body = kn_cast(c, o.e, b->dt);
+    b->body = kn_round(c, o.e, b->dt);
     return b->body ? set_result(c, ni, b) : -1;
 }
 
