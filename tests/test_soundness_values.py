@@ -100,3 +100,91 @@ def test_pow_by_int_of_nonfinite(mode):
     for x in (float("inf"), float("-inf"), float("nan")):
         _check(fn, (torch.tensor(x), torch.tensor(0.5)), mode)
         _check(fn, (torch.tensor(x), torch.tensor(-1.5)), mode)
+
+
+# ---------------------------------------------------------------- a graph that raises after writing
+# The compiled graph raised before AOT autograd's write-back of its mutated
+# inputs, so the writes eager makes before the failing op (and the failing
+# op's own partial writes) were lost: the captured graph now runs again
+# eagerly and raises from there.
+def _accumulate_then_bad_index(w, i0, i1):
+    w.index_put_((i0,), w[i0] * 2, accumulate=True)
+    i0[i1] = 0
+    return w.sum()
+
+
+def _fill_bad_index(w, i0):
+    w.index_fill_(-1, i0, 1.0)
+    return (w * 2,)
+
+
+W_STATE = torch.linspace(-1, 1, 5)
+
+
+def _global_fill_bad_index(i0):
+    W_STATE.index_fill_(0, i0, 1.0)
+    return i0 + 1
+
+
+RAISING = [
+    ("accumulate-then-bad-index", _accumulate_then_bad_index,
+     lambda: (torch.linspace(-1, 1, 3), torch.tensor([0, 1]), torch.tensor([0, 5]))),
+    ("index-fill-bad-index", _fill_bad_index, lambda: (torch.linspace(-1, 1, 5), torch.tensor([1, 3, 8]))),
+]
+
+
+def _outcome(fn, args):
+    try:
+        return fn(*args), None
+    except Exception as e:
+        return None, type(e)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn,make", RAISING, ids=[c[0] for c in RAISING])
+def test_graph_that_raises_keeps_eager_writes(name, fn, make, mode):
+    good = [make()[0]] + [torch.zeros_like(a) for a in make()[1:]]   # indices in range
+    cf = _compiled(fn, mode)
+    cf(*good)
+    want_args, got_args = make(), make()
+    _, want = _outcome(fn, want_args)
+    _, got = _outcome(cf, got_args)
+    assert want is not None and got is want
+    for w, g in zip(want_args, got_args):
+        assert torch.equal(w, g), (w, g)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_graph_that_raises_keeps_eager_writes_to_a_global(mode):
+    cf = _compiled(_global_fill_bad_index, mode)
+    results = []
+    for f in (_global_fill_bad_index, cf):
+        W_STATE.copy_(torch.linspace(-1, 1, 5))
+        f(torch.tensor([0, 2]))
+        W_STATE.copy_(torch.linspace(-1, 1, 5))
+        results.append((_outcome(f, (torch.tensor([1, 3, 9]),))[1], W_STATE.clone()))
+    assert results[0][0] is IndexError and results[1][0] is IndexError
+    assert torch.equal(results[0][1], results[1][1]), results
+
+
+# ---------------------------------------------------------------- data and metadata of one input
+# AOT autograd's write-back re-strided such an input with the functional
+# result's layout (storage offset 0) and copied the data there: a3 = o[1:]
+# wrote o[0].
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("meta", ["squeeze_", "t_", "unsqueeze_"])
+def test_input_data_and_metadata_mutation(meta, mode):
+    def fn(a, b):
+        b.fill_(3)
+        getattr(b, meta)(*([0] if meta == "unsqueeze_" else []))
+        return a + 1
+
+    cf = _compiled(fn, mode)
+    res = []
+    for f in (fn, cf, cf):
+        o = torch.arange(6.0).reshape(2, 3)
+        a, b = o[:1], o[1:]
+        out = f(a, b)
+        res.append((o.clone(), out, tuple(b.shape), b.stride(), b.storage_offset()))
+    for r in res[1:]:
+        assert torch.equal(r[0], res[0][0]) and torch.equal(r[1], res[0][1]) and r[2:] == res[0][2:], (r, res[0])
