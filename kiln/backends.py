@@ -894,8 +894,45 @@ def _writes_overlapping_input(gm, example_inputs):
     return False
 
 
+# in-place ops that change a tensor's sizes, strides or offset, not its data
+_METADATA_INPLACE = {"squeeze_", "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_"}
+
+
+def _writes_input_data_and_metadata(gm):
+    """Does the graph change both the data and the sizes/strides (squeeze_,
+    t_, ...) of one input?  AOT autograd's epilogue then re-strides the input
+    with the functional result's strides and offset (a fresh tensor's, not
+    the input's: a sliced input moves to offset 0) before it copies the data
+    back, so the data lands in the wrong elements; those graphs run as
+    captured."""
+    def same_tensor(n):   # in-place ops return their first argument
+        while isinstance(n, torch.fx.Node) and n.op in ("call_method", "call_function") and n.args and \
+                _target_name(n).endswith("_") and not _target_name(n).startswith("_"):
+            n = n.args[0]
+        return n
+
+    def base(n):          # through in-place results and views
+        m = _root(same_tensor(n))
+        return n if m is n else base(m)
+
+    data, meta = set(), set()
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function") or not n.args:
+            continue
+        name = _target_name(n)
+        if name in _METADATA_INPLACE:
+            meta.add(same_tensor(n.args[0]))
+        elif (name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS or \
+                name in ("setitem", "__setitem__"):
+            data.add(base(n.args[0]))
+    return any(isinstance(m, torch.fx.Node) and m.op == "placeholder" and m in data for m in meta)
+
+
 def _eager_only(gm, example_inputs=()):
     """Why the captured graph must run as it is (eager kernels), or None."""
+    if _writes_input_data_and_metadata(gm):
+        return "an input whose data and sizes/strides are both changed in place (AOT autograd's write-back " \
+               "re-strides it with a fresh tensor's layout)"
     if _writes_overlapping_input(gm, example_inputs):
         return "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"
     if _writes_through_unfold(gm):
@@ -973,7 +1010,8 @@ def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
     g, extra, untuple = _keep_index_checks(gm)
     if not extra:
-        return _kiln(gm, example_inputs)
+        fn = _kiln(gm, example_inputs)
+        return fn if fn == gm.forward else _EagerOnError(fn, gm)
     fn = _kiln(g, example_inputs)
 
     def checked(*args):
@@ -981,7 +1019,37 @@ def kiln(gm, example_inputs):
         return out[0] if untuple else type(out)(out[:-extra]) if isinstance(out, tuple) else out[:-extra]
     checked._kiln_pure = getattr(fn, "_kiln_pure", False)
     checked.kiln_stats = getattr(fn, "kiln_stats", None)
-    return checked
+    return _EagerOnError(checked, gm)
+
+
+class _EagerOnError:
+    """A compiled graph that raised (an index or zero-division check, an
+    ATen extern) has written none of its inputs: AOT autograd writes mutated
+    inputs back after the compiled forward returns.  So the captured graph
+    runs again as it is, and eager's kernels raise eager's exception after
+    eager's writes (the in-place ops before the failing one, and what the
+    failing one wrote before it raised).  A GPU kernel's deferred error
+    (`_kiln_no_replay`) belongs to an earlier call: it is raised as is."""
+
+    def __init__(self, fn, gm):
+        self.fn = fn
+        self.gm = gm
+        self._kiln_pure = getattr(fn, "_kiln_pure", False)
+        self.kiln_stats = getattr(fn, "kiln_stats", None)
+
+    def __call__(self, *args):
+        try:
+            return self.fn(*args)
+        except Exception as e:
+            if getattr(e, "_kiln_no_replay", False):
+                raise
+            err = e
+        out = self.gm(*args)   # raises eager's exception
+        msg = f"kiln: a compiled graph raised {type(err).__name__}: {err} where eager does not"
+        if config.debug:
+            raise RuntimeError(msg) from err
+        _warn_once(msg + " (eager's result is used)")
+        return out
 
 
 def _kiln(gm, example_inputs):

@@ -36,8 +36,11 @@ cc = os.environ.get("CC") or "cc"
 cxx = os.environ.get("CXX") or "c++"
 cuda_emulate = os.environ.get("KILN_CUDA_EMULATE", "") not in ("", "0")
 # -fwrapv: integer overflow wraps as in torch; no -ffast-math: NaN and inf
-# keep torch's semantics.
-cflags = "-O3 -march=native -fopenmp -fPIC -fno-math-errno -fno-trapping-math -fwrapv -w"
+# keep torch's semantics; -ffp-contract=off: an expression that two kernels
+# both compute (a fused kernel recomputes its producers) rounds the same in
+# each, so x - mean(x) of a constant row is exactly 0 (gcc's default
+# contracts each copy into its own multiply-adds).
+cflags = "-O3 -march=native -fopenmp -fPIC -fno-math-errno -fno-trapping-math -fwrapv -ffp-contract=off -w"
 # GPU graphs whose kernels index with tensor values: how their error record
 # is read ("async", "sync" or "off"; read when a graph is loaded, see
 # runtime/run.c).  "1" (the old on) is "async".

@@ -218,6 +218,10 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
             kn_str_printf(&rhs, "kn_bf2f(kn_f2bf((float)%s))", a.p);
         else if (e->i == KN_F16)
             kn_str_printf(&rhs, g->cuda ? "kn_h2f(kn_f2h((float)%s))" : "(float)(_Float16)%s", a.p);
+        else if (!g->cuda && kn_dtype_is_float((kn_dtype)e->a[0]->dt) && kn_dtype_is_int((kn_dtype)e->dt))
+            /* a C cast of an out-of-range float is undefined (gcc folds
+               (float)(int)x to trunc(x)): the prelude's kn_f2* give eager's values */
+            kn_str_printf(&rhs, "kn_f2%s_%s(%s)", tag_of[e->dt], tag_of[e->a[0]->dt], a.p);
         else
             kn_str_printf(&rhs, "(%s)%s", ctype_of[e->dt], a.p);
         kn_str_free(&a);

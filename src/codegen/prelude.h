@@ -114,6 +114,22 @@ static inline b_t kn_signbit_##tag(T a) { return KN_SIGNBIT_##tag(a); }
 KN_FLOAT_OPS(float, f32, f)
 KN_FLOAT_OPS(double, f64, )
 
+/* float -> integer casts with eager's (x86 ATen's) values where a C cast is
+   undefined (NaN, +-inf, out of range): int64 and int32 give their minimum
+   (cvttss2si's "integer indefinite"), int16 and int8 wrap the int32 value,
+   uint8 wraps the int64 one. */
+#define KN_F2I(T, tag)                                                                            \
+static inline int64_t kn_f2i64_##tag(T a) {                                                       \
+    return (a >= (T)-9223372036854775808.0 && a < (T)9223372036854775808.0) ? (int64_t)a : INT64_MIN; } \
+static inline int32_t kn_f2i32_##tag(T a) {                                                       \
+    return (a > (T)-2147483649.0 && a < (T)2147483648.0) ? (int32_t)a : INT32_MIN; }              \
+static inline int16_t kn_f2i16_##tag(T a) { return (int16_t)kn_f2i32_##tag(a); }                  \
+static inline int8_t kn_f2i8_##tag(T a) { return (int8_t)kn_f2i32_##tag(a); }                     \
+static inline uint8_t kn_f2u8_##tag(T a) { return (uint8_t)kn_f2i64_##tag(a); }
+
+KN_F2I(float, f32)
+KN_F2I(double, f64)
+
 #define KN_INT_OPS(T, tag, MINV)                                                                  \
 static inline T kn_truncdiv_##tag(T a, T b, int64_t *e) {                                         \
     if (b == 0) return kn_zerodiv(e);                                                                         \
