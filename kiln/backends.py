@@ -420,7 +420,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 5 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 6 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
@@ -519,8 +519,11 @@ def _trace_plain(gm, example_inputs):
         if written != [0] or not name.endswith("_") or not n.args:
             raise _NeedsFunctionalization(str(tgt))
         x = n.args[0]
+        # (x must own its storage: not a view, an element of a view op's list
+        # such as split's, or an in-place result; else the write must reach
+        # the storage's other users, which only functionalization replays)
         if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _shares_storage(x.target) or \
-                any(u is not n and (order[u] > order[n] or _shares_storage(u.target)) for u in x.users):
+                _storage_bases(x) or any(u is not n and (order[u] > order[n] or _shares_storage(u.target)) for u in x.users):
             raise _NeedsFunctionalization(str(tgt))
         packet = getattr(getattr(torch.ops, tgt.namespace), name[:-1], None)
         functional = getattr(packet, tgt._overloadname, None) if packet is not None else None
@@ -875,8 +878,12 @@ def _writes_overlapping_input(gm, example_inputs):
     where eager's write (through a non-overlapping view) is fine; those
     graphs run as captured."""
     inputs = _overlapping_inputs(gm, example_inputs)
-    if not inputs:
-        return False
+    return bool(inputs) and any(_root(w) in inputs for w in _written(gm))
+
+
+def _written(gm):
+    """The nodes the captured graph writes into in place (in-place methods
+    and operators, setitem, `out=`)."""
     for n in gm.graph.nodes:
         if n.op not in ("call_method", "call_function"):
             continue
@@ -889,9 +896,24 @@ def _writes_overlapping_input(gm, example_inputs):
             written = n.args[:1]
         else:
             continue
-        if any(isinstance(w, torch.fx.Node) and _root(w) in inputs for w in written):
-            return True
-    return False
+        yield from (w for w in written if isinstance(w, torch.fx.Node))
+
+
+try:
+    from torch._dynamo.exc import TensorifyScalarRestartAnalysis as _TensorifyRestart
+except ImportError:   # a torch without it never raises it
+    class _TensorifyRestart(Exception):
+        pass
+
+
+def _restart_loses_writes(gm):
+    """AOT autograd asks TorchDynamo to restart its analysis (to specialize a
+    float it could not turn into a tensor; a 0-d float64 input is one).  The
+    graph TorchDynamo then captures has lost in-place writes into that input
+    (torch 2.13: `x.mul_(2)` on a 0-d float64 argument vanishes, backend
+    "aot_eager" alike).  When the graph writes into an input, kiln keeps
+    this first graph and runs it as captured instead."""
+    return any(_root(w).op == "placeholder" for w in _written(gm))
 
 
 def _eager_only(gm, example_inputs=()):
@@ -1016,6 +1038,8 @@ def _kiln(gm, example_inputs):
                 fn = _Flat(_compile_inference(g, example_inputs))
             except _NotInference:
                 fn = None   # mutation or aliasing: AOT autograd's full path
+            except _TensorifyRestart:
+                raise
             except Exception as e:
                 # an untraceable graph takes AOT autograd's full path too (which
                 # reports it); under debug a kiln bug must surface here
@@ -1041,6 +1065,13 @@ def _kiln(gm, example_inputs):
         if pure:
             fn._kiln_pure = True
         return fn
+    except _TensorifyRestart:
+        if not _restart_loses_writes(gm):
+            raise   # TorchDynamo captures again with the float specialized
+        reason = "a restart of TorchDynamo's analysis would lose this graph's writes into its inputs"
+        compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
+                                "extern_ops": [], "reason": reason})
+        return gm.forward
     except Exception as e:
         if config.debug and not _data_dependent(e):
             raise
