@@ -906,18 +906,42 @@ except ImportError:   # a torch without it never raises it
         pass
 
 
-def _restart_loses_writes(gm):
-    """AOT autograd asks TorchDynamo to restart its analysis (to specialize a
-    float it could not turn into a tensor; a 0-d float64 input is one).  The
-    graph TorchDynamo then captures has lost in-place writes into that input
-    (torch 2.13: `x.mul_(2)` on a 0-d float64 argument vanishes, backend
-    "aot_eager" alike).  When the graph writes into an input, kiln keeps
-    this first graph and runs it as captured instead."""
+def _writes_inputs(gm):
+    """Does the captured graph write in place into (a view of) an input?"""
     return any(_root(w).op == "placeholder" for w in _written(gm))
+
+
+def _symbolic(gm, example_inputs):
+    """Has the graph symbolic sizes (TorchDynamo's dynamic shapes: SymInt
+    inputs, or placeholders whose example values have symbolic sizes)?"""
+    vals = list(example_inputs) + [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    return any(isinstance(v, torch.SymInt) or isinstance(v, torch.Tensor) and any(
+        isinstance(s, torch.SymInt) for s in (*v.shape, *v.stride(), v.storage_offset())) for v in vals)
+
+
+def _replays_views_of_written_inputs(gm, example_inputs):
+    """Does the graph write into an input and return a view of an input,
+    where inputs share memory or have symbolic sizes?  AOT autograd makes
+    such an output after the call by replaying its views onto the input (or
+    the inputs' synthetic base), and that replay is wrong there (torch 2.13:
+    a chunk of an offset input loses the offset under dynamic shapes; with
+    a synthetic base it raises or returns other elements); those graphs run
+    as captured."""
+    if not (_inputs_share_storage(example_inputs) or _symbolic(gm, example_inputs)):
+        return False
+    if not _writes_inputs(gm):
+        return False
+    from torch.utils._pytree import tree_flatten
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    return any(isinstance(o, torch.fx.Node) and o.op != "placeholder" and _root(o).op == "placeholder"
+               for o in tree_flatten(out.args)[0])
 
 
 def _eager_only(gm, example_inputs=()):
     """Why the captured graph must run as it is (eager kernels), or None."""
+    if _replays_views_of_written_inputs(gm, example_inputs):
+        return "an output viewing an input the graph writes into, with inputs sharing memory or of symbolic sizes " \
+               "(AOT autograd's replay of the view is wrong there)"
     if _writes_overlapping_input(gm, example_inputs):
         return "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"
     if _writes_through_unfold(gm):
@@ -1066,7 +1090,12 @@ def _kiln(gm, example_inputs):
             fn._kiln_pure = True
         return fn
     except _TensorifyRestart:
-        if not _restart_loses_writes(gm):
+        # AOT autograd asks TorchDynamo to restart its analysis (to specialize
+        # a float it could not turn into a tensor; a 0-d float64 input is
+        # one), and the graph captured again has lost in-place writes into
+        # that input (torch 2.13, backend "aot_eager" alike): a graph that
+        # writes into its inputs is kept and runs as captured instead
+        if not _writes_inputs(gm):
             raise   # TorchDynamo captures again with the float specialized
         reason = "a restart of TorchDynamo's analysis would lose this graph's writes into its inputs"
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
