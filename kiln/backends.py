@@ -805,6 +805,23 @@ def _target_name(n):
     return getattr(t, "__name__", "")
 
 
+def _written_by(n):
+    """The nodes captured node n writes into in place (in-place methods and
+    operators, setitem, `out=`)."""
+    if n.op not in ("call_method", "call_function"):
+        return []
+    name = _target_name(n)
+    out = n.kwargs.get("out")
+    if out is not None:
+        written = out if isinstance(out, (list, tuple)) else [out]
+    elif (name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS or \
+            name in ("setitem", "__setitem__"):
+        written = n.args[:1]
+    else:
+        return []
+    return [w for w in written if isinstance(w, torch.fx.Node)]
+
+
 def _writes_through_unfold(gm):
     """Does the graph write in place through a view made by unfold?  AOT
     autograd's functionalization replays such a write onto the base with
@@ -820,7 +837,7 @@ def _writes_through_unfold(gm):
         from_unfold = isinstance(first, torch.fx.Node) and first in tainted
         if name == "unfold" or (from_unfold and name in _VIEW_METHODS):
             tainted.add(n)
-        elif from_unfold and ((name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS):
+        elif any(w in tainted for w in _written_by(n)):   # (`t[i] = v` too)
             return True
     return False
 
@@ -882,21 +899,9 @@ def _writes_overlapping_input(gm, example_inputs):
 
 
 def _written(gm):
-    """The nodes the captured graph writes into in place (in-place methods
-    and operators, setitem, `out=`)."""
+    """The nodes the captured graph writes into in place."""
     for n in gm.graph.nodes:
-        if n.op not in ("call_method", "call_function"):
-            continue
-        name = _target_name(n)
-        out = n.kwargs.get("out")
-        if out is not None:
-            written = out if isinstance(out, (list, tuple)) else [out]
-        elif (name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS or \
-                name in ("setitem", "__setitem__"):
-            written = n.args[:1]
-        else:
-            continue
-        yield from (w for w in written if isinstance(w, torch.fx.Node))
+        yield from _written_by(n)
 
 
 try:
