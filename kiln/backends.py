@@ -420,7 +420,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 5 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 6 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
@@ -519,8 +519,11 @@ def _trace_plain(gm, example_inputs):
         if written != [0] or not name.endswith("_") or not n.args:
             raise _NeedsFunctionalization(str(tgt))
         x = n.args[0]
+        # (x must own its storage: not a view, an element of a view op's list
+        # such as split's, or an in-place result; else the write must reach
+        # the storage's other users, which only functionalization replays)
         if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _shares_storage(x.target) or \
-                any(u is not n and (order[u] > order[n] or _shares_storage(u.target)) for u in x.users):
+                _storage_bases(x) or any(u is not n and (order[u] > order[n] or _shares_storage(u.target)) for u in x.users):
             raise _NeedsFunctionalization(str(tgt))
         packet = getattr(getattr(torch.ops, tgt.namespace), name[:-1], None)
         functional = getattr(packet, tgt._overloadname, None) if packet is not None else None
@@ -802,6 +805,23 @@ def _target_name(n):
     return getattr(t, "__name__", "")
 
 
+def _written_by(n):
+    """The nodes captured node n writes into in place (in-place methods and
+    operators, setitem, `out=`)."""
+    if n.op not in ("call_method", "call_function"):
+        return []
+    name = _target_name(n)
+    out = n.kwargs.get("out")
+    if out is not None:
+        written = out if isinstance(out, (list, tuple)) else [out]
+    elif (name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS or \
+            name in ("setitem", "__setitem__"):
+        written = n.args[:1]
+    else:
+        return []
+    return [w for w in written if isinstance(w, torch.fx.Node)]
+
+
 def _writes_through_unfold(gm):
     """Does the graph write in place through a view made by unfold?  AOT
     autograd's functionalization replays such a write onto the base with
@@ -817,7 +837,7 @@ def _writes_through_unfold(gm):
         from_unfold = isinstance(first, torch.fx.Node) and first in tainted
         if name == "unfold" or (from_unfold and name in _VIEW_METHODS):
             tainted.add(n)
-        elif from_unfold and ((name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS):
+        elif any(w in tainted for w in _written_by(n)):   # (`t[i] = v` too)
             return True
     return False
 
@@ -875,23 +895,51 @@ def _writes_overlapping_input(gm, example_inputs):
     where eager's write (through a non-overlapping view) is fine; those
     graphs run as captured."""
     inputs = _overlapping_inputs(gm, example_inputs)
-    if not inputs:
-        return False
+    return bool(inputs) and any(_root(w) in inputs for w in _written(gm))
+
+
+def _written(gm):
+    """The nodes the captured graph writes into in place."""
     for n in gm.graph.nodes:
-        if n.op not in ("call_method", "call_function"):
-            continue
-        name = _target_name(n)
-        out = n.kwargs.get("out")
-        if out is not None:
-            written = out if isinstance(out, (list, tuple)) else [out]
-        elif (name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS or \
-                name in ("setitem", "__setitem__"):
-            written = n.args[:1]
-        else:
-            continue
-        if any(isinstance(w, torch.fx.Node) and _root(w) in inputs for w in written):
-            return True
-    return False
+        yield from _written_by(n)
+
+
+try:
+    from torch._dynamo.exc import TensorifyScalarRestartAnalysis as _TensorifyRestart
+except ImportError:   # a torch without it never raises it
+    class _TensorifyRestart(Exception):
+        pass
+
+
+def _writes_inputs(gm):
+    """Does the captured graph write in place into (a view of) an input?"""
+    return any(_root(w).op == "placeholder" for w in _written(gm))
+
+
+def _symbolic(gm, example_inputs):
+    """Has the graph symbolic sizes (TorchDynamo's dynamic shapes: SymInt
+    inputs, or placeholders whose example values have symbolic sizes)?"""
+    vals = list(example_inputs) + [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    return any(isinstance(v, torch.SymInt) or isinstance(v, torch.Tensor) and any(
+        isinstance(s, torch.SymInt) for s in (*v.shape, *v.stride(), v.storage_offset())) for v in vals)
+
+
+def _replays_views_of_written_inputs(gm, example_inputs):
+    """Does the graph write into an input and return a view of an input,
+    where inputs share memory or have symbolic sizes?  AOT autograd makes
+    such an output after the call by replaying its views onto the input (or
+    the inputs' synthetic base), and that replay is wrong there (torch 2.13:
+    a chunk of an offset input loses the offset under dynamic shapes; with
+    a synthetic base it raises or returns other elements); those graphs run
+    as captured."""
+    if not (_inputs_share_storage(example_inputs) or _symbolic(gm, example_inputs)):
+        return False
+    if not _writes_inputs(gm):
+        return False
+    from torch.utils._pytree import tree_flatten
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    return any(isinstance(o, torch.fx.Node) and o.op != "placeholder" and _root(o).op == "placeholder"
+               for o in tree_flatten(out.args)[0])
 
 
 # in-place ops that change a tensor's sizes, strides or offset, not its data
@@ -933,6 +981,9 @@ def _eager_only(gm, example_inputs=()):
     if _writes_input_data_and_metadata(gm):
         return "an input whose data and sizes/strides are both changed in place (AOT autograd's write-back " \
                "re-strides it with a fresh tensor's layout)"
+    if _replays_views_of_written_inputs(gm, example_inputs):
+        return "an output viewing an input the graph writes into, with inputs sharing memory or of symbolic sizes " \
+               "(AOT autograd's replay of the view is wrong there)"
     if _writes_overlapping_input(gm, example_inputs):
         return "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"
     if _writes_through_unfold(gm):
@@ -1084,6 +1135,8 @@ def _kiln(gm, example_inputs):
                 fn = _Flat(_compile_inference(g, example_inputs))
             except _NotInference:
                 fn = None   # mutation or aliasing: AOT autograd's full path
+            except _TensorifyRestart:
+                raise
             except Exception as e:
                 # an untraceable graph takes AOT autograd's full path too (which
                 # reports it); under debug a kiln bug must surface here
@@ -1109,6 +1162,18 @@ def _kiln(gm, example_inputs):
         if pure:
             fn._kiln_pure = True
         return fn
+    except _TensorifyRestart:
+        # AOT autograd asks TorchDynamo to restart its analysis (to specialize
+        # a float it could not turn into a tensor; a 0-d float64 input is
+        # one), and the graph captured again has lost in-place writes into
+        # that input (torch 2.13, backend "aot_eager" alike): a graph that
+        # writes into its inputs is kept and runs as captured instead
+        if not _writes_inputs(gm):
+            raise   # TorchDynamo captures again with the float specialized
+        reason = "a restart of TorchDynamo's analysis would lose this graph's writes into its inputs"
+        compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
+                                "extern_ops": [], "reason": reason})
+        return gm.forward
     except Exception as e:
         if config.debug and not _data_dependent(e):
             raise

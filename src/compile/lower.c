@@ -2259,6 +2259,7 @@ collect_extern_inputs(kn_ctx *c, const kn_arg *a, kn_step *st)
     if (a->kind == KN_A_REF) {
         for (int o = 0; o < st->nover; o++)
             if (st->over_node[o] == a->i) {
+                st->in_node[st->nin] = (int)a->i;
                 st->in[st->nin++] = st->over_buf[o];
                 return 0;
             }
@@ -2273,6 +2274,7 @@ collect_extern_inputs(kn_ctx *c, const kn_arg *a, kn_step *st)
             PyErr_SetString(PyExc_RuntimeError, "kiln: too many tensor arguments for an extern call");
             return -1;
         }
+        st->in_node[st->nin] = (int)a->i;
         st->in[st->nin++] = b->id;
         return 0;
     }

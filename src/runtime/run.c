@@ -222,6 +222,7 @@ typedef struct {
     int res[KN_MAXARGS];
     int nin;
     int *in;
+    int *in_node;              /* EXTERN: node of each in[] (its buffer as lowered) */
     int nalloc;
     int *alloc;                /* own-tensor buffers first defined here */
     int nfree;
@@ -348,6 +349,7 @@ program_dealloc(ProgramObject *self)
         Py_XDECREF(self->steps[s].ckwargs);
         Py_XDECREF(self->steps[s].packed);
         free(self->steps[s].in);
+        free(self->steps[s].in_node);
         free(self->steps[s].alloc);
         free(self->steps[s].free_after);
     }
@@ -535,9 +537,13 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
             r->nover = st->nover;
             memcpy(r->over_node, st->over_node, sizeof st->over_node);
             memcpy(r->over_buf, st->over_buf, sizeof st->over_buf);
-            for (int j = 0; j < st->nin; j++)
+            for (int j = 0; j < st->nin; j++) {
+                int nn = r->nin;
+                if (st->kind == KN_ST_EXTERN && append_int(&r->in_node, &nn, st->in_node[j]) < 0)
+                    goto error;
                 if (append_int(&r->in, &r->nin, st->in[j]) < 0)
                     goto error;
+            }
         }
     }
     /* allocation points and releases */
@@ -969,6 +975,12 @@ fill_args(ProgramObject *p, frame *f, rstep *st, PyObject *o)
         for (int k = 0; k < st->nover; k++)
             if (st->over_node[k] == ni)
                 return buffer_object(p, f, st->over_buf[k]);
+        /* the buffer the step was lowered (and its lifetimes planned) with:
+           an output copy made later rebinds the node in node_buf */
+        if (st->in_node)
+            for (int k = 0; k < st->nin; k++)
+                if (st->in_node[k] == ni)
+                    return buffer_object(p, f, st->in[k]);
         if (ni < 0 || ni >= p->nnodes || p->node_buf[ni] < 0) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: bad reference in extern call");
