@@ -371,8 +371,26 @@ def _tuning_first_run(cg, dev):
 
 
 def _aot(gm, example_inputs, fw):
-    return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=fw,
-                                 decompositions=decompositions())
+    with _output_alias_regeneration(example_inputs):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=fw,
+                                     decompositions=decompositions())
+
+
+def _output_alias_regeneration(example_inputs):
+    """How AOT autograd's runtime wrappers rebuild an output that views an
+    input.  By default they replay the view ops functionalization recorded
+    onto the input; when inputs share storage, the input they replay onto is
+    the synthetic base standing for them all (the whole storage), not the
+    input the ops were recorded on, so the replay builds the wrong view (an
+    AssertionError about the ViewMeta sequence, or an op raising on the wrong
+    shape).  For those graphs the output is rebuilt from its size, strides
+    and storage offset instead (as_strided on the base), which is exact."""
+    import contextlib
+
+    if not _inputs_share_storage(example_inputs):
+        return contextlib.nullcontext()
+    from torch._functorch import config as functorch_config
+    return functorch_config.patch(view_replay_for_aliased_outputs=False)
 
 
 def _non_cpu(example_inputs):
@@ -817,9 +835,16 @@ def _writes_through_unfold(gm):
         from_unfold = isinstance(first, torch.fx.Node) and first in tainted
         if name == "unfold" or (from_unfold and name in _VIEW_METHODS):
             tainted.add(n)
-        elif from_unfold and ((name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS):
+        elif from_unfold and _writes_in_place(n, name):
             return True
     return False
+
+
+def _writes_in_place(n, name):
+    """Does captured node n write into its first argument (an in-place
+    method, `x += y`, `x[i] = v`)?"""
+    return (name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS or \
+        name in ("setitem", "__setitem__")
 
 
 # in-place ops whose eager kernels raise when the written tensor shares memory
@@ -884,8 +909,7 @@ def _writes_overlapping_input(gm, example_inputs):
         out = n.kwargs.get("out")
         if out is not None:
             written = out if isinstance(out, (list, tuple)) else [out]
-        elif (name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS or \
-                name in ("setitem", "__setitem__"):
+        elif _writes_in_place(n, name):
             written = n.args[:1]
         else:
             continue
@@ -894,8 +918,39 @@ def _writes_overlapping_input(gm, example_inputs):
     return False
 
 
+# in-place ops that change a tensor's sizes, strides or storage offset
+_METADATA_INPLACE = {"unsqueeze_", "squeeze_", "transpose_", "t_", "swapaxes_", "swapdims_", "as_strided_",
+                     "resize_", "resize_as_", "set_"}
+
+
+def _mutates_input_metadata_and_data(gm):
+    """Does the graph change an input's geometry in place (`x.unsqueeze_(0)`)
+    and also write its elements?  AOT autograd writes such an input back with
+    `x.as_strided_(new.size(), new.stride(), new.storage_offset())` and then
+    `x.copy_(new)`, taking the geometry of the freshly computed value (offset
+    0, contiguous strides) instead of the one eager gives the view: the
+    caller's tensor ends up with wrong strides and offset, and the values are
+    written at the wrong place in its storage.  Those graphs run as captured."""
+    placeholders = {n for n in gm.graph.nodes if n.op == "placeholder"}
+    reshaped, written = set(), set()
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function") or not n.args:
+            continue
+        name = _target_name(n)
+        out = n.kwargs.get("out")
+        if name in _METADATA_INPLACE and n.args[0] in placeholders:
+            reshaped.add(n.args[0])
+        elif out is not None:
+            written.update(_root(o) for o in (out if isinstance(out, (list, tuple)) else [out]))
+        elif _writes_in_place(n, name):
+            written.add(_root(n.args[0]))
+    return bool(reshaped & written)
+
+
 def _eager_only(gm, example_inputs=()):
     """Why the captured graph must run as it is (eager kernels), or None."""
+    if _mutates_input_metadata_and_data(gm):
+        return "an in-place change of an input's shape and a write into it (AOT autograd writes it back wrongly)"
     if _writes_overlapping_input(gm, example_inputs):
         return "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"
     if _writes_through_unfold(gm):
