@@ -371,26 +371,8 @@ def _tuning_first_run(cg, dev):
 
 
 def _aot(gm, example_inputs, fw):
-    with _output_alias_regeneration(example_inputs):
-        return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=fw,
-                                     decompositions=decompositions())
-
-
-def _output_alias_regeneration(example_inputs):
-    """How AOT autograd's runtime wrappers rebuild an output that views an
-    input.  By default they replay the view ops functionalization recorded
-    onto the input; when inputs share storage, the input they replay onto is
-    the synthetic base standing for them all (the whole storage), not the
-    input the ops were recorded on, so the replay builds the wrong view (an
-    AssertionError about the ViewMeta sequence, or an op raising on the wrong
-    shape).  For those graphs the output is rebuilt from its size, strides
-    and storage offset instead (as_strided on the base), which is exact."""
-    import contextlib
-
-    if not _inputs_share_storage(example_inputs):
-        return contextlib.nullcontext()
-    from torch._functorch import config as functorch_config
-    return functorch_config.patch(view_replay_for_aliased_outputs=False)
+    return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=fw,
+                                 decompositions=decompositions())
 
 
 def _non_cpu(example_inputs):
@@ -947,8 +929,44 @@ def _mutates_input_metadata_and_data(gm):
     return bool(reshaped & written)
 
 
+def _views_input_of_mutated_shared_storage(gm, example_inputs):
+    """Does the graph write in place while its inputs share storage, and
+    return a view of an input?  A write into one of the inputs that share
+    storage makes AOT autograd stand one synthetic base for them all, and it
+    then rebuilds an output that views an input from that base wrongly:
+    replaying the view ops recorded on the input onto the base (an
+    AssertionError about the ViewMeta sequence, or an op raising on the
+    wrong shape), or, with view replay off, as_strided at the offset the
+    view had in the traced graph's own base (another input's elements).
+    Those graphs run as captured.  (Any in-place write counts: one into a
+    view the names here do not follow still writes the input.)"""
+    if not _inputs_share_storage(example_inputs):
+        return False
+    nodes = list(gm.graph.nodes)
+    if not any(n.op in ("call_method", "call_function") and
+               (n.kwargs.get("out") is not None or _writes_in_place(n, _target_name(n))) for n in nodes):
+        return False
+    placeholders = {n for n in nodes if n.op == "placeholder"}
+    # (a node's example value is a fake: it shares the storage of the
+    # placeholders' fakes, not of example_inputs)
+    inputs = {_storage(p.meta.get("example_value")) for p in placeholders} | \
+        {_storage(t) for t in example_inputs}
+    inputs.discard(None)
+    out = next(n for n in reversed(nodes) if n.op == "output")
+    for o in torch.utils._pytree.tree_flatten(out.args)[0]:
+        if not isinstance(o, torch.fx.Node):
+            continue
+        val = o.meta.get("example_value")
+        if o in placeholders or _root(o) in placeholders or not isinstance(val, torch.Tensor) or \
+                _storage(val) in inputs:   # (no tensor value known: it may view an input)
+            return True
+    return False
+
+
 def _eager_only(gm, example_inputs=()):
     """Why the captured graph must run as it is (eager kernels), or None."""
+    if _views_input_of_mutated_shared_storage(gm, example_inputs):
+        return "an output viewing an input while inputs that share storage are written (AOT autograd rebuilds it wrongly)"
     if _mutates_input_metadata_and_data(gm):
         return "an in-place change of an input's shape and a write into it (AOT autograd writes it back wrongly)"
     if _writes_overlapping_input(gm, example_inputs):
