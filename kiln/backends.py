@@ -932,7 +932,7 @@ def _replays_views_of_written_inputs(gm, example_inputs):
     a chunk of an offset input loses the offset under dynamic shapes; with
     a synthetic base it raises or returns other elements); those graphs run
     as captured."""
-    if not (_inputs_share_storage(example_inputs) or _symbolic(gm, example_inputs)):
+    if not _symbolic(gm, example_inputs):   # (inputs sharing storage: _views_input_of_mutated_shared_storage)
         return False
     if not _writes_inputs(gm):
         return False
@@ -943,7 +943,8 @@ def _replays_views_of_written_inputs(gm, example_inputs):
 
 
 # in-place ops that change a tensor's sizes, strides or offset, not its data
-_METADATA_INPLACE = {"squeeze_", "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_"}
+_METADATA_INPLACE = {"squeeze_", "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_",
+                     "resize_", "resize_as_", "set_"}
 
 
 def _writes_input_data_and_metadata(gm):
@@ -970,10 +971,42 @@ def _writes_input_data_and_metadata(gm):
         name = _target_name(n)
         if name in _METADATA_INPLACE:
             meta.add(same_tensor(n.args[0]))
-        elif (name.endswith("_") and not name.startswith("_")) or n.target in _INPLACE_OPERATORS or \
-                name in ("setitem", "__setitem__"):
-            data.add(base(n.args[0]))
+        else:
+            data.update(base(w) for w in _written_by(n))
     return any(isinstance(m, torch.fx.Node) and m.op == "placeholder" and m in data for m in meta)
+
+
+def _views_input_of_mutated_shared_storage(gm, example_inputs):
+    """Does the graph write in place while its inputs share storage, and
+    return a view of an input?  A write into one of the inputs that share
+    storage makes AOT autograd stand one synthetic base for them all, and it
+    then rebuilds an output that views an input from that base wrongly:
+    replaying the view ops recorded on the input onto the base (an
+    AssertionError about the ViewMeta sequence, or an op raising on the
+    wrong shape), or, with view replay off, as_strided at the offset the
+    view had in the traced graph's own base (another input's elements).
+    Those graphs run as captured.  (Any in-place write counts: one into a
+    view the names here do not follow still writes the input.)"""
+    if not _inputs_share_storage(example_inputs):
+        return False
+    nodes = list(gm.graph.nodes)
+    if not any(_written_by(n) for n in nodes):
+        return False
+    placeholders = {n for n in nodes if n.op == "placeholder"}
+    # (a node's example value is a fake: it shares the storage of the
+    # placeholders' fakes, not of example_inputs)
+    inputs = {_storage(p.meta.get("example_value")) for p in placeholders} | \
+        {_storage(t) for t in example_inputs}
+    inputs.discard(None)
+    out = next(n for n in reversed(nodes) if n.op == "output")
+    for o in torch.utils._pytree.tree_flatten(out.args)[0]:
+        if not isinstance(o, torch.fx.Node):
+            continue
+        val = o.meta.get("example_value")
+        if o in placeholders or _root(o) in placeholders or not isinstance(val, torch.Tensor) or \
+                _storage(val) in inputs:   # (no tensor value known: it may view an input)
+            return True
+    return False
 
 
 def _eager_only(gm, example_inputs=()):
@@ -981,8 +1014,10 @@ def _eager_only(gm, example_inputs=()):
     if _writes_input_data_and_metadata(gm):
         return "an input whose data and sizes/strides are both changed in place (AOT autograd's write-back " \
                "re-strides it with a fresh tensor's layout)"
+    if _views_input_of_mutated_shared_storage(gm, example_inputs):
+        return "an output viewing an input while inputs that share storage are written (AOT autograd rebuilds it wrongly)"
     if _replays_views_of_written_inputs(gm, example_inputs):
-        return "an output viewing an input the graph writes into, with inputs sharing memory or of symbolic sizes " \
+        return "an output viewing an input the graph writes into, with symbolic sizes " \
                "(AOT autograd's replay of the view is wrong there)"
     if _writes_overlapping_input(gm, example_inputs):
         return "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"

@@ -188,6 +188,7 @@ int kn_truth(kn_rec *r, kn_val *v, int *out);               /* 0 ok, KN_BREAK */
 int kn_is_module_seq(PyObject *o);                        /* ModuleList or Sequential */
 int kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out);
 int kn_note_views(kn_rec *r, kn_val *out, kn_val **args, int nargs);
+int kn_view_refresh(kn_rec *r, kn_val *v);                 /* vinfo from the fakes now */
 int kn_newobj_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v);   /* 0, KN_BREAK, KN_ERR */
 
 #endif

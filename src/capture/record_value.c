@@ -159,6 +159,40 @@ plain_bits(PyObject *fake)   /* no conjugate or negative bit: as_strided rebuild
     return ok;
 }
 
+/* (size, stride, offset - anchor's, anchor size, anchor stride, grad) of fake
+ * view `vf` over fake anchor `af`, pinned in the recording (borrowed); NULL
+ * with no error set when the geometry cannot be read, NULL with an error on
+ * a failure of kiln's own. */
+static PyObject *
+view_info(kn_rec *r, PyObject *vf, PyObject *af, PyObject *grad)
+{
+    PyObject *vst, *voff, *ast, *aoff;
+    PyObject *vsz = geometry(vf, &vst, &voff);
+    PyObject *asz = vsz ? geometry(af, &ast, &aoff) : NULL;
+    if (asz == NULL) {
+        Py_XDECREF(vsz);
+        Py_XDECREF(vst);
+        Py_XDECREF(voff);
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *rel = PyNumber_Subtract(voff, aoff);
+    PyObject *info = rel ? Py_BuildValue("(OOOOOO)", vsz, vst, rel, asz, ast, grad) : NULL;
+    Py_DECREF(vsz);
+    Py_DECREF(vst);
+    Py_DECREF(voff);
+    Py_DECREF(asz);
+    Py_DECREF(ast);
+    Py_DECREF(aoff);
+    Py_XDECREF(rel);
+    if (info == NULL || PyList_Append(r->pins, info) < 0) {
+        Py_XDECREF(info);
+        return NULL;
+    }
+    Py_DECREF(info);
+    return info;
+}
+
 /* A tensor an op returned that views one of its tensor arguments: note the
  * input or non-view graph tensor it views (its anchor) and its geometry
  * relative to it, so that the replay can rebuild it from that anchor and
@@ -207,32 +241,27 @@ note_view(kn_rec *r, kn_val *v, kn_val **args, int nargs)
     PyErr_Clear();
     if (!same_dtype || !plain_bits(v->obj) || !plain_bits(anchor->obj))
         return 0;
-    PyObject *vst, *voff, *ast, *aoff;
-    PyObject *vsz = geometry(v->obj, &vst, &voff);
-    PyObject *asz = vsz ? geometry(anchor->obj, &ast, &aoff) : NULL;
-    if (asz == NULL) {
-        Py_XDECREF(vsz);
-        Py_XDECREF(vst);
-        Py_XDECREF(voff);
-        PyErr_Clear();
-        return 0;
-    }
-    PyObject *rel = PyNumber_Subtract(voff, aoff);
-    PyObject *info = rel ? Py_BuildValue("(OOOOOO)", vsz, vst, rel, asz, ast, r->grad_cur ? Py_True : Py_False)
-                         : NULL;
-    Py_DECREF(vsz);
-    Py_DECREF(vst);
-    Py_DECREF(voff);
-    Py_DECREF(asz);
-    Py_DECREF(ast);
-    Py_DECREF(aoff);
-    Py_XDECREF(rel);
-    if (info == NULL || PyList_Append(r->pins, info) < 0) {
-        Py_XDECREF(info);
-        return -1;
-    }
-    Py_DECREF(info);
+    PyObject *info = view_info(r, v->obj, anchor->obj, r->grad_cur ? Py_True : Py_False);
+    if (info == NULL)
+        return PyErr_Occurred() ? -1 : 0;
     v->vanchor = anchor;
+    v->vinfo = info;
+    return 0;
+}
+
+/* The geometry of a view as its fake tensor has it now: an in-place
+ * metadata op after the view was made (`v.transpose_(0, 1)`, `v.unsqueeze_(0)`
+ * on the view or its anchor) changes the fakes, not what note_view recorded,
+ * so the replay rebuilds a view from the geometry at the recording's end.
+ * Returns 0 and leaves vinfo as it was when the geometry cannot be read. */
+int
+kn_view_refresh(kn_rec *r, kn_val *v)
+{
+    if (v->vanchor == NULL || v->vinfo == NULL)
+        return 0;
+    PyObject *info = view_info(r, v->obj, v->vanchor->obj, PyTuple_GET_ITEM(v->vinfo, 5));
+    if (info == NULL)
+        return PyErr_Occurred() ? -1 : 0;
     v->vinfo = info;
     return 0;
 }

@@ -82,6 +82,8 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
             /* a view: rebuilt from its anchor, so it shares memory with it (and
              * with the anchor's other views) as in eager, whatever the backend
              * returned for it; regen_view(anchor, graph's own output, geometry) */
+            if (kn_view_refresh(r, v) < 0)
+                return -1;
             kn_val *view = v->vanchor;
             v->vanchor = NULL;
             int rc = emit_const(e, kn_cenv.regen_view) < 0 || emit_val(r, e, view) < 0 || emit_val(r, e, v) < 0 ||

@@ -24,8 +24,6 @@ COUNT = 200
 # stay visible (a listed failure that no longer occurs is reported, and its
 # line should then be deleted).  Never add a line without an issue for it.
 KNOWN = {
-    ("tensor", 20, "kiln"): "kiln-crash: AOT autograd's 'incorrect out shape after application of ViewMeta "
-                            "sequence' (a view of a view of a mutated input)",
     ("tensor", 177, "torch"): "value: an output 0.0 where eager has a value (torch.compile entry only)",
     ("tensor", 108, "torch"): "no-raise: TorchDynamo drops an unused a[i] before the backend "
                               "sees it",
