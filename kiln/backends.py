@@ -988,10 +988,10 @@ def _dead_index_checks(gm):
 
 def _keep_index_checks(gm):
     """A copy of gm that also returns its dead index-checking results (so
-    their bounds checks run), and how many outputs were added.  They are
-    returned detached: as outputs that require grad, AOT autograd would
-    run their backward too, with zero gradients that still give NaN where
-    the local derivative is inf or NaN (0 * inf)."""
+    their bounds checks run), and how many outputs were added.  Those that
+    require grad are returned detached: else AOT autograd would run their
+    backward too, with zero gradients that still give NaN where the local
+    derivative is inf or NaN (0 * inf)."""
     dead = _dead_index_checks(gm)
     if not dead:
         return gm, 0, False
@@ -1002,8 +1002,12 @@ def _keep_index_checks(gm):
     tupled = isinstance(orig, (tuple, list))
     extra = []
     for n in dead:
-        with graph.inserting_before(out):
-            extra.append(graph.call_method("detach", (env[n],)))
+        v = n.meta.get("example_value", n.meta.get("val"))
+        if isinstance(v, torch.Tensor) and v.requires_grad and _root(n).op != "placeholder":
+            with graph.inserting_before(out):
+                extra.append(graph.call_method("detach", (env[n],)))
+        else:   # (a detached input would be an alias of it, for AOT autograd to replay)
+            extra.append(env[n])
     out.args = ((tuple(orig) if tupled else (orig,)) + tuple(extra),)
     return torch.fx.GraphModule(gm, graph), len(dead), not tupled
 
