@@ -80,6 +80,13 @@ def regen_view(anchor, out, info):
     off = anchor.storage_offset() + rel
     if off < 0:
         return out
+    if out._base is not None and (out._base is anchor or out._base is anchor._base) and \
+            out.storage_offset() == off and out.stride() == stride and out.shape == size and \
+            out.requires_grad == (grad and anchor.requires_grad):
+        # already that view (AOT autograd's wrappers replay the view ops on
+        # the input): keep its backward; as_strided's would be wrong for an
+        # anchor that overlaps itself (an expanded input: its grad averaged)
+        return out
     if grad == torch.is_grad_enabled():
         return anchor.as_strided(size, stride, off)
     with torch.set_grad_enabled(grad):

@@ -1009,22 +1009,64 @@ def _views_input_of_mutated_shared_storage(gm, example_inputs):
     return False
 
 
+def _may_overlap(t):
+    """Whether a tensor's elements may share addresses in a way that
+    torch._debug_has_internal_overlap does not report (it answers "too hard"
+    for as_strided((2, 2), (1, 1)), say): no dim's stride clears the span of
+    the smaller-strided dims before it."""
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t._has_symbolic_sizes_strides or \
+            torch._debug_has_internal_overlap(t) != 2:
+        return False
+    span = 0
+    for stride, size in sorted((st, s) for s, st in zip(t.shape, t.stride()) if s > 1):
+        if stride <= span:
+            return True
+        span += (size - 1) * stride
+    return False
+
+
+def _overlapping_grad_output(gm):
+    """Does the graph return a tensor that requires grad and overlaps itself
+    without a stride-0 dim (as_strided)?  AOT autograd copies the incoming
+    gradient into that output's own layout (coerce_to_expected_memory_format),
+    which keeps one of the gradients of each shared element: such graphs run
+    as captured (eager autograd sums them)."""
+    if not torch.is_grad_enabled():
+        return False
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    vals = []
+    torch.fx.node.map_arg(out.args, lambda n: vals.append(n.meta.get("example_value", n.meta.get("val"))))
+    return any(isinstance(v, torch.Tensor) and v.requires_grad and _may_overlap(v) for v in vals)
+
+
+# Graphs that run as captured (eager kernels, a counted fallback with the
+# reason): where AOT autograd or kiln's lowering would be wrong or raise
+# where eager does not.  One row per case: (test(gm, example_inputs), reason).
+_RUN_AS_CAPTURED = (
+    (lambda gm, ex: _writes_input_data_and_metadata(gm),
+     "an input whose data and sizes/strides are both changed in place (AOT autograd's write-back "
+     "re-strides it with a fresh tensor's layout)"),
+    (_views_input_of_mutated_shared_storage,
+     "an output viewing an input while inputs that share storage are written (AOT autograd rebuilds it wrongly)"),
+    (_replays_views_of_written_inputs,
+     "an output viewing an input the graph writes into, with symbolic sizes (AOT autograd's replay of the view "
+     "is wrong there)"),
+    (lambda gm, ex: _overlapping_grad_output(gm),
+     "an output that requires grad overlaps itself (AOT autograd would drop gradients)"),
+    (_writes_overlapping_input,
+     "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"),
+    (lambda gm, ex: _writes_through_unfold(gm),
+     "an in-place write through an unfold view (AOT autograd would replay it wrongly)"),
+    (lambda gm, ex: _writes_overlapping_args(gm),
+     "an in-place op whose output overlaps another argument (eager checks and raises)"),
+)
+
+
 def _eager_only(gm, example_inputs=()):
     """Why the captured graph must run as it is (eager kernels), or None."""
-    if _writes_input_data_and_metadata(gm):
-        return "an input whose data and sizes/strides are both changed in place (AOT autograd's write-back " \
-               "re-strides it with a fresh tensor's layout)"
-    if _views_input_of_mutated_shared_storage(gm, example_inputs):
-        return "an output viewing an input while inputs that share storage are written (AOT autograd rebuilds it wrongly)"
-    if _replays_views_of_written_inputs(gm, example_inputs):
-        return "an output viewing an input the graph writes into, with symbolic sizes " \
-               "(AOT autograd's replay of the view is wrong there)"
-    if _writes_overlapping_input(gm, example_inputs):
-        return "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"
-    if _writes_through_unfold(gm):
-        return "an in-place write through an unfold view (AOT autograd would replay it wrongly)"
-    if _writes_overlapping_args(gm):
-        return "an in-place op whose output overlaps another argument (eager checks and raises)"
+    for test, reason in _RUN_AS_CAPTURED:
+        if test(gm, example_inputs):
+            return reason
     return None
 
 
@@ -1079,7 +1121,10 @@ def _dead_index_checks(gm):
 
 def _keep_index_checks(gm):
     """A copy of gm that also returns its dead index-checking results (so
-    their bounds checks run), and how many outputs were added."""
+    their bounds checks run), and how many outputs were added.  Those that
+    require grad are returned detached: else AOT autograd would run their
+    backward too, with zero gradients that still give NaN where the local
+    derivative is inf or NaN (0 * inf)."""
     dead = _dead_index_checks(gm)
     if not dead:
         return gm, 0, False
@@ -1088,7 +1133,15 @@ def _keep_index_checks(gm):
     out = next(n for n in graph.nodes if n.op == "output")
     orig = out.args[0]
     tupled = isinstance(orig, (tuple, list))
-    out.args = ((tuple(orig) if tupled else (orig,)) + tuple(env[n] for n in dead),)
+    extra = []
+    for n in dead:
+        v = n.meta.get("example_value", n.meta.get("val"))
+        if isinstance(v, torch.Tensor) and v.requires_grad and _root(n).op != "placeholder":
+            with graph.inserting_before(out):
+                extra.append(graph.call_method("detach", (env[n],)))
+        else:   # (a detached input would be an alias of it, for AOT autograd to replay)
+            extra.append(env[n])
+    out.args = ((tuple(orig) if tupled else (orig,)) + tuple(extra),)
     return torch.fx.GraphModule(gm, graph), len(dead), not tupled
 
 

@@ -30,7 +30,10 @@ def _check(fn, make, mode):
     (eb, ea, eo), (cb, ca, co) = res
     assert torch.equal(cb, eb)
     for e, c in list(zip(ea, ca)) + list(zip(eo, co)):
-        assert _layout(c) == _layout(e)
+        if e.numel() or any(e is a for a in ea):
+            assert _layout(c) == _layout(e)
+        else:   # a fresh empty result: its strides carry nothing
+            assert (c.shape, c.storage_offset()) == (e.shape, e.storage_offset())
         assert torch.equal(c, e)
     for e, c in zip(eo, co):   # an output that shares the caller's storage does so as in eager
         assert (c.untyped_storage().data_ptr() == cb.untyped_storage().data_ptr()) == \
@@ -156,7 +159,7 @@ def test_input_reshaped_in_place_and_written(fn, layout):
         return base, args
     backends.reset()
     _check(fn, make, "kiln")
-    assert any("input's shape" in g.get("reason", "") for g in backends.compiled_graphs)
+    assert any("sizes/strides are both changed" in g.get("reason", "") for g in backends.compiled_graphs)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -1,0 +1,113 @@
+"""Soundness of gradients through kiln (issue 13, found by the differential
+fuzzer): every case runs through kiln.compile (kiln's capture) and
+torch.compile(backend="kiln") (TorchDynamo's), takes the grads of
+sum(out * weights) and compares them with eager's."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kiln
+from kiln import backends
+
+MODES = ["kiln", "dynamo"]
+
+
+def _compiled(fn, mode):
+    torch._dynamo.reset()
+    return kiln.compile(fn) if mode == "kiln" else torch.compile(fn, backend="kiln")
+
+
+def _grads(fn, make, calls=1):
+    """Per call: the outputs and the grads of the inputs that require grad."""
+    res = []
+    for call in range(calls):
+        torch.manual_seed(call)
+        args = make()
+        out = fn(*args)
+        out = out if isinstance(out, tuple) else (out,)
+        ins = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        g = torch.Generator().manual_seed(7 + call)
+        loss = sum((o * torch.randn(o.shape, generator=g, dtype=o.dtype)).sum() for o in out if o.requires_grad)
+        res.append((args, out, torch.autograd.grad(loss, ins)))
+    return res
+
+
+def _check(fn, make, mode, calls=1):
+    want = _grads(fn, make, calls)
+    got = _grads(_compiled(fn, mode), make, calls)
+    for (_, wo, wg), (_, go, gg) in zip(want, got):
+        for a, b in zip(wo, go):
+            torch.testing.assert_close(b, a, equal_nan=True)
+        for a, b in zip(wg, gg):
+            torch.testing.assert_close(b, a)
+    return want, got
+
+
+def _expanded():
+    return [torch.randn(1, 4).expand(2, 4).detach().requires_grad_()]
+
+
+# An output that views an input which overlaps itself (expanded): kiln's
+# capture rebuilt it with as_strided from the input, whose backward averages
+# the gradient over the input's shared elements (eager: unsqueeze's backward).
+VIEWS_OF_EXPANDED = [
+    ("unsqueeze", lambda a: a.unsqueeze(0)),
+    ("narrow", lambda a: a.narrow(-1, 1, 1)),
+    ("select", lambda a: a[-1]),
+    ("two-views", lambda a: (a.unsqueeze(0), a.t())),
+    ("view-and-value", lambda a: (a[0], a.sin())),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn", VIEWS_OF_EXPANDED, ids=[v[0] for v in VIEWS_OF_EXPANDED])
+def test_view_of_an_expanded_input_has_eagers_grad(name, fn, mode):
+    want, got = _check(fn, _expanded, mode)
+
+    def shared(args, out):   # and the views still share the input's memory
+        return [o.untyped_storage().data_ptr() == args[0].untyped_storage().data_ptr() for o in out]
+    assert shared(*got[0][:2]) == shared(*want[0][:2])
+
+
+def _sqrt_unused_index(a, i):
+    b = a ** 0.5          # NaN derivative where a < 0
+    b[:, i]               # unused: kept only for its bounds check
+    return a * 2
+
+
+def _sqrt_unused_index_put(a, i):
+    b = a ** 0.5
+    b = torch.bmm(b.mT @ b, b.mT @ b)
+    b[:, i] += 1          # an in-place write nobody reads
+    return a[0:], torch.log_softmax(a[0, 0, 0], -1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [_sqrt_unused_index, _sqrt_unused_index_put])
+def test_unused_index_check_takes_no_part_in_backward(fn, mode):
+    """The dead index ops kept as extra outputs (so that their bounds
+    checks run) required grad: AOT autograd ran their backward with zero
+    gradients, and 0 * NaN made the input's grad NaN."""
+    _check(fn, lambda: [torch.randn(4, 3, 2, dtype=torch.float64).requires_grad_(), torch.tensor([0, 1, -1])], mode)
+
+
+def _as_strided_overlapping(a):
+    return F.hardtanh(a).as_strided((2, 2), (1, 1))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_output_overlapping_itself_sums_its_gradients(mode):
+    """An as_strided output whose elements share addresses: AOT autograd
+    copies the incoming gradient into the output's layout (keeping one of
+    the two gradients of a shared element); eager sums them."""
+    _check(_as_strided_overlapping, lambda: [torch.randn(5, 3, 4)[1:].detach().requires_grad_()], mode, calls=3)
+
+
+def test_may_overlap_geometry():
+    t = torch.empty(16)
+    assert backends._may_overlap(t.as_strided((2, 2), (1, 1)))
+    assert backends._may_overlap(t.as_strided((3, 2), (1, 2)))
+    assert not backends._may_overlap(t.as_strided((2, 2), (1, 2)))
+    assert not backends._may_overlap(t.as_strided((2, 2), (4, 1)))   # sliced, not dense: no overlap
+    assert not backends._may_overlap(t.as_strided((2, 4), (0, 1)))   # stride 0: AOT autograd handles it
+    assert not backends._may_overlap(t.as_strided((4, 1), (1, 1)))
