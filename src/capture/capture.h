@@ -262,6 +262,8 @@ typedef struct {
     PyObject *has_fake;          /* (list) -> bool: a fake tensor inside (the replay's constants) */
     PyObject *backend_failed;    /* kiln.BackendCompilerFailed: a user backend raised (the user's error) */
     PyObject *tensor_unsupported;   /* (tensor or tuple) -> reason str or None */
+    PyObject *dead_locals;       /* (code, offset) -> locals nothing from offset on reads */
+    PyObject *private_cells;     /* (code) -> its cells nothing reads after it returns */
 } kn_capture_env;
 
 extern kn_capture_env kn_cenv;

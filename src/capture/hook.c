@@ -1255,6 +1255,8 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(has_fake, "has_fake");
     GET(backend_failed, "BackendCompilerFailed");
     GET(tensor_unsupported, "tensor_unsupported");
+    GET(dead_locals, "dead_locals");
+    GET(private_cells, "private_cells");
     Py_XSETREF(kn_cenv.dump_guards, PyObject_GetAttrString(mod, "dump_guards"));
     if (kn_cenv.dump_guards == Py_None)
         Py_CLEAR(kn_cenv.dump_guards);

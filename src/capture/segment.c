@@ -378,6 +378,31 @@ take_guards(kn_seg *seg, kn_rec *r)
     r->nguard = 0;
 }
 
+/* The local slots a _capture helper names (a tuple of ints), as a
+ * PyMem_Calloc'd flag per slot of fr; NULL with an exception on error. */
+static char *
+slot_flags(rframe *fr, PyObject *helper, PyObject *arg)
+{
+    PyObject *t = arg ? PyObject_CallFunctionObjArgs(helper, (PyObject *)fr->code, arg, NULL)
+                      : PyObject_CallOneArg(helper, (PyObject *)fr->code);
+    char *flags = t && PyTuple_Check(t) ? PyMem_Calloc(fr->nlocals + 1, 1) : NULL;
+    if (t && !PyTuple_Check(t))
+        PyErr_SetString(PyExc_SystemError, "kiln: a slot helper returned a non-tuple");
+    else if (t && flags == NULL)
+        PyErr_NoMemory();
+    for (Py_ssize_t k = 0; flags && k < PyTuple_GET_SIZE(t); k++) {
+        long i = PyLong_AsLong(PyTuple_GET_ITEM(t, k));
+        if (i >= 0 && i < fr->nlocals)
+            flags[i] = 1;
+        else if (PyErr_Occurred()) {
+            PyMem_Free(flags);
+            flags = NULL;
+        }
+    }
+    Py_XDECREF(t);
+    return flags;
+}
+
 /* Build the segment: outputs, replay program, compiled graph. */
 static kn_seg *
 finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off, int term_next, int term_target,
@@ -385,9 +410,23 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
 {
     emitter e = {0};
     kn_seg *seg = NULL;
+    char *skip = NULL;
     e.consts = PyList_New(0);
     e.outs = PyList_New(0);
     if (e.consts == NULL || e.outs == NULL)
+        goto error;
+    /* what the frame will never read is not handed back (so it is no graph
+     * output): after a return, stores to its own cells that only
+     * comprehensions close over; at a break, locals dead from the terminal
+     * instruction on */
+    if (term == KN_T_RETURN) {
+        skip = slot_flags(fr, kn_cenv.private_cells, NULL);
+    } else {
+        PyObject *at = PyLong_FromLong(term_off);
+        skip = at ? slot_flags(fr, kn_cenv.dead_locals, at) : NULL;
+        Py_XDECREF(at);
+    }
+    if (skip == NULL)
         goto error;
     /* side effects, in program order */
     for (int i = 0; i < r->neff; i++) {
@@ -406,6 +445,9 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
                 goto error;
             break;
         case E_CELL:
+            if (term == KN_T_RETURN && ef->a->src >= 0 && r->srcs[ef->a->src].kind == KN_SRC_LOCAL &&
+                r->srcs[ef->a->src].idx < fr->nlocals && skip[r->srcs[ef->a->src].idx])
+                break;   /* the frame's own cell, unreadable once it returned */
             if (emit(&e, KN_P_SRC, ef->a->src) < 0 || emit_val(r, &e, ef->b) < 0 || emit(&e, KN_P_CELLSET, 0) < 0)
                 goto error;
             break;
@@ -439,7 +481,9 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
             kn_val *v = fr->locals[i];
             if (v == LAZY || v == fr->initial[i])
                 continue;
-            if (emit_val(r, &e, v) < 0 || emit(&e, KN_P_LOCAL, i) < 0)
+            /* a dead local is cleared: were the analysis wrong, a read raises
+             * UnboundLocalError instead of seeing a stale value */
+            if ((skip[i] ? emit(&e, KN_P_NULL, 0) : emit_val(r, &e, v)) < 0 || emit(&e, KN_P_LOCAL, i) < 0)
                 goto error;
         }
         for (int i = 0; i < fr->sp; i++)
@@ -548,8 +592,10 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
         r->ninputs = 0;
     }
     Py_XDECREF(e.outs);
+    PyMem_Free(skip);
     return seg;
 error:
+    PyMem_Free(skip);
     PyMem_Free(e.ops);
     Py_XDECREF(e.consts);
     Py_XDECREF(e.outs);
