@@ -16,10 +16,13 @@ dtypes, sizes, strides and storage (aliasing kept), filled with zeros.
 Inputs and outputs over PROBE_BYTES run on probes with every size clamped
 to at most 1 (the dtype checks do not depend on sizes), for ops where that
 keeps the call valid: pointwise ops and ops whose only integer arguments
-are dims.  An error of a kind that depends on values (an index, a division
-by zero, a singular matrix) is the runtime checks' business and ignored;
-any other error is confirmed on probes filled with ones before it counts.
-Random ops are not probed (the caller's generator must not move).
+are dims.  Probes run on the CPU whatever the graph's device (a GPU kernel's
+device-side assert would cost the CUDA context); ops with no CPU kernel are
+not probed.  An error of a kind that depends on values (an index, a division
+by zero, a singular matrix) is the runtime checks' business and ignored, as
+is NotImplementedError (a kernel the CPU lacks); any other error is
+confirmed on probes filled with ones before it counts.  Random ops are not
+probed (the caller's generator must not move).
 """
 import warnings
 
@@ -27,7 +30,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-PROBE_BYTES = 1 << 20
+PROBE_BYTES = 1 << 16
 _DIM_ARGS = {"dim", "dims", "dim0", "dim1", "start_dim", "end_dim"}
 
 
@@ -140,13 +143,17 @@ def _call(func, args, kwargs, fill, shrink, nbytes):
 
 
 def _value_dependent(e):
-    return isinstance(e, (IndexError, ZeroDivisionError, torch.linalg.LinAlgError)) or "ZeroDivisionError" in str(e)
+    """An error that depends on values (or that the CPU kernel alone makes:
+    a probe of a GPU graph's op runs on the CPU): not a verdict."""
+    return isinstance(e, (IndexError, ZeroDivisionError, torch.linalg.LinAlgError, NotImplementedError)) or \
+        "ZeroDivisionError" in str(e)
 
 
 def _probed(func, args, kwargs):
     """The inputs' storage sizes when func is worth probing, else None."""
     if not isinstance(func, torch._ops.OpOverload) or func.namespace != "aten" or \
-            torch.Tag.nondeterministic_seeded in func.tags or torch.Tag.data_dependent_output in func.tags:
+            torch.Tag.nondeterministic_seeded in func.tags or torch.Tag.data_dependent_output in func.tags or \
+            not torch._C._dispatch_has_computed_kernel_for_dispatch_key(func.name(), "CPU"):
         return None
     ins = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
     if not ins:
