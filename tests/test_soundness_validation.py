@@ -7,7 +7,8 @@ tensor:700238 700273 700318 700545 700953 701085).
   runs a graph eager rejects as captured, so eager's error is raised.
 - Value checks (an index, an integer divisor) of an op whose result is
   dead, read only for its sizes (`new_zeros`, `full_like`) or read only in
-  part (`x[:1]`): the op stays an output, so its checks run on every element.
+  part (`x[:1]`): the op stays an output, so its checks run on every element;
+  and an integer term that cancels (`(a // b) * 0`) keeps its check.
 - An in-place write through an expand view of a bool tensor, which AOT
   autograd cannot replay, runs as captured."""
 import pytest
@@ -91,6 +92,14 @@ def _index_put_read_for_its_size(x, i):
     return v.new_zeros(0, 3).sum(0), x
 
 
+def _floor_div_times_zero(a, b):
+    return (a // b) * 0 + a      # int64 arithmetic cancels the term: its check stays
+
+
+def _remainder_minus_itself(a, b):
+    return torch.remainder(a, b) - torch.remainder(a, b) + 1
+
+
 def _remainder_read_in_part(a, b):
     return torch.remainder(a, b)[:1] * 2
 
@@ -102,6 +111,8 @@ VALUE_ERRORS = {
     "dead_floor_div": (_dead_floor_div, (A, B), (A, Z)),
     "floor_div_read_for_its_size": (_floor_div_read_for_its_size, (A, B), (A, Z)),
     "remainder_read_in_part": (_remainder_read_in_part, (A, B), (A, Z)),
+    "floor_div_times_zero": (_floor_div_times_zero, (A, B), (A, Z)),
+    "remainder_minus_itself": (_remainder_minus_itself, (A, B), (A, Z)),
     "index_put_read_for_its_size": (_index_put_read_for_its_size, (M, torch.tensor([[0, 1], [1, 1]])),
                                     (M, torch.tensor([[0, 1], [-7, 1]]))),
 }
