@@ -420,7 +420,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 6 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 7 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
@@ -828,14 +828,25 @@ def _writes_through_unfold(gm):
     unfold_backward, which zeroes the elements no window covers and sums
     overlapping windows (PyTorch's FunctionalInverses::unfold_inverse): those
     graphs run as captured (eager kernels write through the view)."""
+    return _writes_through(gm, lambda n: _target_name(n) == "unfold")
+
+
+def _bool_expand(n):
+    v = n.meta.get("example_value")
+    return _target_name(n) in ("expand", "expand_as") and isinstance(v, torch.Tensor) and v.dtype == torch.bool
+
+
+def _writes_through(gm, makes_view):
+    """Does the graph write in place through a view (or a view of a view)
+    of a node for which makes_view is true?"""
     tainted = set()
     for n in gm.graph.nodes:
         if n.op not in ("call_method", "call_function"):
             continue
         name = _target_name(n)
         first = n.args[0] if n.args else None
-        from_unfold = isinstance(first, torch.fx.Node) and first in tainted
-        if name == "unfold" or (from_unfold and name in _VIEW_METHODS):
+        from_view = isinstance(first, torch.fx.Node) and first in tainted
+        if makes_view(n) or (from_view and name in _VIEW_METHODS):
             tainted.add(n)
         elif any(w in tainted for w in _written_by(n)):   # (`t[i] = v` too)
             return True
@@ -1057,6 +1068,8 @@ _RUN_AS_CAPTURED = (
      "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"),
     (lambda gm, ex: _writes_through_unfold(gm),
      "an in-place write through an unfold view (AOT autograd would replay it wrongly)"),
+    (lambda gm, ex: _writes_through(gm, _bool_expand),
+     "an in-place write through an expand view of a bool tensor (AOT autograd's replay subtracts bools)"),
     (lambda gm, ex: _writes_overlapping_args(gm),
      "an in-place op whose output overlaps another argument (eager checks and raises)"),
 )
@@ -1082,12 +1095,73 @@ _INDEX_CHECKED = {"index_put", "index_put_", "scatter", "scatter_", "scatter_add
                   "__rand__", "__ror__", "__rxor__", "and_", "or_", "xor", "invert", "lshift", "rshift"}
 
 
+# integer division raises on a zero divisor: checked like an index
+_DIVISION_CHECKED = {"floor_divide", "floor_divide_", "remainder", "remainder_", "fmod", "fmod_", "floordiv",
+                     "mod", "ifloordiv", "imod", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
+                     "__ifloordiv__", "__imod__", "div", "div_", "true_divide"}
+# consumers that read an argument's sizes or dtype, never its values (the
+# argument positions that are read so)
+_METADATA_ONLY = {"new_zeros": (0,), "new_ones": (0,), "new_empty": (0,), "new_full": (0,), "new_empty_strided": (0,),
+                  "new_tensor": (0,), "zeros_like": (0,), "ones_like": (0,), "empty_like": (0,), "full_like": (0,),
+                  "rand_like": (0,), "randn_like": (0,), "randint_like": (0,), "size": (0,), "dim": (0,),
+                  "numel": (0,), "nelement": (0,), "ndimension": (0,), "stride": (0,), "storage_offset": (0,),
+                  "is_contiguous": (0,), "element_size": (0,), "expand_as": (1,), "view_as": (1,),
+                  "reshape_as": (1,), "type_as": (1,)}
+_METADATA_ATTRS = {"shape", "dtype", "device", "ndim", "layout", "is_cuda", "requires_grad", "is_leaf"}
+# views that show part of their argument: a check read only through them sees only that part
+_PARTIAL_VIEWS = {"select", "narrow", "__getitem__", "getitem", "diagonal", "as_strided", "unfold", "split", "chunk",
+                  "tensor_split", "unbind", "split_with_sizes"}
+
+
+def _checks_values(n):
+    """Does node n check the values it reads (an index, a divisor) and raise?"""
+    import operator
+
+    name = _target_name(n)
+    if name in _DIVISION_CHECKED:
+        if name in ("div", "div_", "true_divide") and n.kwargs.get("rounding_mode") is None:
+            return False   # true division never raises
+        v = n.meta.get("example_value")
+        return isinstance(v, torch.Tensor) and not (v.dtype.is_floating_point or v.dtype.is_complex)
+    if name not in _INDEX_CHECKED:
+        return False
+    if n.target in (operator.getitem, "__getitem__"):
+        idx = n.args[1] if len(n.args) > 1 else None
+        idx = idx if isinstance(idx, (tuple, list)) else (idx,)
+        return any(isinstance(a, torch.fx.Node) for a in idx)   # basic indexing checks nothing at run time
+    return True
+
+
+def _reads_values(user, n):
+    """Does user read node n's values (not only its sizes or dtype)?"""
+    name = _target_name(user)
+    if user.op in ("call_function", "call_method") and name == "getattr" and len(user.args) > 1:
+        return user.args[1] not in _METADATA_ATTRS
+    meta = _METADATA_ONLY.get(name) if user.op in ("call_function", "call_method") else None
+    if meta is None:
+        return True
+    flat = [a for i, a in enumerate(user.args) if i not in meta]
+    flat += list(user.kwargs.values())
+    while flat:
+        a = flat.pop()
+        if a is n:
+            return True
+        if isinstance(a, (tuple, list)):
+            flat.extend(a)
+        elif isinstance(a, dict):
+            flat.extend(a.values())
+    return False
+
+
 def _dead_index_checks(gm):
-    """The captured graph's index-checking nodes whose results reach no
-    output (unused, or used only by dead code: lowering would eliminate
-    them), and the targets of `t[i] = v` with a tensor key on a tensor no
-    output reads.  Returned as the nodes to add as outputs; an extra output
-    that was live after all (a mutated input) only costs its store."""
+    """The captured graph's nodes that check values (index ops, integer
+    division) whose checks lowering would drop or narrow: results that reach
+    no output through a read of their values (unused, used only by dead code
+    or by `new_zeros`/`*_like`/`.shape`), or reach it only through views that
+    show part of them (`x[:1]` checks only what it shows); and the targets
+    of `t[i] = v` with a tensor key on a tensor no output reads.  Returned as
+    the nodes to add as outputs; an extra output that was live after all (a
+    mutated input) only costs its store."""
     import operator
 
     live, stack = set(), [n for n in gm.graph.nodes if n.op == "output"]
@@ -1095,7 +1169,20 @@ def _dead_index_checks(gm):
         n = stack.pop()
         if n not in live:
             live.add(n)
-            stack.extend(n.all_input_nodes)
+            stack.extend(a for a in n.all_input_nodes if _reads_values(n, a))
+
+    whole = {}
+
+    def read_whole(n):
+        """Does some live read of n see all of its elements?"""
+        if n not in whole:
+            whole[n] = False
+            whole[n] = any(u in live and _reads_values(u, n) and (
+                u.op == "output" or (_target_name(u) not in _PARTIAL_VIEWS and
+                                     (_target_name(u) not in _VIEW_METHODS or read_whole(u))) and
+                not (_target_name(u) in _INDEX_CHECKED and u.args and u.args[0] is n))
+                for u in n.users)
+        return whole[n]
 
     def tensor_key(idx):
         idx = idx if isinstance(idx, (tuple, list)) else (idx,)
@@ -1103,7 +1190,7 @@ def _dead_index_checks(gm):
 
     dead = []
     for n in gm.graph.nodes:
-        if n.op not in ("call_method", "call_function") or n in live:
+        if n.op not in ("call_method", "call_function"):
             continue
         if n.target in (operator.setitem, "__setitem__"):
             tgt = n.args[0] if n.args else None
@@ -1111,10 +1198,8 @@ def _dead_index_checks(gm):
                     and tensor_key(n.args[1]):
                 dead.append(tgt)
             continue
-        if _target_name(n) not in _INDEX_CHECKED:
+        if n in dead or not _checks_values(n) or (n in live and read_whole(n)):
             continue
-        if n.target in (operator.getitem, "__getitem__") and not tensor_key(n.args[1] if len(n.args) > 1 else None):
-            continue   # basic indexing: no tensor index, nothing checked at run time
         dead.append(n)
     return dead
 
@@ -1191,9 +1276,23 @@ class _EagerOnError:
         return out
 
 
+def _eager_rejects(gm, example_inputs):
+    """The error eager's kernels raise on every call of gm (kiln.validate),
+    or None.  A graph whose lowering is in the disk cache passed already."""
+    if _inference_graph(gm, example_inputs):
+        key = _lowered_key(_tupled(gm)[0], example_inputs)
+        if os.path.exists(os.path.join(config.cache_dir, "aten", key[:2], key + ".pkl")):
+            return None
+    from . import validate
+    why = validate.eager_rejects(gm, example_inputs)
+    return None if why is None else f"eager raises on this graph's dtypes or sizes ({why})"
+
+
 def _kiln(gm, example_inputs):
     dev = _non_cpu(example_inputs)
     reason = _eager_only(gm, example_inputs)
+    if reason is None:
+        reason = _eager_rejects(gm, example_inputs)
     if reason is not None:
         _warn_once(f"kiln: {reason}; the graph runs through ATen")
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,

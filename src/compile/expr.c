@@ -6,7 +6,8 @@
  * (int64 ADD/MUL by constant/IDIV/IMOD) is kept in a canonical form — a sum of
  * coefficient*atom terms sorted by atom id, constant last — and simplified with
  * the ranges of loop variables, so that views compose into plain affine
- * indices and two spellings of the same index compare equal.
+ * indices and two spellings of the same index compare equal (a term that
+ * cancels is kept, times 0, when it can raise: a CHECK or an integer division).
  * Also here: the compile arena, the text buffer and dtype helpers.
  */
 #include "../kiln.h"
@@ -416,6 +417,22 @@ merge_divmod(terms *t)
     }
 }
 
+/* Can evaluating e raise: an index CHECK, or an integer division whose
+   divisor may be zero?  Conservative (yes) past the budget. */
+static int
+may_raise(kn_expr *e, int *budget)
+{
+    if (--*budget < 0 || e->op == KN_S_CHECK)
+        return 1;
+    if ((e->op == KN_S_FLOORDIV || e->op == KN_S_TRUNCDIV || e->op == KN_S_REM || e->op == KN_S_FMOD) &&
+        !kn_dtype_is_float(e->dt) && !(e->a[1]->op == KN_S_CONST && e->a[1]->i != 0))
+        return 1;
+    for (int j = 0; j < e->n; j++)
+        if (e->a[j] && may_raise(e->a[j], budget))
+            return 1;
+    return 0;
+}
+
 static kn_expr *
 build(kn_ctx *c, terms *t)
 {
@@ -435,7 +452,9 @@ build(kn_ctx *c, terms *t)
     }
     kn_expr *acc = NULL;
     for (int j = 0; j < t->n; j++) {
-        if (t->k[j] == 0)
+        int budget = 256;
+        /* a term that cancels still runs its checks (`(a // b) * 0` raises on b == 0) */
+        if (t->k[j] == 0 && !may_raise(t->atom[j], &budget))
             continue;
         kn_expr *term = t->atom[j];
         if (t->k[j] != 1)

@@ -1,0 +1,215 @@
+"""kiln.validate — eager's own argument checks, run on a captured graph.
+
+Consumes a captured FX graph and its example inputs (real or fake, sizes
+possibly symbolic); produces None, or the error eager raises on every call
+of that graph whatever the input values (a dtype the kernel refuses, a
+bool subtraction, a view out of its storage's bounds), which the caller
+turns into "run this graph as captured" (backends._eager_only): then eager's
+kernels raise it, at eager's point, after eager's side effects.
+
+Why: kiln records and lowers graphs on FakeTensors, whose meta functions
+(PyTorch's Python references) skip many of the checks ATen's kernels make,
+and the lowering decomposes ops (std into sums) so a check is lost for good.
+Instead of a hand list of checks, each ATen op of the graph is run once,
+at compile time, by ATen's real CPU kernel on a probe: tensors of the op's
+dtypes, sizes, strides and storage (aliasing kept), filled with zeros.
+Inputs and outputs over PROBE_BYTES run on probes with every size clamped
+to at most 1 (the dtype checks do not depend on sizes), for ops where that
+keeps the call valid: pointwise ops and ops whose only integer arguments
+are dims.  Probes run on the CPU whatever the graph's device (a GPU kernel's
+device-side assert would cost the CUDA context); ops with no CPU kernel are
+not probed.  An error of a kind that depends on values (an index, a division
+by zero, a singular matrix) is the runtime checks' business and ignored, as
+is NotImplementedError (a kernel the CPU lacks); any other error is
+confirmed on probes filled with ones before it counts.  Random ops are not
+probed (the caller's generator must not move).
+"""
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+PROBE_BYTES = 1 << 16
+_DIM_ARGS = {"dim", "dims", "dim0", "dim1", "start_dim", "end_dim"}
+
+
+class _Rejected(Exception):
+    pass
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _hint(x):
+    if isinstance(x, torch.SymInt):
+        h = x.node.hint
+        if h is None:
+            raise _Unknown("unbacked size")
+        return int(h)
+    return x
+
+
+def _storage_key(t):
+    from torch.multiprocessing.reductions import StorageWeakRef
+    try:
+        return StorageWeakRef(t.untyped_storage())
+    except Exception:
+        return None
+
+
+def _nbytes(t):
+    try:
+        return int(_hint(t.untyped_storage().nbytes()))
+    except _Unknown:
+        raise
+    except Exception:
+        return t.numel() * t.element_size()
+
+
+def _fake_inputs(mode, example_inputs):
+    """Fresh fakes (static sizes, the inputs' hints) with the inputs'
+    sizes, strides, storage offsets and storage sizes."""
+    out, bases = [], {}
+    for t in example_inputs:
+        if isinstance(t, torch.SymInt):
+            out.append(_hint(t))
+            continue
+        if not isinstance(t, torch.Tensor):
+            out.append(t)
+            continue
+        size = [_hint(s) for s in t.shape]
+        stride = [_hint(s) for s in t.stride()]
+        key = _storage_key(t)
+        with mode:
+            base = bases.get(key)
+            if base is None:
+                base = torch.empty(_nbytes(t) // t.element_size(), dtype=t.dtype, device=t.device)
+                if key is not None:
+                    bases[key] = base
+            if base.dtype != t.dtype:
+                base = base.view(t.dtype) if base.numel() * base.element_size() % t.element_size() == 0 else \
+                    torch.empty(_nbytes(t) // t.element_size(), dtype=t.dtype, device=t.device)
+            out.append(base.as_strided(size, stride, _hint(t.storage_offset())))
+    return out
+
+
+def _shrinkable(func):
+    """Clamping every size to 1 keeps a call of func valid."""
+    if torch.Tag.pointwise in func.tags:
+        return True
+    for a in func._schema.arguments:
+        if "int" in str(a.type).lower() and a.name not in _DIM_ARGS:
+            return False
+    return True
+
+
+def _cpu(a):
+    return torch.device("cpu") if isinstance(a, torch.device) else a
+
+
+def _call(func, args, kwargs, fill, shrink, nbytes):
+    """Run func's CPU kernel on probes of args (storage sizes from nbytes:
+    as they were before the fake op ran, which may grow a fake storage);
+    returns its error or None."""
+    bases = {}
+
+    def probe(t):
+        if not isinstance(t, torch.Tensor):
+            return _cpu(_hint(t))
+        if shrink:
+            return torch.full([min(int(_hint(s)), 1) for s in t.shape], fill, dtype=t.dtype)
+        key = _storage_key(t)
+        base = bases.get((key, t.dtype))
+        if base is None:
+            base = torch.full((nbytes.get(id(t), _nbytes(t)) // t.element_size(),), fill, dtype=t.dtype)
+            if key is not None:
+                bases[(key, t.dtype)] = base
+        return base.as_strided([_hint(s) for s in t.shape], [_hint(s) for s in t.stride()],
+                               _hint(t.storage_offset()))
+
+    try:
+        pargs, pkwargs = tree_map(probe, (args, kwargs))
+    except Exception:   # a probe that cannot be made: nothing to say
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            func(*pargs, **pkwargs)
+    except Exception as e:
+        return e
+    return None
+
+
+def _value_dependent(e):
+    """An error that depends on values (or that the CPU kernel alone makes:
+    a probe of a GPU graph's op runs on the CPU): not a verdict."""
+    return isinstance(e, (IndexError, ZeroDivisionError, torch.linalg.LinAlgError, NotImplementedError)) or \
+        "ZeroDivisionError" in str(e)
+
+
+def _probed(func, args, kwargs):
+    """The inputs' storage sizes when func is worth probing, else None."""
+    if not isinstance(func, torch._ops.OpOverload) or func.namespace != "aten" or \
+            torch.Tag.nondeterministic_seeded in func.tags or torch.Tag.data_dependent_output in func.tags or \
+            not torch._C._dispatch_has_computed_kernel_for_dispatch_key(func.name(), "CPU"):
+        return None
+    ins = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+    if not ins:
+        return None   # a factory: no caller's tensor to check
+    return {id(t): _nbytes(t) for t in ins}
+
+
+def _probe(func, args, kwargs, out, nbytes):
+    outs = [a for a in tree_flatten(out)[0] if isinstance(a, torch.Tensor)]
+    total = sum(nbytes.values()) + sum(t.numel() * t.element_size() for t in outs)
+    shrink = total > PROBE_BYTES
+    if shrink and not _shrinkable(func):
+        return None
+    e = _call(func, args, kwargs, 0, shrink, nbytes)
+    if e is None or _value_dependent(e) or _call(func, args, kwargs, 1, shrink, nbytes) is None:
+        return None
+    return f"{func}: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+
+
+class _Probe(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        kwargs = kwargs or {}
+        with unset_fake_temporarily():
+            nbytes = _probed(func, args, kwargs)
+        out = func(*args, **kwargs)   # the fake mode below: eager's sizes and dtypes
+        if nbytes is None:
+            return out
+        with unset_fake_temporarily():
+            why = _probe(func, args, kwargs, out, nbytes)
+        if why is not None:
+            raise _Rejected(why)
+        return out
+
+
+def _touches_global_state(gm):
+    return any(n.op == "call_function" and "autocast" in getattr(n.target, "__name__", "")
+               for n in gm.graph.nodes)
+
+
+def eager_rejects(gm, example_inputs):
+    """The error (a line) that eager's kernels raise on every call of the
+    captured graph gm with inputs like example_inputs, or None (none found,
+    or the graph could not be checked)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if _touches_global_state(gm):
+        return None
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    try:
+        fakes = _fake_inputs(mode, example_inputs)
+        with torch.no_grad(), mode, _Probe():
+            gm(*fakes)
+    except _Rejected as e:
+        return str(e)
+    except Exception:   # data-dependent, unsupported by fake tensors: no verdict
+        return None
+    return None
