@@ -499,11 +499,9 @@ def _skip_prefixes():
         if m is not None and getattr(m, "__file__", None):
             paths.add(os.path.dirname(m.__file__))
     out = []
-    for p in paths:
-        p = os.path.realpath(p)
-        out.append(p + os.sep)
-        if p != os.path.abspath(p):
-            out.append(os.path.abspath(p) + os.sep)
+    for p in paths:   # code objects name the path they were imported by: a symlinked venv's and the real one
+        out.append(os.path.realpath(p) + os.sep)
+        out.append(os.path.abspath(p) + os.sep)
     return tuple(sorted(set(out)))
 
 

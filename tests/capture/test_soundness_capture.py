@@ -587,3 +587,23 @@ def test_store_through_property_setter(backend):
         m1, m2 = WithSetter(), WithSetter()
         torch.testing.assert_close(cf(m1, x), o_property_setter(m2, x))
         torch.testing.assert_close(m1._t, m2._t)
+
+
+def test_skip_prefixes_cover_a_symlinked_install(tmp_path, monkeypatch):
+    """Code objects carry the path their module was imported by: through a
+    symlinked venv, torch's frames are named by the link, not the real path.
+    Both must be skipped, or kiln records torch's own Python code (its grad
+    mode context managers gave wrong requires_grad under a symlinked venv)."""
+    import sys
+    import types
+    from kiln import _capture
+    real = tmp_path / "real"
+    (real / "pkg").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    fake = types.ModuleType("typing_extensions")
+    fake.__file__ = str(link / "pkg" / "__init__.py")
+    monkeypatch.setitem(sys.modules, "typing_extensions", fake)
+    prefixes = _capture._skip_prefixes()
+    assert str(link / "pkg") + "/" in prefixes
+    assert str(real / "pkg") + "/" in prefixes
