@@ -113,6 +113,17 @@ def _int_scalar_value(ref):
     return decomp
 
 
+def _pow_scalar_contiguous(base, exponent):
+    """pow(Scalar, Tensor): eager's kernel returns a contiguous tensor whatever
+    the exponent's layout, while its meta function keeps the exponent's strides.
+    Tracing it over a contiguous exponent gives the traced value eager's layout
+    (an `as_strided` of it then reads what eager reads); the inner call, on a
+    contiguous exponent, is traced as it is."""
+    if exponent.is_contiguous():
+        return NotImplemented
+    return aten.pow.Scalar(base, exponent.contiguous())
+
+
 def decompositions():
     """The decomposition table kiln lowers with (built once)."""
     global _table_cache
@@ -127,6 +138,7 @@ def decompositions():
             if op in t:
                 t[op] = _int_scalar_value(t[op])
         t[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
+        t[aten.pow.Scalar] = _pow_scalar_contiguous
         # on a GPU, tracing without the Python dispatcher reaches the kernel
         # batch_norm picks at trace time (cuDNN's, or native_batch_norm for
         # bfloat16): the same pointwise work in inference
@@ -420,7 +432,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 6 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 7 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())

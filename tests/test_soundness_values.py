@@ -188,3 +188,15 @@ def test_input_data_and_metadata_mutation(meta, mode):
         res.append((o.clone(), out, tuple(b.shape), b.stride(), b.storage_offset()))
     for r in res[1:]:
         assert torch.equal(r[0], res[0][0]) and torch.equal(r[1], res[0][1]) and r[2:] == res[0][2:], (r, res[0])
+
+
+# ---------------------------------------------------------------- eager's layout of pow(Scalar, Tensor)
+# Eager's pow(Scalar, Tensor) returns a contiguous tensor for a transposed
+# exponent, while its meta function (what the trace sees) keeps the exponent's
+# strides: the value was stored transposed and an as_strided of it read other
+# elements than eager's.
+@pytest.mark.parametrize("mode", MODES)
+def test_pow_scalar_base_layout_seen_by_as_strided(mode):
+    def fn(x):
+        return (2.0 ** x).as_strided((2, 2), (1, 1)), (3 ** x).as_strided((3,), (2,), 1)
+    _check(fn, (torch.randn(3, 4).transpose(0, 1),), mode)
