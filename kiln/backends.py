@@ -922,6 +922,26 @@ except ImportError:   # a torch without it never raises it
     class _TensorifyRestart(Exception):
         pass
 
+try:
+    from torch._dynamo.symbolic_convert import TensorifyState as _TensorifyState
+except ImportError:
+    _TensorifyState = None
+
+
+def _tensorify_marks():
+    """The floats TorchDynamo is told to specialize when it captures again
+    (global state, kept across later captures of any frame)."""
+    return set(getattr(_TensorifyState, "force_specializations", ()))
+
+
+def _tensorify_unmark(before):
+    """Forget the specializations a declined restart asked for: a later capture
+    (a recompile for new sizes) would otherwise specialize the float input and
+    lose the graph's writes into it, the loss the declined restart avoided."""
+    marks = getattr(_TensorifyState, "force_specializations", None)
+    if marks is not None:
+        marks.intersection_update(before)
+
 
 def _writes_inputs(gm):
     """Does the captured graph write in place into (a view of) an input?"""
@@ -1227,6 +1247,7 @@ def _kiln(gm, example_inputs):
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
                                 "extern_ops": [], "reason": reason})
         return gm.forward
+    marks = _tensorify_marks()
     try:
         g, unwrap = _tupled(gm)
         fn = None
@@ -1270,6 +1291,7 @@ def _kiln(gm, example_inputs):
         # writes into its inputs is kept and runs as captured instead
         if not _writes_inputs(gm):
             raise   # TorchDynamo captures again with the float specialized
+        _tensorify_unmark(marks)
         reason = "a restart of TorchDynamo's analysis would lose this graph's writes into its inputs"
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
                                 "extern_ops": [], "reason": reason})
