@@ -113,6 +113,17 @@ def _int_scalar_value(ref):
     return decomp
 
 
+def _pow_scalar_contiguous(base, exponent):
+    """pow(Scalar, Tensor): eager's kernel returns a contiguous tensor whatever
+    the exponent's layout, while its meta function keeps the exponent's strides.
+    Tracing it over a contiguous exponent gives the traced value eager's layout
+    (an `as_strided` of it then reads what eager reads); the inner call, on a
+    contiguous exponent, is traced as it is."""
+    if exponent.is_contiguous():
+        return NotImplemented
+    return aten.pow.Scalar(base, exponent.contiguous())
+
+
 def decompositions():
     """The decomposition table kiln lowers with (built once)."""
     global _table_cache
@@ -127,6 +138,7 @@ def decompositions():
             if op in t:
                 t[op] = _int_scalar_value(t[op])
         t[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
+        t[aten.pow.Scalar] = _pow_scalar_contiguous
         # on a GPU, tracing without the Python dispatcher reaches the kernel
         # batch_norm picks at trace time (cuDNN's, or native_batch_norm for
         # bfloat16): the same pointwise work in inference
@@ -921,6 +933,26 @@ except ImportError:   # a torch without it never raises it
     class _TensorifyRestart(Exception):
         pass
 
+try:
+    from torch._dynamo.symbolic_convert import TensorifyState as _TensorifyState
+except ImportError:
+    _TensorifyState = None
+
+
+def _tensorify_marks():
+    """The floats TorchDynamo is told to specialize when it captures again
+    (global state, kept across later captures of any frame)."""
+    return set(getattr(_TensorifyState, "force_specializations", ()))
+
+
+def _tensorify_unmark(before):
+    """Forget the specializations a declined restart asked for: a later capture
+    (a recompile for new sizes) would otherwise specialize the float input and
+    lose the graph's writes into it, the loss the declined restart avoided."""
+    marks = getattr(_TensorifyState, "force_specializations", None)
+    if marks is not None:
+        marks.intersection_update(before)
+
 
 def _writes_inputs(gm):
     """Does the captured graph write in place into (a view of) an input?"""
@@ -1314,6 +1346,7 @@ def _kiln(gm, example_inputs):
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
                                 "extern_ops": [], "reason": reason})
         return gm.forward
+    marks = _tensorify_marks()
     try:
         g, unwrap = _tupled(gm)
         fn = None
@@ -1357,6 +1390,7 @@ def _kiln(gm, example_inputs):
         # writes into its inputs is kept and runs as captured instead
         if not _writes_inputs(gm):
             raise   # TorchDynamo captures again with the float specialized
+        _tensorify_unmark(marks)
         reason = "a restart of TorchDynamo's analysis would lose this graph's writes into its inputs"
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
                                 "extern_ops": [], "reason": reason})

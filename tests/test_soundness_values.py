@@ -188,3 +188,36 @@ def test_input_data_and_metadata_mutation(meta, mode):
         res.append((o.clone(), out, tuple(b.shape), b.stride(), b.storage_offset()))
     for r in res[1:]:
         assert torch.equal(r[0], res[0][0]) and torch.equal(r[1], res[0][1]) and r[2:] == res[0][2:], (r, res[0])
+
+
+# ---------------------------------------------------------------- eager's layout of pow(Scalar, Tensor)
+# Eager's pow(Scalar, Tensor) returns a contiguous tensor for a transposed
+# exponent, while its meta function (what the trace sees) keeps the exponent's
+# strides: the value was stored transposed and an as_strided of it read other
+# elements than eager's.
+@pytest.mark.parametrize("mode", MODES)
+def test_pow_scalar_base_layout_seen_by_as_strided(mode):
+    def fn(x):
+        return (2.0 ** x).as_strided((2, 2), (1, 1)), (3 ** x).as_strided((3,), (2,), 1)
+    _check(fn, (torch.randn(3, 4).transpose(0, 1),), mode)
+
+
+# ---------------------------------------------------------------- a declined restart's specialization
+# kiln declines AOT autograd's restart of TorchDynamo's analysis for a graph
+# writing into a 0-d float64 input (the capture again would lose the write),
+# but the float stayed marked for specialization in TorchDynamo's global
+# state: the recompile for new sizes captured a graph without the write.
+@pytest.mark.parametrize("mode", MODES)
+def test_write_into_zero_dim_float64_input_survives_a_recompile(mode):
+    def fn(x, s):
+        s.logical_not_()
+        return x.any(), s
+
+    compiled = _compiled(fn, mode)
+    for n in (4, 4, 5, 6):
+        x = torch.randn(0, n)
+        want_s, got_s = torch.tensor(-0.59, dtype=torch.float64), torch.tensor(-0.59, dtype=torch.float64)
+        want = fn(x, want_s)
+        got = compiled(x, got_s)
+        assert torch.equal(got_s, want_s) and torch.equal(got[1], want[1]), (n, got_s)
+        assert torch.equal(got[0], want[0])
