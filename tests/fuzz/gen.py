@@ -128,7 +128,7 @@ DT = {torch.float32: "torch.float32", torch.float64: "torch.float64", torch.bflo
 
 UNARY_F = ["torch.sin({x})", "torch.cos({x})", "torch.exp({x})", "torch.log({x})", "torch.sqrt({x})",
            "torch.rsqrt({x})", "{x}.abs()", "-{x}", "torch.tanh({x})", "torch.sigmoid({x})", "torch.relu({x})",
-           "F.gelu({x})", "F.silu({x})", "torch.floor({x})", "torch.ceil({x})", "torch.round({x})",
+           "F.gelu({x}.clamp(-1e30, 1e30))", "F.silu({x})", "torch.floor({x})", "torch.ceil({x})", "torch.round({x})",
            "torch.trunc({x})", "torch.sign({x})", "torch.reciprocal({x})", "torch.erf({x})", "torch.log1p({x})",
            "torch.expm1({x})", "torch.nan_to_num({x})", "torch.frac({x})", "torch.square({x})",
            "torch.isnan({x})", "torch.isinf({x})", "torch.isfinite({x})", "F.softplus({x})",
@@ -163,7 +163,7 @@ VIEW = ["{x}.view(-1)", "{x}.reshape(-1, {s})", "{x}.reshape({s}, -1)", "{x}.per
         "{x}.diagonal(0, {d}, {e})", "{x}.mT", "{x}.flatten()", "{x}.flatten({d})", "{x}.unbind({d})[{j}]",
         "{x}.chunk(2, {d})[-1]", "{x}.split(2, {d})[0]", "{x}.split(1, {d})[-1]", "{x}.movedim({d}, -1)",
         "{x}.contiguous()", "{x}.clone()", "{x}.detach()", "{x}.view({x}.dtype)", "{x}.T",
-        "{x}.as_strided((2, 2), (1, 1))", "{x}[-1:]", "{x}.view(torch.int32)" , "{x}.real"]
+        "{x}.as_strided((2, 2), (1, 1))", "{x}[-1:]", "({x}.view(torch.int32).view({x}.dtype) if {x}.is_floating_point() else {x}.view(torch.int32))" , "{x}.real"]
 INPLACE = ["{x}.add_(1)", "{x}.mul_(2)", "{x}.clamp_(-1, 1)", "{x}.relu_()", "{x}.zero_()", "{x}.fill_(3)",
            "{x}.sigmoid_()", "{x}.copy_({y})", "{x}.add_({y})", "{x}.mul_({y})", "{x}.div_(2)",
            "{x}.masked_fill_({x} > 0, 0.5)", "{x}.sub_({y}, alpha=2)", "{x}.neg_()", "{x}.abs_()",
