@@ -48,3 +48,46 @@ def test_packed_linear_reads_the_buffer_it_was_lowered_with(packed, entry, monke
         torch.testing.assert_close(c, e)
     torch.testing.assert_close(gc[0], lin.weight.grad)
     torch.testing.assert_close(gc[1], lin.bias.grad)
+
+
+# ------------------------------------------- fake conversion / functionalization refusals
+def _write_grad_into_view(a0, a1, a2):
+    a2[..., -1] = (a0 * 2).sum()     # a value requiring grad, written through one view of a base
+    return a1 * 3, a0 + 1            # another view of that base, first read after the write
+
+
+def test_view_of_a_base_written_with_grad_is_recorded_or_run_as_python():
+    # the fake of a1 (made when first read) is a view of the fake base, which
+    # requires grad after the write: torch's converter refused it (AssertionError)
+    def make():
+        g = torch.Generator().manual_seed(0)
+        base = torch.randn(2, 4, generator=g)
+        a0 = torch.randn(3, generator=g, dtype=torch.float64).requires_grad_()
+        return a0, base[:-1], base[1:], base
+    kiln.reset()
+    fn = kiln.compile(_write_grad_into_view)
+    res = []
+    for f in (_write_grad_into_view, fn):
+        a0, a1, a2, base = make()
+        out = f(a0, a1, a2)
+        (out[0].sum() + out[1].sum()).backward()
+        res.append((out, base.detach().clone(), a0.grad))
+    (oe, be, ge), (oc, bc, gc) = res
+    for e, c in zip(oe, oc):
+        torch.testing.assert_close(c, e)
+        assert c.requires_grad == e.requires_grad
+    torch.testing.assert_close(bc, be)
+    torch.testing.assert_close(gc, ge)
+
+
+def _copy_into_expanded(a0):
+    v = a0.expand(2, *a0.shape)
+    v.copy_(v)                       # eager: a no-op (self is src); functionalization's meta copy_ raises
+    return v.float().sum(0) * 2
+
+
+def test_write_into_an_expanded_view_runs_as_captured():
+    kiln.reset()
+    x = torch.arange(12).reshape(3, 1, 4)
+    out = kiln.compile(_copy_into_expanded)(x)
+    torch.testing.assert_close(out, _copy_into_expanded(x))
