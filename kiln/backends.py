@@ -921,6 +921,17 @@ def _writes_overlapping_input(gm, example_inputs):
     return bool(inputs) and any(_root(w) in inputs for w in _written(gm))
 
 
+def _writes_overlapping_view(gm):
+    """Does the graph write in place into an internally overlapping tensor
+    (an expanded view)?  Functionalization's meta kernels raise on it (copy_
+    checks its destination) where eager may not (x.copy_(x) returns early)."""
+    for w in _written(gm):
+        v = w.meta.get("example_value")
+        if isinstance(v, torch.Tensor) and v.layout == torch.strided and torch._debug_has_internal_overlap(v) == 1:
+            return True
+    return False
+
+
 def _written(gm):
     """The nodes the captured graph writes into in place."""
     for n in gm.graph.nodes:
@@ -1098,6 +1109,8 @@ _RUN_AS_CAPTURED = (
      "an output that requires grad overlaps itself (AOT autograd would drop gradients)"),
     (_writes_overlapping_input,
      "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"),
+    (lambda gm, ex: _writes_overlapping_view(gm),
+     "an in-place write into an internally overlapping (expanded) view (functionalization raises)"),
     (lambda gm, ex: _writes_through_unfold(gm),
      "an in-place write through an unfold view (AOT autograd would replay it wrongly)"),
     (lambda gm, ex: _writes_through(gm, _bool_expand),

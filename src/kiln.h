@@ -272,9 +272,10 @@ typedef struct {
     int res[KN_MAXARGS];  /* buffer ids of results (-1 for non-tensor) */
     int nin;
     int in[KN_MAXARGS * 4]; /* buffer ids passed as tensors (in argument order) */
-    int in_node[KN_MAXARGS * 4]; /* EXTERN: the graph node each in[] stands for (the
+    int in_node[KN_MAXARGS * 4]; /* EXTERN, LINEAR: the graph node each in[] stands for (the
                                     binding when the step was lowered, which a
-                                    later rebinding of the node must not change) */
+                                    later rebinding of the node must not change;
+                                    -1: none) */
     int64_t rows;         /* LINEAR: M, the packing hint */
     int w_kn;             /* LINEAR: the weight input is stored [K, N] (x @ W), not [N, K] */
     int has_bias;         /* LINEAR: in[2] is the bias */

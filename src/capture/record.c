@@ -365,6 +365,19 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
         snprintf(name, sizeof name, "arg%d", r->ninputs);
         PyObject *node = PyObject_CallMethod(r->graph, "placeholder", "s", name);
         PyObject *fake = node ? PyObject_CallMethodOneArg(r->fake_mode, kn_cenv.s_from_tensor, t) : NULL;
+        if (node && fake == NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
+            /* torch's converter rejects it where eager runs on: a view whose
+               base the recording wrote a value requiring grad into (through
+               another view) makes a fake that requires grad, which its check
+               against the real tensor refuses.  The code from here runs as
+               Python; the placeholder goes. */
+            PyErr_Clear();
+            PyObject *gone = PyObject_CallMethod(r->graph, "erase_node", "O", node);
+            if (gone != NULL) {
+                Py_DECREF(gone);
+                kn_brk(r, "an input torch's fake-tensor converter rejects (run as Python)");
+            }
+        }
         if (fake && PyList_Append(r->examples, t) == 0 && pin(r, node) && pin(r, fake)) {
             PyObject *m = PyObject_GetAttrString(node, "meta");
             if (m == NULL || PyDict_SetItemString(m, "example_value", fake) < 0)

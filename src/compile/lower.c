@@ -2456,10 +2456,18 @@ lower_packed_linear(kn_ctx *c, int ni)
     st.rows = x->size[0];
     st.w_kn = w_kn;
     st.has_bias = bias != NULL;
+    /* in_node: the ATen path fills the call's node references with these
+       buffers (w, the packed weight's source, stands for no argument) */
+    const int xi = addmm ? 1 : 0;
+    st.in_node[st.nin] = (int)arg(c, ni, xi)->i;
     st.in[st.nin++] = x->id;
+    st.in_node[st.nin] = -1;
     st.in[st.nin++] = w->id;
-    if (bias)
+    if (bias) {
+        st.in_node[st.nin] = (int)arg(c, ni, 0)->i;
         st.in[st.nin++] = bias->id;
+    }
+    st.in_node[st.nin] = (int)arg(c, ni, xi + 1)->i;
     st.in[st.nin++] = wt->id;
     kn_buf *r = kn_buf_new(c, KN_B_EXTERN, KN_F32, 2, m->size);
     if (r == NULL)

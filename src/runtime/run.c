@@ -222,7 +222,7 @@ typedef struct {
     int res[KN_MAXARGS];
     int nin;
     int *in;
-    int *in_node;              /* EXTERN: node of each in[] (its buffer as lowered) */
+    int *in_node;              /* EXTERN, LINEAR: node of each in[] (its buffer as lowered; -1: none) */
     int nalloc;
     int *alloc;                /* own-tensor buffers first defined here */
     int nfree;
@@ -539,7 +539,7 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
             memcpy(r->over_buf, st->over_buf, sizeof st->over_buf);
             for (int j = 0; j < st->nin; j++) {
                 int nn = r->nin;
-                if (st->kind == KN_ST_EXTERN && append_int(&r->in_node, &nn, st->in_node[j]) < 0)
+                if (append_int(&r->in_node, &nn, st->in_node[j]) < 0)
                     goto error;
                 if (append_int(&r->in, &r->nin, st->in[j]) < 0)
                     goto error;

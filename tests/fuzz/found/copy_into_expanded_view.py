@@ -1,0 +1,50 @@
+# v.copy_(v) on an expanded view: AOT functionalization raised 'more than one element of the written-to tensor refers to a single memory location'
+# found by the kiln fuzzer (tensor seed 800984, entry kiln): kind=tensor seed=800984
+import torch
+import torch.nn.functional as F
+
+SEED = 800984
+NCALLS = 2
+SHAPE_CALLS = ()
+BAD_CALL = -1
+ENTRIES = ('kiln',)
+STATE = ()
+
+import os
+import sys
+
+if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
+exec(HELPERS)
+
+
+def make_inputs(call):
+    g = torch.Generator().manual_seed(SEED * 1000 + call)
+    D = 4 + (call in SHAPE_CALLS)
+    bad = call == BAD_CALL
+    a0 = _i(g, (3, 1, D, ), dtype=torch.int64)
+    a1 = _i(g, (4, D, ), dtype=torch.int64).transpose(-1, -2)
+    return [a0, a1]
+
+
+def before_call(call):
+    pass
+
+
+def f(a0, a1):
+    v0 = a0.squeeze()
+    v1 = torch.minimum(a0, v0)
+    v2 = a0.expand(2, *a0.shape)
+    v3 = v2.broadcast_to(v2.shape)
+    v4 = v3.as_strided((2, 2), (1, 1))
+    v5 = v4.float()
+    v3.copy_(v3)
+    v6 = (v5 - v5.mean(1, keepdim=True)) / (v5.std(1, keepdim=True) + 1e-5)
+    v7 = v6 ** v5
+    return (v7, )
+
+
+if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
+    from tests.fuzz.run import check_file
+    sys.exit(check_file(__file__))
