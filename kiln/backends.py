@@ -911,6 +911,16 @@ except ImportError:   # a torch without it never raises it
         pass
 
 
+def _float_specializations():
+    """The float symbols TorchDynamo is told to specialize on its next
+    restart (the set AOT autograd adds to before it asks for one), or None."""
+    try:
+        from torch._dynamo.symbolic_convert import TensorifyState
+    except ImportError:
+        return None
+    return getattr(TensorifyState, "force_specializations", None)
+
+
 def _writes_inputs(gm):
     """Does the captured graph write in place into (a view of) an input?"""
     return any(_root(w).op == "placeholder" for w in _written(gm))
@@ -1215,6 +1225,8 @@ def _kiln(gm, example_inputs):
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
                                 "extern_ops": [], "reason": reason})
         return gm.forward
+    marked = _float_specializations()
+    marked_before = set(marked or ())
     try:
         g, unwrap = _tupled(gm)
         fn = None
@@ -1258,6 +1270,12 @@ def _kiln(gm, example_inputs):
         # writes into its inputs is kept and runs as captured instead
         if not _writes_inputs(gm):
             raise   # TorchDynamo captures again with the float specialized
+        # kiln declines the restart, so it forgets the floats AOT autograd
+        # marked for it: TorchDynamo clears them only when a restart ends, and
+        # a stale name (symbol names are reused) makes a later capture (a
+        # recompile for new sizes) drop nodes, in-place writes among them
+        if marked is not None:
+            marked.intersection_update(marked_before)
         reason = "a restart of TorchDynamo's analysis would lose this graph's writes into its inputs"
         compiled_graphs.append({"aten_ops": _count_ops(gm), "kernels": 0, "externs": 0, "fallbacks": 1,
                                 "extern_ops": [], "reason": reason})
