@@ -986,6 +986,31 @@ def _writes_input_data_and_metadata(gm):
     return any(isinstance(m, torch.fx.Node) and m.op == "placeholder" and m in data for m in meta)
 
 
+
+def _metadata_change_of_a_viewed_grad_tensor(gm):
+    """Does the graph change the sizes/strides (t_, transpose_, ...) of a
+    tensor that requires grad while another view of its storage is live (or
+    it is a view itself)?  AOT autograd's functionalization then traces the
+    view's backward with the changed layout and raises "invalid gradient ...
+    got [2, 4] but expected shape compatible with [4, 2]" (backend
+    "aot_eager" alike): those graphs run as captured."""
+    if not torch.is_grad_enabled():
+        return False
+    views = {}   # storage root -> number of views of it made so far
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function") or not n.args:
+            continue
+        name = _target_name(n)
+        if name in _VIEW_METHODS or (n.target is getattr and n.args[1:2] in (("T",), ("mT",), ("H",), ("mH",))):
+            r = _root(n.args[0])
+            views[r] = views.get(r, 0) + 1
+        elif name in _METADATA_INPLACE and isinstance(n.args[0], torch.fx.Node):
+            x = n.args[0]
+            v = x.meta.get("example_value", x.meta.get("val"))
+            if isinstance(v, torch.Tensor) and v.requires_grad and views.get(_root(x), 0) > 0:
+                return True
+    return False
+
 def _views_input_of_mutated_shared_storage(gm, example_inputs):
     """Does the graph write in place while its inputs share storage, and
     return a view of an input?  A write into one of the inputs that share
@@ -1065,6 +1090,9 @@ _RUN_AS_CAPTURED = (
      "an output that requires grad overlaps itself (AOT autograd would drop gradients)"),
     (_writes_overlapping_input,
      "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"),
+    (lambda gm, ex: _metadata_change_of_a_viewed_grad_tensor(gm),
+     "a tensor that requires grad changes its sizes/strides in place while a view of it is live (AOT autograd "
+     "raises tracing the backward)"),
     (lambda gm, ex: _writes_through_unfold(gm),
      "an in-place write through an unfold view (AOT autograd would replay it wrongly)"),
     (lambda gm, ex: _writes_overlapping_args(gm),
