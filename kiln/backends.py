@@ -371,8 +371,33 @@ def _tuning_first_run(cg, dev):
 
 
 def _aot(gm, example_inputs, fw):
-    return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=fw,
+    def bw(g, e):
+        # (called when backward first runs) a backward graph that eager's
+        # kernels reject runs through them, so they raise eager's error there
+        why = _backward_rejected(g)
+        if why is None:
+            return fw(g, e)
+        cg = EagerGraph(g, why, _count_ops(g))
+        compiled_graphs.append(cg.kiln_stats)
+        return cg
+    return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=bw,
                                  decompositions=decompositions())
+
+
+_SUBTRACTIONS = {getattr(getattr(torch.ops.aten, op), o) for op in ("sub", "rsub") for o in ("Tensor", "Scalar")}
+
+
+def _backward_rejected(gm):
+    """Why eager's kernels raise on the ATen backward graph gm where kiln's
+    lowering would not (fake tensors skip the check: AOT autograd traced it),
+    or None: a subtraction with a bool tensor, from the derivative of pow
+    with a bool exponent (`exponent - 1`)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in _SUBTRACTIONS and any(
+                isinstance(a, torch.fx.Node) and getattr(a.meta.get("val"), "dtype", None) == torch.bool
+                for a in n.args[:2]):
+            return "a subtraction with a bool tensor in the backward (eager's kernel raises)"
+    return None
 
 
 def _non_cpu(example_inputs):

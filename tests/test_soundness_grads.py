@@ -134,3 +134,17 @@ def test_metadata_change_of_a_tensor_with_a_live_view(fn, mode):
     # raises "invalid gradient" (aot_eager alike): the graph runs as captured
     # (fuzzer tensor:802193)
     _check(fn, lambda: [torch.randn(4, 2, requires_grad=True)], mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_backward_eager_rejects_raises_at_backward(mode):
+    # pow's derivative for a bool exponent subtracts 1 from it: eager raises
+    # when backward runs, kiln's compiled backward must too (fuzzer tensor:800934)
+    def fn(a, m):
+        return a ** m
+
+    m = torch.tensor([True, False, True])
+    for f in (fn, _compiled(fn, mode)):
+        out = f(torch.randn(3, requires_grad=True), m)
+        with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
+            out.sum().backward()
