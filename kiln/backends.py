@@ -383,8 +383,35 @@ def _tuning_first_run(cg, dev):
 
 
 def _aot(gm, example_inputs, fw):
-    return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=fw,
+    def bw(g, e):
+        # (called when backward first runs) a backward graph that eager's
+        # kernels reject runs through them, so they raise eager's error there
+        from . import validate
+        why = validate.eager_rejects(g, e)
+        why = _backward_rejected(g) if why is None else f"eager raises on this backward graph ({why})"
+        if why is None:
+            return fw(g, e)
+        cg = EagerGraph(g, why, _count_ops(g))
+        compiled_graphs.append(cg.kiln_stats)
+        return cg
+    return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=bw,
                                  decompositions=decompositions())
+
+
+_SUBTRACTIONS = {getattr(getattr(torch.ops.aten, op), o) for op in ("sub", "rsub") for o in ("Tensor", "Scalar")}
+
+
+def _backward_rejected(gm):
+    """Why eager's kernels raise on the ATen backward graph gm where kiln's
+    lowering would not (fake tensors skip the check: AOT autograd traced it),
+    or None: a subtraction with a bool tensor, from the derivative of pow
+    with a bool exponent (`exponent - 1`)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in _SUBTRACTIONS and any(
+                isinstance(a, torch.fx.Node) and getattr(a.meta.get("val"), "dtype", None) == torch.bool
+                for a in n.args[:2]):
+            return "a subtraction with a bool tensor in the backward (eager's kernel raises)"
+    return None
 
 
 def _non_cpu(example_inputs):
@@ -1030,6 +1057,31 @@ def _writes_input_data_and_metadata(gm):
     return any(isinstance(m, torch.fx.Node) and m.op == "placeholder" and m in data for m in meta)
 
 
+
+def _metadata_change_of_a_viewed_grad_tensor(gm):
+    """Does the graph change the sizes/strides (t_, transpose_, ...) of a
+    tensor that requires grad while another view of its storage is live (or
+    it is a view itself)?  AOT autograd's functionalization then traces the
+    view's backward with the changed layout and raises "invalid gradient ...
+    got [2, 4] but expected shape compatible with [4, 2]" (backend
+    "aot_eager" alike): those graphs run as captured."""
+    if not torch.is_grad_enabled():
+        return False
+    views = {}   # storage root -> number of views of it made so far
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function") or not n.args:
+            continue
+        name = _target_name(n)
+        if name in _VIEW_METHODS or (n.target is getattr and n.args[1:2] in (("T",), ("mT",), ("H",), ("mH",))):
+            r = _root(n.args[0])
+            views[r] = views.get(r, 0) + 1
+        elif name in _METADATA_INPLACE and isinstance(n.args[0], torch.fx.Node):
+            x = n.args[0]
+            v = x.meta.get("example_value", x.meta.get("val"))
+            if isinstance(v, torch.Tensor) and v.requires_grad and views.get(_root(x), 0) > 0:
+                return True
+    return False
+
 def _views_input_of_mutated_shared_storage(gm, example_inputs):
     """Does the graph write in place while its inputs share storage, and
     return a view of an input?  A write into one of the inputs that share
@@ -1111,6 +1163,9 @@ _RUN_AS_CAPTURED = (
      "an in-place write into an internally overlapping (expanded) input (AOT autograd's write-back raises)"),
     (lambda gm, ex: _writes_overlapping_view(gm),
      "an in-place write into an internally overlapping (expanded) view (functionalization raises)"),
+    (lambda gm, ex: _metadata_change_of_a_viewed_grad_tensor(gm),
+     "a tensor that requires grad changes its sizes/strides in place while a view of it is live (AOT autograd "
+     "raises tracing the backward)"),
     (lambda gm, ex: _writes_through_unfold(gm),
      "an in-place write through an unfold view (AOT autograd would replay it wrongly)"),
     (lambda gm, ex: _writes_through(gm, _bool_expand),

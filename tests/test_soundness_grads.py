@@ -111,3 +111,40 @@ def test_may_overlap_geometry():
     assert not backends._may_overlap(t.as_strided((2, 2), (4, 1)))   # sliced, not dense: no overlap
     assert not backends._may_overlap(t.as_strided((2, 4), (0, 1)))   # stride 0: AOT autograd handles it
     assert not backends._may_overlap(t.as_strided((4, 1), (1, 1)))
+
+
+def _transpose_under_a_view(a):
+    v0 = a * 1
+    v1 = v0.T
+    v0.transpose_(0, -1)
+    return v1 * 2
+
+
+def _t_under_a_view(a):
+    v0 = a * 1
+    v1 = v0[1:]
+    v0.t_()
+    return v1 + 1, v0
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [_transpose_under_a_view, _t_under_a_view])
+def test_metadata_change_of_a_tensor_with_a_live_view(fn, mode):
+    # AOT autograd traces the view's backward with the changed layout and
+    # raises "invalid gradient" (aot_eager alike): the graph runs as captured
+    # (fuzzer tensor:802193)
+    _check(fn, lambda: [torch.randn(4, 2, requires_grad=True)], mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_backward_eager_rejects_raises_at_backward(mode):
+    # pow's derivative for a bool exponent subtracts 1 from it: eager raises
+    # when backward runs, kiln's compiled backward must too (fuzzer tensor:800934)
+    def fn(a, m):
+        return a ** m
+
+    m = torch.tensor([True, False, True])
+    for f in (fn, _compiled(fn, mode)):
+        out = f(torch.randn(3, requires_grad=True), m)
+        with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
+            out.sum().backward()

@@ -147,6 +147,21 @@ def test_inplace_write_into_a_zero_dim_float64_input(fn, make, mode):
     _check(fn, make, mode)
 
 
+
+def test_inplace_write_into_a_zero_dim_float64_input_after_a_recompile():
+    # kiln declines AOT autograd's restart for the first graph; the float it
+    # marked for specialization must not stay marked, or TorchDynamo drops
+    # the write when it recompiles for a new size (fuzzer tensor:801488)
+    def fn(a0, a1):
+        a1.fill_(3)
+        return a0 * 2
+
+    cf = _compiled(fn, "dynamo")
+    for n in (2, 3, 4):
+        a1 = torch.zeros((), dtype=torch.float64)
+        torch.testing.assert_close(cf(torch.ones(n, requires_grad=True), a1), torch.full((n,), 2.0))
+        assert a1.item() == 3.0, n
+
 # ------------------------------------------- 4. outputs viewing inputs the graph writes into
 def _row_after_write(a0, a1):
     v0 = a1[1]

@@ -1,10 +1,9 @@
-# a.logical_not_() on a 0-d float64 input, then a recompile for new sizes: the declined restart's
-# float specialization stayed in TorchDynamo's state and the recompiled graph lost the write
-# found by the kiln fuzzer (tensor seed 802374, entry torch): kind=tensor seed=802374
+# a 0-d float64 input written in place loses the write when TorchDynamo recompiles for new sizes (a stale TensorifyState mark from the restart kiln declined)
+# found by the kiln fuzzer (tensor seed 801488): kind=tensor seed=801488
 import torch
 import torch.nn.functional as F
 
-SEED = 802374
+SEED = 801488
 NCALLS = 4
 SHAPE_CALLS = (3,)
 BAD_CALL = -1
@@ -23,19 +22,20 @@ exec(HELPERS)
 def make_inputs(call):
     g = torch.Generator().manual_seed(SEED * 1000 + call)
     D = 4 + (call in SHAPE_CALLS)
-    a1 = _f(g, (0, D, ), torch.float32)
-    a2 = _f(g, (), torch.float64)
-    return [a1, a2]
+    bad = call == BAD_CALL
+    a0 = _f(g, (D, ), torch.float32).detach().requires_grad_()
+    a1 = _f(g, (), torch.float64)
+    return [a0, a1]
 
 
 def before_call(call):
     pass
 
 
-def f(a1, a2):
-    a2.logical_not_()
-    v2 = a1.any()
-    return (a2, )
+def f(a0, a1):
+    a1.fill_(3)
+    v0 = a0 * 2
+    return (v0, )
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
