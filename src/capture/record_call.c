@@ -5,7 +5,9 @@
  * graph nodes for torch functions (record_value.c), modelled builtins,
  * objects made while recording (plain classes modelled with their __init__
  * inlined, namedtuples, torch/transformers containers built at record time),
- * and graph breaks for unknown callables and constructors.
+ * generators run to the end where they are made (only when the caller's next
+ * instructions consume them there), and graph breaks for unknown callables,
+ * constructors and generators consumed later.
  */
 #include "capture/record.h"
 
@@ -122,17 +124,65 @@ mutating_method(PyObject *name)
     return 0;
 }
 
+/* where the generator's consumer runs code between its items: a `for` body
+ * in the caller, or a comprehension's whole code */
+typedef struct {
+    rframe f;      /* the code scanned (code, ins, nins, globals, builtins; locals for a `for`) */
+    int body, end;
+    kn_val **free; /* a comprehension: its closure cells, from localsplus index freebase */
+    int freebase, nfree;
+} gen_loop;
+
+/* a value the loop body may call that can run arbitrary code: a Python
+ * function or method, a callable object (a module), or one kiln cannot see */
+static int
+risky_callee(kn_val *v)
+{
+    if (v == NULL || v == LAZY)
+        return 1;
+    switch (v->kind) {
+    case V_FUNC:
+    case V_METHOD:
+    case V_TMETHOD:
+    case V_BMETHOD:
+    case V_SUPER:
+        return 1;
+    case V_CONST:
+    case V_OBJ:
+        return v->obj && PyCallable_Check(v->obj) && !PyType_Check(v->obj) && !PyCFunction_Check(v->obj) &&
+               !PyModule_Check(v->obj);
+    default:
+        return 0;
+    }
+}
+
+static int
+risky_cell(kn_val *c)
+{
+    if (c == NULL || c == LAZY || c->kind != V_CELL)
+        return 1;
+    if (c->content != LAZY)
+        return c->content != NULL && risky_callee(c->content);
+    PyObject *o = c->obj ? PyCell_GET(c->obj) : NULL;
+    return o && PyCallable_Check(o) && !PyType_Check(o) && !PyCFunction_Check(o) && !PyModule_Check(o);
+}
+
 /* the body [pc, end) of a `for` over the generator: 0 when it may change what
  * the generator reads.  strict: the generator computed tensors or had effects,
  * so in-place ops and calls that may mutate are refused too. */
 static int
-gen_loop_body_ok(rframe *fr, int pc, int end, int strict)
+gen_loop_body_ok(gen_loop *lp, int strict)
 {
+    rframe *fr = &lp->f;
     PyCodeObject *co = fr->code;
+    int pc = lp->body, end = lp->end, prev = -1;
     while (pc < end) {
         int op, arg, next;
         if (kn_decode(fr, pc, &op, &arg, &next) < 0)
             return 0;
+        if (strict && prev == KN_OP_PUSH_NULL && op != KN_OP_LOAD_FAST && op != KN_OP_LOAD_FAST_CHECK &&
+            op != KN_OP_LOAD_DEREF && op != KN_OP_LOAD_GLOBAL)
+            return 0;   /* a callable kiln cannot see statically (self.layers[0](x), f(x)(y)) */
         switch (op) {
         case KN_OP_STORE_DEREF:
         case KN_OP_DELETE_DEREF:
@@ -165,6 +215,23 @@ gen_loop_body_ok(rframe *fr, int pc, int end, int strict)
                                                            KN_PY312 && op == KN_OP_LOAD_ATTR ? arg >> 1 : arg)))
                 return 0;
             break;
+        case KN_OP_LOAD_FAST:
+        case KN_OP_LOAD_FAST_CHECK:
+        case KN_OP_LOAD_DEREF:
+        case KN_OP_LOAD_CLASSDEREF: {
+            /* a local called (PUSH_NULL before it) or whose method is called */
+            int op2, arg2, next2, deref = op == KN_OP_LOAD_DEREF || op == KN_OP_LOAD_CLASSDEREF;
+            int called = prev == KN_OP_PUSH_NULL;
+            if (!strict || (!called && (kn_decode(fr, next, &op2, &arg2, &next2) < 0 || op2 != KN_OP_LOAD_METHOD)))
+                break;
+            kn_val *v = fr->locals ? (arg < fr->nlocals ? fr->locals[arg] : NULL)
+                                   : (deref && arg >= lp->freebase && arg - lp->freebase < lp->nfree
+                                          ? lp->free[arg - lp->freebase]
+                                          : NULL);
+            if (called ? (deref ? risky_cell(v) : risky_callee(v)) : (v && v != LAZY && v->kind == V_OBJ))
+                return 0;   /* a user function, a module or an object's method */
+            break;
+        }
         case KN_OP_LOAD_GLOBAL:
             if (strict) {   /* a user function called in the body may do anything */
                 PyObject *nm = PyTuple_GET_ITEM(co->co_names, arg >> 1);
@@ -180,17 +247,11 @@ gen_loop_body_ok(rframe *fr, int pc, int end, int strict)
         default:
             break;
         }
+        prev = op;
         pc = next;
     }
     return 1;
 }
-
-/* where the generator's consumer runs code between its items: a `for` body
- * in the caller, or a comprehension's whole code */
-typedef struct {
-    rframe f;   /* the code scanned (code, ins, nins, globals, builtins) */
-    int body, end;
-} gen_loop;
 
 static int
 comp_kind(kn_val *v)   /* 1 a list/set/dict comprehension, 2 a generator expression, 0 other */
@@ -264,7 +325,11 @@ gen_use(kn_rec *r, rframe *fr, gen_loop *lp)
                     return GEN_LATER;
                 }
                 Py_DECREF(bytes);
+                memset(lp, 0, sizeof *lp);
                 lp->f.code = (PyCodeObject *)A->obj;
+                lp->free = A->items;
+                lp->nfree = A->n;
+                lp->freebase = lp->f.code->co_nlocalsplus - lp->f.code->co_nfreevars;
                 lp->f.ins = (const uint8_t *)PyBytes_AS_STRING(bytes);
                 lp->f.nins = (int)(PyBytes_GET_SIZE(bytes) / 2);
                 lp->f.globals = A->globals ? A->globals : fr->globals;
@@ -295,6 +360,7 @@ gen_use(kn_rec *r, rframe *fr, gen_loop *lp)
                 return GEN_LATER;
             if (op2 != KN_OP_FOR_ITER)
                 break;   /* iter(gen) is gen: a comprehension's call may follow */
+            memset(lp, 0, sizeof *lp);
             lp->f = *fr;
             lp->body = next2;
             lp->end = next2 + arg2;
@@ -324,7 +390,7 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
         use = caller ? gen_use(r, caller, &loop) : GEN_LATER;
         if (use == GEN_LATER)
             return kn_brk(r, "a generator not consumed where it is made (kiln would run it early)");
-        if (use == GEN_LOOP && !gen_loop_body_ok(&loop.f, loop.body, loop.end, 0))
+        if (use == GEN_LOOP && !gen_loop_body_ok(&loop, 0))
             return kn_brk(r, "a loop over a generator stores to a cell, global, attribute or item");
     }
     int argc = co->co_argcount, kwonly = co->co_kwonlyargcount, posonly = co->co_posonlyargcount;
@@ -519,7 +585,7 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
     if (rc)
         goto done;
     if (use == GEN_LOOP && (r->nops != nops0 || r->neff != neff0) &&
-        !gen_loop_body_ok(&loop.f, loop.body, loop.end, 1)) {
+        !gen_loop_body_ok(&loop, 1)) {
         /* the generator computed tensors or had effects, and the loop over it may
          * mutate what it reads: leave the call to run for real */
         rc = kn_brk(r, "a loop over a generator that computes tensors calls or updates what it may read");

@@ -201,3 +201,57 @@ def test_module_generators_add_no_generator_break():
     # none of the breaks may be the generator-consumption rule's
     ex = kiln.explain(m)(x)
     assert not [b.reason for b in ex.breaks if "a loop over a generator" in b.reason or "not consumed where" in b.reason]
+
+
+def loop_body_calls_closure(t):
+    t = t.clone()
+
+    def bump():
+        t.add_(1)
+
+    acc = t * 0
+    for v in (t * i for i in range(1, 4)):
+        bump()
+        acc = acc + v
+    return acc
+
+
+def listcomp_body_inplace(t):
+    t = t.clone()
+    return torch.stack([v + t.add_(1) for v in (t * i for i in range(1, 4))])
+
+
+def now_listcomp_free_var(t):
+    w = t * 3
+    return torch.stack([v * w for v in (t + i for i in range(3))])
+
+
+class _Bumper:
+    def __init__(self, t):
+        self.t = t
+
+    def bump(self):
+        self.t.add_(1)
+
+
+def loop_body_calls_method(t):
+    t = t.clone()
+    b = _Bumper(t)
+    acc = t * 0
+    for v in (t * i for i in range(1, 4)):
+        b.bump()
+        acc = acc + v
+    return acc
+
+
+@pytest.mark.parametrize("fn", [loop_body_calls_closure, listcomp_body_inplace, loop_body_calls_method],
+                         ids=lambda f: f.__name__)
+def test_generator_consumer_that_mutates_sees_eager_order(fn):
+    _same(fn, torch.randn(3))
+
+
+def test_comprehension_with_free_variable_over_generator_is_one_graph():
+    t = torch.randn(3)
+    _same(now_listcomp_free_var, t)
+    ex = kiln.explain(now_listcomp_free_var)(t)
+    assert ex.graph_count == 1 and list(ex.breaks) == [], [b.reason for b in ex.breaks]
