@@ -266,14 +266,14 @@ comp_kind(kn_val *v)   /* 1 a list/set/dict comprehension, 2 a generator express
            PyUnicode_CompareWithASCIIString(nm, "<dictcomp>") == 0;
 }
 
-/* how the caller uses the generator its CALL at fr->pc makes: GEN_NOW
- * (exhausted at once), GEN_LOOP (run item by item by the code in *lp), or
- * GEN_LATER */
+/* gen_use's walk; *kept: a local the generator passes through (`g = gen();
+ * for x in g`), read back at *keptpc */
 static int
-gen_use(kn_rec *r, rframe *fr, gen_loop *lp)
+gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
 {
     int op, arg, next;
     int pc = fr->pc;
+    PyObject *kw = NULL;
     if (kn_decode(fr, pc, &op, &arg, &next) < 0 || op != KN_OP_CALL)
         return GEN_LATER;
     int base = fr->sp - (arg + 2);   /* stack height below the call's operands */
@@ -287,20 +287,24 @@ gen_use(kn_rec *r, rframe *fr, gen_loop *lp)
         switch (op) {
         case KN_OP_PRECALL:
         case KN_OP_NOP:
+            break;
         case KN_OP_KW_NAMES:
+            kw = PyTuple_GET_ITEM(fr->code->co_consts, arg);
             break;
         case KN_OP_JUMP_FORWARD:
             next = kn_jump_target(op, arg, next);
             break;
         case KN_OP_LOAD_FAST:
         case KN_OP_LOAD_CONST:
+        case KN_OP_LOAD_DEREF:   /* more arguments: loads with no effect */
             h++;
             break;
         case KN_OP_STORE_FAST: {   /* `g = gen(); <use of g>` at once */
-            int op2, arg2, next2;
-            if (t != h - 1 || kn_decode(fr, next, &op2, &arg2, &next2) < 0 ||
-                (op2 != KN_OP_LOAD_FAST && op2 != KN_OP_LOAD_FAST_CHECK) || arg2 != arg)
+            int op2, arg2, next2, at = t == h - 1 ? kn_decode(fr, next, &op2, &arg2, &next2) : -1;
+            if (at < 0 || (op2 != KN_OP_LOAD_FAST && op2 != KN_OP_LOAD_FAST_CHECK) || arg2 != arg || *kept >= 0)
                 return GEN_LATER;
+            *kept = arg;
+            *keptpc = at;
             next = next2;
             break;
         }
@@ -340,6 +344,10 @@ gen_use(kn_rec *r, rframe *fr, gen_loop *lp)
             }
             if (t < h - arg)
                 return GEN_LATER;   /* the generator is no argument of this call */
+            for (Py_ssize_t i = 0; kw && i < PyTuple_GET_SIZE(kw); i++)
+                if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "key") == 0)
+                    return GEN_LATER;   /* a key function runs between the items */
+            kw = NULL;
             int k = gen_callable_kind(A->kind == V_NULL ? B : A);
             if (k == 1)
                 return GEN_NOW;
@@ -371,6 +379,25 @@ gen_use(kn_rec *r, rframe *fr, gen_loop *lp)
         }
     }
     return GEN_LATER;
+}
+
+/* how the caller uses the generator its CALL at fr->pc makes: GEN_NOW
+ * (exhausted at once), GEN_LOOP (run item by item by the code in *lp), or
+ * GEN_LATER.  A local it passes through must be read nowhere else: a
+ * consumer that stops early (break, any) would leave the rest to it. */
+static int
+gen_use(kn_rec *r, rframe *fr, gen_loop *lp)
+{
+    int kept = -1, keptpc = -1;
+    int use = gen_use_walk(r, fr, lp, &kept, &keptpc);
+    for (int pc = 0, at, op, arg, next; use != GEN_LATER && kept >= 0 && pc < fr->nins; pc = next) {
+        if ((at = kn_decode(fr, pc, &op, &arg, &next)) < 0)
+            return GEN_LATER;
+        if ((op == KN_OP_LOAD_FAST || op == KN_OP_LOAD_FAST_CHECK || op == KN_OP_LOAD_FAST_AND_CLEAR ||
+             op == KN_OP_LOAD_CLOSURE || op == KN_OP_LOAD_DEREF) && arg == kept && at != keptpc)
+            return GEN_LATER;
+    }
+    return use;
 }
 
 int

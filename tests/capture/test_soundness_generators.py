@@ -255,3 +255,40 @@ def test_comprehension_with_free_variable_over_generator_is_one_graph():
     _same(now_listcomp_free_var, t)
     ex = kiln.explain(now_listcomp_free_var)(t)
     assert ex.graph_count == 1 and list(ex.breaks) == [], [b.reason for b in ex.breaks]
+
+
+def loop_exits_early_then_rest(t):
+    t = t.clone()
+    gen = (t * i for i in range(1, 4))
+    for v in gen:
+        first = v
+        break
+    t.add_(1)
+    return first + sum(gen)
+
+
+def any_then_rest(t):
+    t = t.clone()
+    gen = (t.sum() * i > -1e9 for i in range(1, 4))
+    hit = any(gen)
+    t.add_(1)
+    return t * hit + len(list(gen))
+
+
+def now_zip_unpack_sum_start(t):
+    d = tuple(zip(["a", "b"], (t * i for i in range(2))))
+    a, b = (t + i for i in range(2))
+    return d[0][1] + d[1][1] + a * b + sum((t * i for i in range(2)), t)
+
+
+@pytest.mark.parametrize("fn", [loop_exits_early_then_rest, any_then_rest],
+                         ids=lambda f: f.__name__)
+def test_generator_left_partly_consumed_sees_eager_order(fn):
+    _same(fn, torch.randn(3))
+
+
+def test_generator_builtin_consumers_are_one_graph():
+    t = torch.randn(3)
+    _same(now_zip_unpack_sum_start, t)
+    ex = kiln.explain(now_zip_unpack_sum_start)(t)
+    assert ex.graph_count == 1 and list(ex.breaks) == [], [b.reason for b in ex.breaks]
