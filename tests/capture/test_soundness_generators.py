@@ -18,6 +18,13 @@ def _same(fn, *args, backend="eager"):
     return got
 
 
+def _one_graph(fn, *args):
+    """fn matches eager and records as one graph with no break."""
+    _same(fn, *args)
+    ex = kiln.explain(fn)(*args)
+    assert ex.graph_count == 1 and list(ex.breaks) == [], [b.reason for b in ex.breaks]
+
+
 # ---------------------------------------------------------------- consumed later: eager's order
 def cell_rebound(t, y):
     gen = (t * i for i in range(1, 3))
@@ -168,10 +175,7 @@ def now_enumerate(t):
 @pytest.mark.parametrize("fn", [now_sum, now_list_stack, now_any, now_for, now_gen_function,
                                 now_listcomp_over_gen, now_enumerate], ids=lambda f: f.__name__)
 def test_generator_consumed_at_once_is_one_graph(fn):
-    t = torch.randn(3)
-    _same(fn, t)
-    ex = kiln.explain(fn)(t)
-    assert ex.graph_count == 1 and list(ex.breaks) == [], [b.reason for b in ex.breaks]
+    _one_graph(fn, torch.randn(3))
 
 
 class _Net(torch.nn.Module):
@@ -251,10 +255,7 @@ def test_generator_consumer_that_mutates_sees_eager_order(fn):
 
 
 def test_comprehension_with_free_variable_over_generator_is_one_graph():
-    t = torch.randn(3)
-    _same(now_listcomp_free_var, t)
-    ex = kiln.explain(now_listcomp_free_var)(t)
-    assert ex.graph_count == 1 and list(ex.breaks) == [], [b.reason for b in ex.breaks]
+    _one_graph(now_listcomp_free_var, torch.randn(3))
 
 
 def loop_exits_early_then_rest(t):
@@ -288,7 +289,4 @@ def test_generator_left_partly_consumed_sees_eager_order(fn):
 
 
 def test_generator_builtin_consumers_are_one_graph():
-    t = torch.randn(3)
-    _same(now_zip_unpack_sum_start, t)
-    ex = kiln.explain(now_zip_unpack_sum_start)(t)
-    assert ex.graph_count == 1 and list(ex.breaks) == [], [b.reason for b in ex.breaks]
+    _one_graph(now_zip_unpack_sum_start, torch.randn(3))
