@@ -161,6 +161,17 @@ def now_gen_function(t):
     return torch.cat(tuple(_gen_fn(t)))
 
 
+def _outer_gen(t):
+    for v in _gen_fn(t):
+        yield v
+    for v in (t * k for k in range(2)):
+        yield v.cos()
+
+
+def now_nested_generators(t):
+    return sum(_outer_gen(t))
+
+
 def now_listcomp_over_gen(t):
     return torch.stack([v * 2 for v in (t + i for i in range(3))])
 
@@ -173,7 +184,7 @@ def now_enumerate(t):
 
 
 @pytest.mark.parametrize("fn", [now_sum, now_list_stack, now_any, now_for, now_gen_function,
-                                now_listcomp_over_gen, now_enumerate], ids=lambda f: f.__name__)
+                                now_listcomp_over_gen, now_enumerate, now_nested_generators], ids=lambda f: f.__name__)
 def test_generator_consumed_at_once_is_one_graph(fn):
     _one_graph(fn, torch.randn(3))
 
