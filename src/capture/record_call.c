@@ -5,7 +5,9 @@
  * graph nodes for torch functions (record_value.c), modelled builtins,
  * objects made while recording (plain classes modelled with their __init__
  * inlined, namedtuples, torch/transformers containers built at record time),
- * and graph breaks for unknown callables and constructors.
+ * generators run to the end where they are made (only when the caller's next
+ * instructions consume them there), and graph breaks for unknown callables,
+ * constructors and generators consumed later.
  */
 #include "capture/record.h"
 
@@ -36,6 +38,368 @@ note_inline_break(kn_rec *r, rframe *fr)
     PyErr_Clear();
 }
 
+/* ------------------------------------------------------------------ generators
+ *
+ * A generator is recorded by running it to the end where it is created (its
+ * yields become a list iterator).  That is only the order eager runs it in
+ * when the caller consumes it at once: the next instructions hand it to a
+ * consumer that exhausts it (sum, list, torch.stack, ..., possibly through
+ * enumerate/zip), unpack it, `yield from` it, or loop over it with a body that
+ * stores to no cell, global, attribute or item.  Anything else — the
+ * generator kept in a local and consumed later, passed to a user function,
+ * advanced with next() — breaks the graph at its creation: a store or an
+ * in-place op between creation and consumption would otherwise be seen in the
+ * wrong order. */
+
+enum { GEN_LATER = 0, GEN_NOW = 1, GEN_LOOP = 2 };
+
+/* a consumer that runs the iterator at its argument to the end (1), a lazy
+ * wrapper whose result is consumed in turn (2), else 0 */
+static int
+gen_consumer(PyObject *o)
+{
+    if (o == (PyObject *)&PyList_Type || o == (PyObject *)&PyTuple_Type || o == (PyObject *)&PySet_Type ||
+        o == (PyObject *)&PyFrozenSet_Type || o == (PyObject *)&PyDict_Type)
+        return 1;
+    if (o == (PyObject *)&PyEnum_Type || o == (PyObject *)&PyZip_Type)
+        return 2;
+    const char *nm = NULL;
+    PyObject *self = NULL;
+    if (PyCFunction_Check(o)) {
+        nm = ((PyCFunctionObject *)o)->m_ml->ml_name;
+        self = PyCFunction_GET_SELF(o);
+    } else if (Py_IS_TYPE(o, &PyMethodDescr_Type) && PyDescr_TYPE(o) == &PyUnicode_Type) {
+        return strcmp(((PyMethodDescrObject *)o)->d_method->ml_name, "join") == 0;
+    }
+    if (nm == NULL)
+        return 0;
+    if (self && PyUnicode_Check(self))
+        return strcmp(nm, "join") == 0;
+    if (self && PyModule_Check(self) && strcmp(PyModule_GetName(self) ? PyModule_GetName(self) : "", "builtins") == 0) {
+        static const char *const b[] = {"sum", "any", "all", "min", "max", "sorted", NULL};
+        for (int i = 0; b[i]; i++)
+            if (strcmp(nm, b[i]) == 0)
+                return 1;
+        PyErr_Clear();
+        return strcmp(nm, "iter") == 0 ? 2 : 0;
+    }
+    PyErr_Clear();
+    static const char *const t[] = {"stack", "cat", "concat", "concatenate", "hstack", "vstack", NULL};
+    PyObject *mod = PyObject_GetAttrString(o, "__module__");
+    int istorch = mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "torch") == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    for (int i = 0; istorch && t[i]; i++)
+        if (strcmp(nm, t[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int
+gen_callable_kind(kn_val *v)
+{
+    if (v->kind == V_METHOD && v->fn)
+        v = v->fn;
+    if ((v->kind == V_CONST || v->kind == V_OBJ) && v->obj)
+        return gen_consumer(v->obj);
+    return 0;
+}
+
+static int
+mutating_method(PyObject *name)
+{
+    static const char *const m[] = {"append", "extend", "insert", "pop",     "remove", "clear", "update",
+                                    "setdefault", "add", "discard", "popitem", "sort", "reverse", NULL};
+    const char *s = PyUnicode_AsUTF8(name);
+    if (s == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    size_t n = strlen(s);
+    if (n > 1 && s[n - 1] == '_' && !(n > 4 && s[0] == '_' && s[1] == '_' && s[n - 2] == '_'))
+        return 1;   /* a tensor's in-place method (not a dunder) */
+    for (int i = 0; m[i]; i++)
+        if (strcmp(s, m[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* where the generator's consumer runs code between its items: a `for` body
+ * in the caller, or a comprehension's whole code */
+typedef struct {
+    rframe f;      /* the code scanned (code, ins, nins, globals, builtins; locals for a `for`) */
+    int body, end;
+    kn_val **free; /* a comprehension: its closure cells, from localsplus index freebase */
+    int freebase, nfree;
+} gen_loop;
+
+/* a value the loop body may call that can run arbitrary code: a Python
+ * function or method, a callable object (a module), or one kiln cannot see */
+static int
+risky_callee(kn_val *v)
+{
+    if (v == NULL || v == LAZY)
+        return 1;
+    switch (v->kind) {
+    case V_FUNC:
+    case V_METHOD:
+    case V_TMETHOD:
+    case V_BMETHOD:
+    case V_SUPER:
+        return 1;
+    case V_CONST:
+    case V_OBJ:
+        return v->obj && PyCallable_Check(v->obj) && !PyType_Check(v->obj) && !PyCFunction_Check(v->obj) &&
+               !PyModule_Check(v->obj);
+    default:
+        return 0;
+    }
+}
+
+static int
+risky_cell(kn_val *c)
+{
+    if (c == NULL || c == LAZY || c->kind != V_CELL)
+        return 1;
+    if (c->content != LAZY)
+        return c->content != NULL && risky_callee(c->content);
+    PyObject *o = c->obj ? PyCell_GET(c->obj) : NULL;
+    return o && PyCallable_Check(o) && !PyType_Check(o) && !PyCFunction_Check(o) && !PyModule_Check(o);
+}
+
+/* the body [pc, end) of a `for` over the generator: 0 when it may change what
+ * the generator reads.  strict: the generator computed tensors or had effects,
+ * so in-place ops and calls that may mutate are refused too. */
+static int
+gen_loop_body_ok(gen_loop *lp, int strict)
+{
+    rframe *fr = &lp->f;
+    PyCodeObject *co = fr->code;
+    int pc = lp->body, end = lp->end, prev = -1;
+    while (pc < end) {
+        int op, arg, next;
+        if (kn_decode(fr, pc, &op, &arg, &next) < 0)
+            return 0;
+        if (strict && prev == KN_OP_PUSH_NULL && op != KN_OP_LOAD_FAST && op != KN_OP_LOAD_FAST_CHECK &&
+            op != KN_OP_LOAD_DEREF && op != KN_OP_LOAD_GLOBAL)
+            return 0;   /* a callable kiln cannot see statically (self.layers[0](x), f(x)(y)) */
+        switch (op) {
+        case KN_OP_STORE_DEREF:
+        case KN_OP_DELETE_DEREF:
+        case KN_OP_STORE_GLOBAL:
+        case KN_OP_DELETE_GLOBAL:
+        case KN_OP_STORE_NAME:
+        case KN_OP_DELETE_NAME:
+        case KN_OP_STORE_ATTR:
+        case KN_OP_DELETE_ATTR:
+        case KN_OP_STORE_SUBSCR:
+        case KN_OP_DELETE_SUBSCR:
+        case KN_OP_STORE_SLICE:
+        case KN_OP_CALL_FUNCTION_EX:
+            return 0;
+        case KN_OP_BINARY_OP:
+            if (strict && arg >= 13)   /* NB_INPLACE_* */
+                return 0;
+            break;
+        case KN_OP_KW_NAMES:
+            if (strict) {   /* out= writes into a tensor */
+                PyObject *kw = PyTuple_GET_ITEM(co->co_consts, arg);
+                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kw); i++)
+                    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "out") == 0)
+                        return 0;
+            }
+            break;
+        case KN_OP_LOAD_ATTR:
+        case KN_OP_LOAD_METHOD:
+            if (strict && mutating_method(PyTuple_GET_ITEM(co->co_names,
+                                                           KN_PY312 && op == KN_OP_LOAD_ATTR ? arg >> 1 : arg)))
+                return 0;
+            break;
+        case KN_OP_LOAD_FAST:
+        case KN_OP_LOAD_FAST_CHECK:
+        case KN_OP_LOAD_DEREF:
+        case KN_OP_LOAD_CLASSDEREF: {
+            /* a local called (PUSH_NULL before it) or whose method is called */
+            int op2, arg2, next2, deref = op == KN_OP_LOAD_DEREF || op == KN_OP_LOAD_CLASSDEREF;
+            int called = prev == KN_OP_PUSH_NULL;
+            if (!strict || (!called && (kn_decode(fr, next, &op2, &arg2, &next2) < 0 || op2 != KN_OP_LOAD_METHOD)))
+                break;
+            kn_val *v = fr->locals ? (arg < fr->nlocals ? fr->locals[arg] : NULL)
+                                   : (deref && arg >= lp->freebase && arg - lp->freebase < lp->nfree
+                                          ? lp->free[arg - lp->freebase]
+                                          : NULL);
+            if (called ? (deref ? risky_cell(v) : risky_callee(v)) : (v && v != LAZY && v->kind == V_OBJ))
+                return 0;   /* a user function, a module or an object's method */
+            break;
+        }
+        case KN_OP_LOAD_GLOBAL:
+            if (strict) {   /* a user function called in the body may do anything */
+                PyObject *nm = PyTuple_GET_ITEM(co->co_names, arg >> 1);
+                PyObject *g = PyDict_GetItemWithError(fr->globals, nm);
+                if (g == NULL && !PyErr_Occurred() && fr->builtins)
+                    g = PyDict_GetItemWithError(fr->builtins, nm);
+                PyErr_Clear();
+                if (g == NULL ||
+                    (PyCallable_Check(g) && !PyModule_Check(g) && !PyType_Check(g) && !PyCFunction_Check(g)))
+                    return 0;
+            }
+            break;
+        default:
+            break;
+        }
+        prev = op;
+        pc = next;
+    }
+    return 1;
+}
+
+static int
+comp_kind(kn_val *v)   /* 1 a list/set/dict comprehension, 2 a generator expression, 0 other */
+{
+    if (v->kind != V_FUNC || v->obj == NULL || !PyCode_Check(v->obj))
+        return 0;
+    PyObject *nm = ((PyCodeObject *)v->obj)->co_name;
+    if (PyUnicode_CompareWithASCIIString(nm, "<genexpr>") == 0)
+        return 2;
+    return PyUnicode_CompareWithASCIIString(nm, "<listcomp>") == 0 ||
+           PyUnicode_CompareWithASCIIString(nm, "<setcomp>") == 0 ||
+           PyUnicode_CompareWithASCIIString(nm, "<dictcomp>") == 0;
+}
+
+/* gen_use's walk; *kept: a local the generator passes through (`g = gen();
+ * for x in g`), read back at *keptpc */
+static int
+gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
+{
+    int op, arg, next;
+    int pc = fr->pc;
+    PyObject *kw = NULL;
+    if (kn_decode(fr, pc, &op, &arg, &next) < 0 || op != KN_OP_CALL)
+        return GEN_LATER;
+    int base = fr->sp - (arg + 2);   /* stack height below the call's operands */
+    int h = base + 1, t = base;      /* height after the call; the generator's slot */
+    if (base < 0)
+        return GEN_LATER;
+    for (int steps = 0; steps < 64; steps++) {
+        pc = next;
+        if (kn_decode(fr, pc, &op, &arg, &next) < 0)
+            return GEN_LATER;
+        switch (op) {
+        case KN_OP_PRECALL:
+        case KN_OP_NOP:
+            break;
+        case KN_OP_KW_NAMES:
+            kw = PyTuple_GET_ITEM(fr->code->co_consts, arg);
+            break;
+        case KN_OP_JUMP_FORWARD:
+            next = kn_jump_target(op, arg, next);
+            break;
+        case KN_OP_LOAD_FAST:
+        case KN_OP_LOAD_CONST:
+        case KN_OP_LOAD_DEREF:   /* more arguments: loads with no effect */
+            h++;
+            break;
+        case KN_OP_STORE_FAST: {   /* `g = gen(); <use of g>` at once */
+            int op2, arg2, next2, at = t == h - 1 ? kn_decode(fr, next, &op2, &arg2, &next2) : -1;
+            if (at < 0 || (op2 != KN_OP_LOAD_FAST && op2 != KN_OP_LOAD_FAST_CHECK) || arg2 != arg || *kept >= 0)
+                return GEN_LATER;
+            *kept = arg;
+            *keptpc = at;
+            next = next2;
+            break;
+        }
+        case KN_OP_CALL: {
+            int a = h - arg - 2;   /* the callable's slot (or NULL) */
+            if (a < 0 || a >= base)
+                return GEN_LATER;
+            kn_val *A = fr->stack[a], *B = fr->stack[a + 1];
+            if (arg == 0 && t == a + 1 && A->kind == V_FUNC) {   /* a comprehension over it */
+                int ck = comp_kind(A);
+                if (ck == 2) {   /* a generator expression: its own use decides */
+                    t = a;
+                    h = a + 1;
+                    break;
+                }
+                if (ck != 1)
+                    return GEN_LATER;
+                PyObject *bytes = PyCode_GetCode((PyCodeObject *)A->obj);
+                if (bytes == NULL || PyList_Append(r->pins, bytes) < 0) {
+                    Py_XDECREF(bytes);
+                    PyErr_Clear();
+                    return GEN_LATER;
+                }
+                Py_DECREF(bytes);
+                memset(lp, 0, sizeof *lp);
+                lp->f.code = (PyCodeObject *)A->obj;
+                lp->free = A->items;
+                lp->nfree = A->n;
+                lp->freebase = lp->f.code->co_nlocalsplus - lp->f.code->co_nfreevars;
+                lp->f.ins = (const uint8_t *)PyBytes_AS_STRING(bytes);
+                lp->f.nins = (int)(PyBytes_GET_SIZE(bytes) / 2);
+                lp->f.globals = A->globals ? A->globals : fr->globals;
+                lp->f.builtins = fr->builtins;
+                lp->body = 0;
+                lp->end = lp->f.nins;
+                return GEN_LOOP;
+            }
+            if (t < h - arg)
+                return GEN_LATER;   /* the generator is no argument of this call */
+            for (Py_ssize_t i = 0; kw && i < PyTuple_GET_SIZE(kw); i++)
+                if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "key") == 0)
+                    return GEN_LATER;   /* a key function runs between the items */
+            kw = NULL;
+            int k = gen_callable_kind(A->kind == V_NULL ? B : A);
+            if (k == 1)
+                return GEN_NOW;
+            if (k != 2)
+                return GEN_LATER;
+            t = a;   /* enumerate/zip/iter: follow its result */
+            h = a + 1;
+            break;
+        }
+        case KN_OP_UNPACK_SEQUENCE:
+        case KN_OP_UNPACK_EX:
+            return t == h - 1 ? GEN_NOW : GEN_LATER;
+        case KN_OP_GET_YIELD_FROM_ITER:   /* inside a generator kiln runs to the end itself */
+            return t == h - 1 && fr->yields ? GEN_NOW : GEN_LATER;
+        case KN_OP_GET_ITER: {
+            int op2, arg2, next2;
+            if (t != h - 1 || kn_decode(fr, next, &op2, &arg2, &next2) < 0)
+                return GEN_LATER;
+            if (op2 != KN_OP_FOR_ITER)
+                break;   /* iter(gen) is gen: a comprehension's call may follow */
+            memset(lp, 0, sizeof *lp);
+            lp->f = *fr;
+            lp->body = next2;
+            lp->end = next2 + arg2;
+            return GEN_LOOP;
+        }
+        default:
+            return GEN_LATER;
+        }
+    }
+    return GEN_LATER;
+}
+
+/* how the caller uses the generator its CALL at fr->pc makes: GEN_NOW
+ * (exhausted at once), GEN_LOOP (run item by item by the code in *lp), or
+ * GEN_LATER.  A local it passes through must be read nowhere else: a
+ * consumer that stops early (break, any) would leave the rest to it. */
+static int
+gen_use(kn_rec *r, rframe *fr, gen_loop *lp)
+{
+    int kept = -1, keptpc = -1;
+    int use = gen_use_walk(r, fr, lp, &kept, &keptpc);
+    for (int pc = 0, at, op, arg, next; use != GEN_LATER && kept >= 0 && pc < fr->nins; pc = next) {
+        if ((at = kn_decode(fr, pc, &op, &arg, &next)) < 0)
+            return GEN_LATER;
+        if ((op == KN_OP_LOAD_FAST || op == KN_OP_LOAD_FAST_CHECK || op == KN_OP_LOAD_FAST_AND_CLEAR ||
+             op == KN_OP_LOAD_CLOSURE || op == KN_OP_LOAD_DEREF) && arg == kept && at != keptpc)
+            return GEN_LATER;
+    }
+    return use;
+}
+
 int
 kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **args, int nargs, PyObject *kwnames,
           kn_val **out)
@@ -47,6 +411,15 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
         return kn_brk(r, "coroutine");
     if (depth_of(caller) > 40)
         return kn_brk(r, "call depth");
+    gen_loop loop;
+    int use = GEN_NOW, nops0 = r->nops, neff0 = r->neff;
+    if (co->co_flags & CO_GENERATOR) {
+        use = caller ? gen_use(r, caller, &loop) : GEN_LATER;
+        if (use == GEN_LATER)
+            return kn_brk(r, "a generator not consumed where it is made (kiln would run it early)");
+        if (use == GEN_LOOP && !gen_loop_body_ok(&loop, 0))
+            return kn_brk(r, "a loop over a generator stores to a cell, global, attribute or item");
+    }
     int argc = co->co_argcount, kwonly = co->co_kwonlyargcount, posonly = co->co_posonlyargcount;
     int hasva = (co->co_flags & CO_VARARGS) != 0, haskw = (co->co_flags & CO_VARKEYWORDS) != 0;
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
@@ -238,6 +611,18 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
     }
     if (rc)
         goto done;
+    if (use == GEN_LOOP && (r->nops != nops0 || r->neff != neff0) &&
+        !gen_loop_body_ok(&loop, 1)) {
+        /* the generator computed tensors or had effects, and the loop over it may
+         * mutate what it reads: leave the call to run for real */
+        rc = kn_brk(r, "a loop over a generator that computes tensors calls or updates what it may read");
+        note_inline_break(r, fr);
+        if (r->break_code == NULL) {
+            r->break_code = r->root->code;
+            r->break_pc = fr->call_off;
+        }
+        goto done;
+    }
     if (fr->yields) {
         kn_val *it;
         rc = kn_iter_items(r, fr->yields, &it);
