@@ -20,7 +20,7 @@ are dims.  Probes run on the CPU whatever the graph's device (a GPU kernel's
 device-side assert would cost the CUDA context); ops with no CPU kernel are
 not probed.  An error of a kind that depends on values (an index, a division
 by zero, a singular matrix) is the runtime checks' business and ignored, as
-is NotImplementedError (a kernel the CPU lacks); any other error is
+is NotImplementedError for a GPU graph (a kernel the CPU lacks); any other error is
 confirmed on probes filled with ones before it counts.  Random ops are not
 probed (the caller's generator must not move).
 """
@@ -142,11 +142,13 @@ def _call(func, args, kwargs, fill, shrink, nbytes):
     return None
 
 
-def _value_dependent(e):
-    """An error that depends on values (or that the CPU kernel alone makes:
-    a probe of a GPU graph's op runs on the CPU): not a verdict."""
-    return isinstance(e, (IndexError, ZeroDivisionError, torch.linalg.LinAlgError, NotImplementedError)) or \
-        "ZeroDivisionError" in str(e)
+def _value_dependent(e, on_cpu):
+    """An error that depends on values, or that the CPU kernel alone makes
+    (NotImplementedError when a probe of a GPU graph's op runs on the CPU;
+    on a CPU graph it is eager's own refusal of a dtype: bitwise_and of
+    floats): not a verdict."""
+    return isinstance(e, (IndexError, ZeroDivisionError, torch.linalg.LinAlgError)) or \
+        isinstance(e, NotImplementedError) and not on_cpu or "ZeroDivisionError" in str(e)
 
 
 def _probed(func, args, kwargs):
@@ -167,8 +169,18 @@ def _probe(func, args, kwargs, out, nbytes):
     shrink = total > PROBE_BYTES
     if shrink and not _shrinkable(func):
         return None
+    on_cpu = all(t.device.type == "cpu" for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor))
     e = _call(func, args, kwargs, 0, shrink, nbytes)
-    if e is None or _value_dependent(e) or _call(func, args, kwargs, 1, shrink, nbytes) is None:
+    if e is None:
+        return None
+    if isinstance(e, IndexError):
+        # probes filled with zeros index element 0 of every dim, which every
+        # non-empty tensor has: the error is about shapes ("Index is
+        # supposed to be a vector"), not values, unless a tensor is empty
+        ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if any(0 in t.shape for t in ins):
+            return None
+    elif _value_dependent(e, on_cpu) or _call(func, args, kwargs, 1, shrink, nbytes) is None:
         return None
     return f"{func}: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
 
@@ -180,7 +192,18 @@ class _Probe(TorchDispatchMode):
         kwargs = kwargs or {}
         with unset_fake_temporarily():
             nbytes = _probed(func, args, kwargs)
-        out = func(*args, **kwargs)   # the fake mode below: eager's sizes and dtypes
+        try:
+            out = func(*args, **kwargs)   # the fake mode below: eager's sizes and dtypes
+        except Exception:
+            # the fake op refuses: if ATen's kernel refuses these inputs too
+            # (any error: the graph cannot be traced either), eager raises
+            if nbytes is not None:
+                with unset_fake_temporarily():
+                    e = _call(func, args, kwargs, 0, False, nbytes)
+                if e is not None:
+                    raise _Rejected(f"{func}: {type(e).__name__}: "
+                                    f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+            raise
         if nbytes is None:
             return out
         with unset_fake_temporarily():

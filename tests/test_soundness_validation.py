@@ -59,7 +59,20 @@ def _as_strided_out_of_storage(a):
     return a == a
 
 
+def _bitwise_and_float(a):
+    m = (a * 2) & 3    # NotImplementedError: "bitwise_and_cpu" not implemented for 'Float'
+    return a + m
+
+
+def _index_select_matrix_index(a, i):
+    _ = a.index_add(-1, i, a.index_select(-1, i))   # IndexError: the index must be a vector
+    return a * 2
+
+
 STATIC_ERRORS = {
+    "index_select_matrix_index": (_index_select_matrix_index,
+                                  lambda: (torch.randn(()).requires_grad_(), torch.zeros(2, 2, dtype=torch.long))),
+    "bitwise_and_float": (_bitwise_and_float, lambda: (torch.randn(3, 4),)),
     "bool_sub": (_bool_sub, lambda: (torch.randn(3, 4),)),
     "std_int": (_std_int, lambda: (torch.randint(0, 9, (5, 3)),)),
     "as_strided_out_of_storage": (_as_strided_out_of_storage, lambda: (torch.tensor(2.0),)),
