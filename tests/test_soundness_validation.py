@@ -70,8 +70,7 @@ def _index_select_matrix_index(a, i):
 
 
 STATIC_ERRORS = {
-    "index_select_matrix_index": (_index_select_matrix_index,
-                                  lambda: (torch.randn(()).requires_grad_(), torch.zeros(2, 2, dtype=torch.long))),
+
     "bitwise_and_float": (_bitwise_and_float, lambda: (torch.randn(3, 4),)),
     "bool_sub": (_bool_sub, lambda: (torch.randn(3, 4),)),
     "std_int": (_std_int, lambda: (torch.randint(0, 9, (5, 3)),)),
@@ -178,3 +177,14 @@ def test_valid_graphs_compile_and_the_probe_leaves_the_generator_alone():
 def test_the_verdict_names_the_op_and_eagers_message():
     why = validate.eager_rejects(torch.fx.symbolic_trace(_bool_sub), [torch.randn(3)])
     assert why.startswith("aten.sub.Tensor: RuntimeError: Subtraction, the `-` operator, with a bool tensor")
+
+
+def test_an_op_whose_fake_refuses_raises_eagers_error():
+    """index_add/index_select with a matrix index: eager's kernel raises
+    IndexError, the fake (AOT's backward decomposition) a RuntimeError; the
+    graph runs as captured so the user gets eager's.  (kiln.compile only:
+    TorchDynamo raises its own TorchRuntimeError before kiln sees a graph.)"""
+    make = lambda: (torch.randn(()).requires_grad_(), torch.zeros(2, 2, dtype=torch.long))  # noqa: E731
+    cf = ENTRIES["kiln"](_index_select_matrix_index)
+    for _ in range(2):
+        _same_error(cf, _index_select_matrix_index, *make())
