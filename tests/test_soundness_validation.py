@@ -185,6 +185,6 @@ def test_an_op_whose_fake_refuses_raises_eagers_error():
     graph runs as captured so the user gets eager's.  (kiln.compile only:
     TorchDynamo raises its own TorchRuntimeError before kiln sees a graph.)"""
     make = lambda: (torch.randn(()).requires_grad_(), torch.zeros(2, 2, dtype=torch.long))  # noqa: E731
-    cf = ENTRIES["kiln"](_index_select_matrix_index)
+    cf = ENTRIES["kiln.compile"](_index_select_matrix_index)
     for _ in range(2):
         _same_error(cf, _index_select_matrix_index, *make())
