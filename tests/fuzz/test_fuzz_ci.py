@@ -23,11 +23,7 @@ COUNT = 200
 # is a real failure, listed here so that CI fails on any NEW one while these
 # stay visible (a listed failure that no longer occurs is reported, and its
 # line should then be deleted).  Never add a line without an issue for it.
-KNOWN = {
-    ("tensor", 177, "torch"): "value: an output 0.0 where eager has a value (torch.compile entry only)",
-    ("tensor", 108, "torch"): "no-raise: TorchDynamo drops an unused a[i] before the backend "
-                              "sees it",
-}
+KNOWN = {}
 
 
 def test_fuzz_slice(tmp_path):
