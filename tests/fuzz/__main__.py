@@ -51,9 +51,14 @@ def failing(mm):
     return [m for m in mm if m["kind"] not in NOT_FAILING]
 
 
-def run_jobs(pool, jobs, progress=None):
-    """[(job, entry, outcome, [mismatch dict])] for every job and entry."""
-    rows = []
+class Stopped(Exception):
+    """SIGTERM (a time limit): the run stops and reports what it ran."""
+
+
+def run_jobs(pool, jobs, progress=None, rows=None):
+    """[(job, entry, outcome, [mismatch dict])] for every job and entry
+    (appended to rows as they come, so a stopped run keeps them)."""
+    rows = [] if rows is None else rows
     done = 0
     for job, ans in pool.run(jobs):
         done += 1
@@ -132,13 +137,22 @@ def main(argv=None):
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "workers.log"), "w") if args.out else open(os.devnull, "w")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # so that `finally` stops the workers
+    def stop(*_):
+        raise Stopped()
+    signal.signal(signal.SIGTERM, stop)   # report what ran, then `finally` stops the workers
     pool = Pool(args.workers, args.cache, args.timeout, log, debug=not args.no_debug)
     t0 = time.time()
     try:
-        rows = run_jobs(pool, list(jobs_for(args)), progress=50)
+        rows, stopped = [], False
+        try:
+            run_jobs(pool, list(jobs_for(args)), progress=50, rows=rows)
+        except Stopped:
+            stopped = True
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         text, seeds = summarize(rows, time.time() - t0)
-        print(text)
+        if stopped:
+            text = "stopped by SIGTERM: the programs that finished\n" + text
+        print(text, flush=True)
         failures = [(j, e, oc, failing(mm)) for j, e, oc, mm in rows if failing(mm)]
         if args.out:
             with open(os.path.join(args.out, "summary.json"), "w") as fh:
@@ -149,7 +163,7 @@ def main(argv=None):
                 path = os.path.join(args.out, "%s-%d-%s.py" % (j["kind"], j["seed"], e))
                 with open(path, "w") as fh:
                     fh.write(reproducer(gen.program(j["kind"], j["seed"]), e if e != "*" else "kiln"))
-        if args.minimize:
+        if args.minimize and not stopped:
             done = set()
             for j, e, oc, mm in failures:
                 key = (j["kind"], e, mm[0]["kind"])
@@ -165,7 +179,7 @@ def main(argv=None):
                     name = "min-%s-%s-%s-%d.py" % (j["kind"], e, mm[0]["kind"], j["seed"])
                     with open(os.path.join(args.out, name), "w") as fh:
                         fh.write(src)
-        return 1 if failures else 0
+        return 1 if failures else (143 if stopped else 0)
     finally:
         pool.close()
 
