@@ -1593,6 +1593,8 @@ def _backward_only_error(e):
     msg = str(e)
     if "modified by an inplace operation" in msg:
         return "a tensor saved for backward is written in place (autograd raises at backward)"
+    if "output of a function that returns multiple views" in msg:
+        return "a view from unbind/split written in place (autograd raises where the view is used)"
     if "derivative for" in msg and "is not implemented" in msg:
         return "an op without a derivative on a tensor that requires grad (autograd raises at backward)"
     return None

@@ -598,3 +598,23 @@ def test_op_without_derivative_raises_at_backward_as_eager(mode):
     torch.testing.assert_close(out, fn(a, b))
     with pytest.raises(RuntimeError, match="derivative for aten::floor_divide"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unbind_view_whose_base_is_written_raises_where_eager_does(mode):
+    """A view from unbind whose base is then written in place: eager
+    computes the forward and autograd raises only where the view is used;
+    kiln must not raise while compiling (found by the fuzzer, seed 903166)."""
+    def fn(a):
+        b = a * 1
+        v = b.unbind(0)[1]
+        b.add_(1)
+        return v, b
+
+    cf = _compiled(fn, mode)
+    a = torch.randn(3, 4, requires_grad=True)
+    for f in (fn, cf):
+        v, b = f(a)
+        torch.testing.assert_close(b, a.detach() + 1)
+        with pytest.raises(RuntimeError, match="returns multiple views"):
+            v.double()
