@@ -51,7 +51,7 @@ def failing(mm):
     return [m for m in mm if m["kind"] not in NOT_FAILING]
 
 
-class Stopped(Exception):
+class Stopped(BaseException):   # not swallowed by an `except Exception` in the pool
     """SIGTERM (a time limit): the run stops and reports what it ran."""
 
 
@@ -68,6 +68,8 @@ def run_jobs(pool, jobs, progress=None, rows=None):
         for entry, (oc, mm) in ans["results"].items():
             for e in (job["entries"] if entry == "*" else [entry]):
                 rows.append((job, e, oc, mm))
+                if progress and failing(mm):   # one line per failing run, so a killed run still names them
+                    print("  FAIL %s:%d %s %s" % (job["kind"], job["seed"], e, failing(mm)[0]["kind"]), flush=True)
         if progress and done % progress == 0:
             bad = sum(1 for r in rows if failing(r[3]))
             print("  ... %d programs, %d failing runs" % (done, bad), flush=True)
