@@ -150,7 +150,7 @@ def main(argv=None):
             run_jobs(pool, list(jobs_for(args)), progress=50, rows=rows)
         except Stopped:
             stopped = True
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)   # `timeout` signals the child and then its group: a second TERM must not cut the summary
         text, seeds = summarize(rows, time.time() - t0)
         if stopped:
             text = "stopped by SIGTERM: the programs that finished\n" + text
