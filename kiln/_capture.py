@@ -215,7 +215,8 @@ def _is_functorch_wrapped(t):
 
 
 def finish(graph, fake_mode, examples, backend, info):
-    """A recorded graph -> the backend's compiled callable (returns a tuple).
+    """A recorded graph -> the backend's compiled callable (returns a tuple),
+    or None where the segment must run as Python (see below).
     A backend the user passed that raises is their error
     (BackendCompilerFailed); kiln's own backends raising are kiln's."""
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
@@ -227,6 +228,13 @@ def finish(graph, fake_mode, examples, backend, info):
         compiled = fn(gm, list(examples))
         if isinstance(compiled, backends._EagerOnError):
             compiled = _Unwritten(compiled.fn, compiled.gm)
+        elif compiled == gm.forward and fn not in (_eager_backend, _inductor_backend) and \
+                backends._writes_inputs(gm):
+            # kiln runs it as captured (eager's kernels): an error would come
+            # after some of its writes, where no re-run as Python can undo
+            # them, and be raised at the segment's start, outside the user's
+            # try/except.  None: segment.c runs the segment as Python
+            compiled = None
     else:
         try:
             compiled = fn(gm, list(examples))
