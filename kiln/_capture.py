@@ -215,7 +215,8 @@ def _is_functorch_wrapped(t):
 
 
 def finish(graph, fake_mode, examples, backend, info):
-    """A recorded graph -> the backend's compiled callable (returns a tuple).
+    """A recorded graph -> the backend's compiled callable (returns a tuple),
+    or None where the segment must run as Python (see below).
     A backend the user passed that raises is their error
     (BackendCompilerFailed); kiln's own backends raising are kiln's."""
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
@@ -225,6 +226,15 @@ def finish(graph, fake_mode, examples, backend, info):
     fn = resolve_backend(backend)
     if isinstance(backend, str) or fn in _OWN_BACKENDS:
         compiled = fn(gm, list(examples))
+        if isinstance(compiled, backends._EagerOnError):
+            compiled = _Unwritten(compiled.fn, compiled.gm)
+        elif compiled == gm.forward and fn not in (_eager_backend, _inductor_backend) and \
+                backends._writes_inputs(gm):
+            # kiln runs it as captured (eager's kernels): an error would come
+            # after some of its writes, where no re-run as Python can undo
+            # them, and be raised at the segment's start, outside the user's
+            # try/except.  None: segment.c runs the segment as Python
+            compiled = None
     else:
         try:
             compiled = fn(gm, list(examples))
@@ -246,6 +256,43 @@ def finish(graph, fake_mode, examples, backend, info):
         print(f"kiln: captured graph from {info.get('name')} ({info.get('filename')}:{info.get('line')})")
         print(gm.code)
     return compiled
+
+
+class _Unwritten:
+    """A compiled graph (not one that runs as captured) without the backend's
+    replay of the captured graph after an error: AOT autograd writes mutated
+    inputs back only after the compiled forward returns, so its error
+    leaves every input as it was.  The error is marked `_kiln_unwritten`,
+    and hook.c runs the segment again as Python: eager's writes and eager's
+    exception, from the user's line, in the frame's own try/except.  Under
+    kiln.config.debug, eager's kernels must raise too (on copies of the
+    inputs, their sharing kept): else it is a kiln bug."""
+
+    def __init__(self, fn, gm):
+        self.fn = fn
+        self.gm = gm
+
+    def __call__(self, *args):
+        try:
+            return self.fn(*args)
+        except Exception as e:
+            if not getattr(e, "_kiln_no_replay", False):
+                from . import config
+                if config.debug:
+                    self._eager_raises(e, args)
+                e._kiln_unwritten = True
+            raise
+
+    def _eager_raises(self, err, args):
+        import copy
+        with torch.no_grad():
+            copies = copy.deepcopy([a.detach() if isinstance(a, torch.Tensor) else a for a in args])
+            try:
+                self.gm(*copies)
+            except Exception:
+                return
+        raise RuntimeError(f"kiln: a compiled graph raised {type(err).__name__}: {err} where eager does not") \
+            from err
 
 
 def _dump_guards(code, offset, guards):

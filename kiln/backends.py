@@ -1333,10 +1333,14 @@ def _keep_index_checks(gm):
 def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
     g, extra, untuple = _keep_index_checks(gm)
-    if not extra:
-        fn = _kiln(gm, example_inputs)
-        return fn if fn == gm.forward else _EagerOnError(fn, gm)
     fn = _kiln(g, example_inputs)
+    if fn == g.forward:
+        # the graph runs as captured: its in-place writes happen as it runs,
+        # so a replay after an error would write twice (and the kept index
+        # checks are eager's own: the captured graph runs them)
+        return gm.forward
+    if not extra:
+        return _EagerOnError(fn, gm)
 
     def checked(*args):
         out = fn(*args)

@@ -188,3 +188,42 @@ def test_an_op_whose_fake_refuses_raises_eagers_error():
     cf = ENTRIES["kiln.compile"](_index_select_matrix_index)
     for _ in range(2):
         _same_error(cf, _index_select_matrix_index, *make())
+
+
+def _doubles_then_eager_rejects(w, a, i0, i1):
+    w.mul_(2)
+    v = a.take(i0)             # empty
+    v.index_fill_(-1, i1, 1)   # eager's kernel raises on an empty tensor: validation rejects the graph
+    return v
+
+
+def _doubles_then_index_error_run_as_captured(w, a, i0, i1):
+    w.mul_(2)
+    b = a.expand_as(a)
+    b.zero_()                  # a write through a bool expand view: the graph runs as captured
+    _ = w.index_select(0, i1)  # dead: its index check is kept as an extra output
+    return a
+
+
+AS_CAPTURED = {
+    "eager_rejects": (_doubles_then_eager_rejects, lambda: (torch.arange(16).reshape(4, 4), torch.zeros(0, dtype=torch.long),
+                                                             torch.zeros(3, dtype=torch.long))),
+    "run_as_captured": (_doubles_then_index_error_run_as_captured, lambda: (torch.rand(4, 3) < 0.5, None,
+                                                                             torch.tensor([0, 5]))),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+@pytest.mark.parametrize("case", sorted(AS_CAPTURED))
+def test_a_graph_run_as_captured_writes_its_inputs_once_when_it_raises(case, entry):
+    """Fuzzer seed tensor:901289: a graph that runs as captured (eager's
+    kernels) and also returns a dead index check (kept so that its check
+    runs) was wrapped to run the captured graph again after an error, as a
+    compiled graph is: its in-place writes before the error happened twice."""
+    fn, make = AS_CAPTURED[case]
+    cf = ENTRIES[entry](fn)
+    for _ in range(2):
+        w_eager, w_kiln = torch.tensor([3.0, 5.0]), torch.tensor([3.0, 5.0])
+        _same_error(lambda *a: cf(w_kiln, *a), lambda *a: fn(w_eager, *a), *make())
+        assert torch.equal(w_kiln, w_eager), (w_kiln, w_eager)
+    assert any(g.get("fallbacks") for g in backends.compiled_graphs)

@@ -202,7 +202,8 @@ typedef struct kn_seg {
     PyObject *kwnames;           /* KN_T_CALL */
     int hits;
     int writes;                  /* the graph writes one of its tensor inputs (or may): if it
-                                    raises, the segment cannot re-run as Python */
+                                    raises, the segment cannot re-run as Python (unless
+                                    the error is marked _kiln_unwritten: nothing written) */
 } kn_seg;
 
 typedef struct {

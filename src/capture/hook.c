@@ -301,23 +301,35 @@ fallback(PyThreadState *ts, _PyInterpreterFrame *f, int off)
     return _PyEval_EvalFrameDefault(ts, f, 0);
 }
 
-/* Whether the graph's pending exception must be raised where the graph ran
-   rather than by re-running the segment as Python: the runtime marks a GPU
-   kernel's index error so (eager's kernel would trip a device-side assert,
-   and a deferred error belongs to an earlier call's inputs). */
+/* 1 when the graph's pending exception carries attribute `name` set true. */
 static int
-graph_error_stays(void)
+graph_error_marked(const char *name)
 {
     PyObject *exc = kn_err_take();
-    int stays = 0;
+    int marked = 0;
     if (exc != NULL) {
-        PyObject *m = PyObject_GetAttrString(exc, "_kiln_no_replay");
-        stays = m != NULL && PyObject_IsTrue(m) == 1;
+        PyObject *m = PyObject_GetAttrString(exc, name);
+        marked = m != NULL && PyObject_IsTrue(m) == 1;
         Py_XDECREF(m);
         PyErr_Clear();
         PyErr_SetRaisedException_compat(exc);
     }
-    return stays;
+    return marked;
+}
+
+/* Whether the graph's pending exception must be raised where the graph ran
+   rather than by re-running the segment as Python: the runtime marks a GPU
+   kernel's index error so (eager's kernel would trip a device-side assert,
+   and a deferred error belongs to an earlier call's inputs); and a graph
+   that writes its inputs raised after it may have written them, unless
+   kiln/_capture.py marks the error `_kiln_unwritten` (a compiled graph: AOT
+   autograd writes inputs back only after it returns). */
+static int
+graph_error_stays(kn_seg *seg)
+{
+    if (graph_error_marked("_kiln_no_replay"))
+        return 1;
+    return seg->writes && !graph_error_marked("_kiln_unwritten");
 }
 
 /* CPython takes frame f over with the pending exception raised by the
@@ -990,10 +1002,11 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
         release_vals(seg, vals);
         if (rc == -2) {
             handed = 1;
-            if (seg->writes || graph_error_stays()) {
+            if (graph_error_stays(seg)) {
                 /* the graph raised after it may have written its inputs: running
                  * the segment as Python would write them twice.  Its exception
-                 * is raised in the frame, at the segment's first instruction */
+                 * is raised in the frame, at the segment's first instruction
+                 * (a handler inside the segment does not see it) */
                 stat_add("graph_errors_raised", 1);
                 result = raise_at(ts, f, seg->offset);
                 goto out;

@@ -10,7 +10,9 @@
  * the terminal action.  kn_record drives recordings, restarting one when a break
  * inside an inlined call makes that call site run for real; a recording
  * holding a value the replay cannot rebuild becomes a segment that runs the
- * code as Python under the recording's guards (a counted graph break).
+ * code as Python under the recording's guards (a counted graph break), and
+ * so does one whose graph the backend would run as captured while it writes
+ * its inputs (finish returns None).
  */
 #include "capture/record.h"
 
@@ -554,6 +556,16 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
         Py_XDECREF(info);
         if (seg->graph == NULL)
             goto error;
+        if (seg->graph == Py_None) {
+            /* kiln's backend runs this graph as captured and it writes its
+             * inputs (kiln/_capture.py finish): an error would come after
+             * some writes, raised outside the user's handlers.  The segment
+             * runs as the frame's own Python under its guards instead */
+            Py_CLEAR(seg->graph);
+            seg->nops = 0;
+            seg->term = KN_T_FALLBACK;
+            seg->term_off = offset;
+        }
     } else if (PyList_GET_SIZE(e.outs) > 0) {
         PyErr_SetString(PyExc_SystemError, "kiln: graph outputs without graph ops");
         goto error;
