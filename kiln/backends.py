@@ -55,10 +55,15 @@ _C.set_fast_runtime(*_lean_bindings())
 aten = torch.ops.aten
 
 # Ops kiln keeps whole (extern calls into ATen's own kernels, which beat a
-# decomposition): attention, and the matmul family is not decomposed anyway.
+# decomposition): attention, and the matmul family is not decomposed anyway;
+# index_add/index_copy/index_fill, whose decomposition into index_put (an
+# extern too) checks indices where eager does not (an empty tensor).
 _KEEP = {
     aten.scaled_dot_product_attention.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten.index_add.default, aten.index_add_.default, aten.index_copy.default, aten.index_copy_.default,
+    aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, aten.index_fill_.int_Scalar,
+    aten.index_fill_.int_Tensor,
 }
 # Composite ops that core ATen keeps but kiln fuses better from their parts:
 # normalisations and softmax become reductions + pointwise in one kernel.

@@ -3,7 +3,9 @@ kiln's checks used to be lost: an index op whose result is empty, a checked
 value overwritten in place before it is read, an index into a constant
 (`zeros_like(x).take(i)`); a graph that runs as captured and raises is not
 run a second time; an output viewing an input as another dtype under
-symbolic sizes (AOT autograd rebuilt it out of bounds)."""
+symbolic sizes (AOT autograd rebuilt it out of bounds).  And kiln must not
+raise where eager does not: index_add/index_copy/index_fill on an empty
+tensor (their decomposition into index_put checks what eager skips)."""
 import warnings
 
 import pytest
@@ -82,6 +84,45 @@ EMPTY = [
 @pytest.mark.parametrize("name,fn,make", EMPTY, ids=[c[0] for c in EMPTY])
 def test_index_checks_run_when_the_result_is_empty(name, fn, make, mode):
     _same_error(fn, make(), mode)
+
+
+def _index_dim1(x, i):
+    return x[:, i] + 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_index_into_a_size_0_dim_with_an_empty_result_raises(mode):
+    # ATen's index raises when an indexed dim has size 0 (and the index is
+    # not empty), even where the result is empty
+    _same_error(_index_dim1, (torch.zeros(0, 0), torch.tensor([0])), mode)
+
+
+# index_add/index_copy/index_fill decomposed into index_put, which checks the
+# indices where eager's kernels, with nothing to write, do not
+def _index_fill_empty(x, i):
+    v = x + 1
+    v.index_fill_(1, i, -1)
+    return v
+
+
+def _index_add_empty(x, i):
+    return x.index_add(1, i, torch.ones(x.shape[0], 1))
+
+
+def _index_copy_empty(x, i):
+    return x.index_copy(0, i, torch.ones(1, x.shape[1]))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn,shape", [(_index_fill_empty, (0, 0)), (_index_add_empty, (2, 0)),
+                                      (_index_copy_empty, (0, 0))], ids=["index_fill_", "index_add", "index_copy"])
+def test_index_ops_on_an_empty_tensor_do_not_raise(fn, shape, mode):
+    x, i = torch.zeros(shape), torch.tensor([5])
+    want = fn(x, i)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # (not eager's result after a compiled graph raised)
+        got = _compiled(fn, mode)(x, i)
+    assert got.shape == want.shape
 
 
 def test_empty_index_results_stay_empty_without_raising():

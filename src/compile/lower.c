@@ -1703,6 +1703,9 @@ lower_index(kn_ctx *c, int ni, int param)
     kn_buf *b = lazy_like(c, ni, 0, idx);
     if (b == NULL)
         return PyErr_Occurred() ? -1 : 0;
+    for (int k = first; k <= last; k++)
+        if (ibs[k] && checks_unread(b, ibs[k]))
+            return 0; /* (ATen raises when an indexed dim has size 0) */
     int bstart = adjacent ? first : 0;  /* position of the broadcast dims in the output */
     kn_expr *si[KN_MAXDIM];
     int o = 0;
