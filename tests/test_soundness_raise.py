@@ -1,11 +1,12 @@
 """Issue 13: eager raises and kiln must too, with eager's exception, where
 kiln's checks used to be lost: an index op whose result is empty, a checked
 value overwritten in place before it is read, an index into a constant
-(`zeros_like(x).take(i)`); a graph that runs as captured and raises is not
-run a second time; an output viewing an input as another dtype under
-symbolic sizes (AOT autograd rebuilt it out of bounds).  And kiln must not
-raise where eager does not: index_add/index_copy/index_fill on an empty
-tensor (their decomposition into index_put checks what eager skips)."""
+(`zeros_like(x).take(i)`), a branch a constant condition drops; a graph
+that runs as captured and raises is not run a second time; an output
+viewing an input as another dtype under symbolic sizes (AOT autograd
+rebuilt it out of bounds).  And kiln must not raise where eager does not:
+index_add/index_copy/index_fill on an empty tensor (their decomposition
+into index_put checks what eager skips)."""
 import warnings
 
 import pytest
@@ -218,6 +219,33 @@ def _index_of_full(x, i):
 ], ids=["take-zeros_like", "index-full_like"])
 def test_index_checks_of_a_constant_source(fn, make, mode):
     _same_error(fn, make(), mode)
+
+
+# ---------------------------------------------------------------- constant conditions
+# where(const, x, y) and const && / || folded to one operand, dropping a
+# division or index check in the other that eager computed
+def _remainder_masked_by_all_true(a, b):
+    v = a % b
+    v.masked_fill_(torch.ones(3, dtype=torch.bool), 0)
+    return v
+
+
+def _and_of_false(a, b):
+    return torch.logical_and(torch.zeros(3, dtype=torch.bool), (a // b) > 0)
+
+
+def _or_of_true(a, b):
+    return torch.logical_or(torch.ones(3, dtype=torch.bool), (a // b) > 0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [_remainder_masked_by_all_true, _and_of_false, _or_of_true],
+                         ids=["masked_fill_-all-true", "and-false", "or-true"])
+def test_a_constant_condition_keeps_the_checks_of_the_branch_it_drops(fn, mode):
+    _same_error(fn, (torch.tensor([1, 2, 3]), torch.tensor([1, 0, 2])), mode)
+    torch._dynamo.reset()
+    good = (torch.tensor([1, 2, 3]), torch.tensor([1, 5, 2]))
+    assert torch.equal(_compiled(fn, mode)(*good), fn(*good))
 
 
 # ---------------------------------------------------------------- no second run
