@@ -8,7 +8,8 @@
  * the ranges of loop variables, so that views compose into plain affine
  * indices and two spellings of the same index compare equal (a term that
  * cancels is kept, times 0, when it can raise: a CHECK or an integer division;
- * so is the branch a constant WHERE condition drops).
+ * so is the operand a constant WHERE condition or an absorbing && / || constant
+ * would drop).
  * Also here: the compile arena, the text buffer and dtype helpers.
  */
 #include "../kiln.h"

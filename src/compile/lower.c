@@ -286,7 +286,8 @@ first_check(kn_expr *e, int *budget)
    drops the index substituted for it, and an index CHECK inside with it.
    Where a checked index is not found in the loaded value r, r is kept as
    where(idx < 0, 0, r) (1 for an r of 0): the same value (a load index is
-   never negative) that still evaluates the check.  A check past the search budget counts as lost. */
+   never negative) that still evaluates the check.  A check past the search
+   budget counts as lost. */
 static kn_expr *
 keep_checks(kn_ctx *c, kn_expr *r, kn_expr *const *idx, int ndim)
 {
