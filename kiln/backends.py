@@ -55,10 +55,15 @@ _C.set_fast_runtime(*_lean_bindings())
 aten = torch.ops.aten
 
 # Ops kiln keeps whole (extern calls into ATen's own kernels, which beat a
-# decomposition): attention, and the matmul family is not decomposed anyway.
+# decomposition): attention, and the matmul family is not decomposed anyway;
+# index_add/index_copy/index_fill, whose decomposition into index_put (an
+# extern too) checks indices where eager does not (an empty tensor).
 _KEEP = {
     aten.scaled_dot_product_attention.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten.index_add.default, aten.index_add_.default, aten.index_copy.default, aten.index_copy_.default,
+    aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, aten.index_fill_.int_Scalar,
+    aten.index_fill_.int_Tensor,
 }
 # Composite ops that core ATen keeps but kiln fuses better from their parts:
 # normalisations and softmax become reductions + pointwise in one kernel.
@@ -459,7 +464,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 11 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 12 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
@@ -1023,6 +1028,26 @@ def _replays_views_of_written_inputs(gm, example_inputs):
                for o in tree_flatten(out.args)[0])
 
 
+def _views_input_as_other_dtype(gm, example_inputs):
+    """Does the graph return a view of an input in another dtype
+    (`a.view(torch.int32)`) under symbolic sizes?  AOT autograd rebuilds
+    that output from the input with as_strided at the view's sizes in the
+    input's dtype (torch 2.13: its view replay declines symbolic sizes), and
+    raises (setStorage: out of bounds) or shows other elements; those
+    graphs run as captured."""
+    if not _symbolic(gm, example_inputs):
+        return False
+    from torch.utils._pytree import tree_flatten
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    for o in tree_flatten(out.args)[0]:
+        if not isinstance(o, torch.fx.Node) or o.op == "placeholder" or _root(o).op != "placeholder":
+            continue
+        v, b = o.meta.get("example_value"), _root(o).meta.get("example_value")
+        if isinstance(v, torch.Tensor) and isinstance(b, torch.Tensor) and v.dtype != b.dtype:
+            return True
+    return False
+
+
 # in-place ops that change a tensor's sizes, strides or offset, not its data
 _METADATA_INPLACE = {"squeeze_", "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_",
                      "resize_", "resize_as_", "set_"}
@@ -1157,6 +1182,9 @@ _RUN_AS_CAPTURED = (
     (_replays_views_of_written_inputs,
      "an output viewing an input the graph writes into, with symbolic sizes (AOT autograd's replay of the view "
      "is wrong there)"),
+    (_views_input_as_other_dtype,
+     "an output viewing an input as another dtype, with symbolic sizes (AOT autograd rebuilds it with the "
+     "input's dtype)"),
     (lambda gm, ex: _overlapping_grad_output(gm),
      "an output that requires grad overlaps itself (AOT autograd would drop gradients)"),
     (_writes_overlapping_input,
@@ -1304,21 +1332,49 @@ def _dead_index_checks(gm):
     return dead
 
 
+# in-place ops that overwrite what they write without reading it: a checked
+# value they overwrite is dead once functionalized (`v = a % b; v.zero_()`)
+_OVERWRITES = {"zero_", "fill_", "copy_", "normal_", "uniform_", "random_", "exponential_", "geometric_",
+               "log_normal_", "cauchy_", "bernoulli_", "setitem", "__setitem__"}
+
+
+def _overwritten_checks(gm):
+    """The captured graph's value-checking nodes (index ops, integer
+    division) that an in-place op overwrites, directly or through a view,
+    without reading them (`_OVERWRITES`, `out=`): functionalized, their
+    values are dead however the graph reads them afterwards.  Each is kept
+    as a copy taken before the write (`_keep_index_checks`)."""
+    found = []
+    for m in gm.graph.nodes:
+        if m.op not in ("call_method", "call_function"):
+            continue
+        if _target_name(m) not in _OVERWRITES and m.kwargs.get("out") is None:
+            continue
+        for w in _written_by(m):
+            while not _checks_values(w) and w.op in ("call_method", "call_function") and w.args and \
+                    isinstance(w.args[0], torch.fx.Node) and _target_name(w) in _VIEW_METHODS:
+                w = w.args[0]
+            if _checks_values(w) and w not in found:
+                found.append(w)
+    return found
+
+
 def _keep_index_checks(gm):
     """A copy of gm that also returns its dead index-checking results (so
     their bounds checks run), and how many outputs were added.  Those that
     require grad are returned detached: else AOT autograd would run their
     backward too, with zero gradients that still give NaN where the local
     derivative is inf or NaN (0 * inf)."""
-    dead = _dead_index_checks(gm)
-    if not dead:
+    overwritten = _overwritten_checks(gm)
+    dead = [n for n in _dead_index_checks(gm) if n not in overwritten]
+    if not dead and not overwritten:
         return gm, 0, False
     graph = copy.deepcopy(gm.graph)
     env = dict(zip(gm.graph.nodes, graph.nodes))
     out = next(n for n in graph.nodes if n.op == "output")
     orig = out.args[0]
     tupled = isinstance(orig, (tuple, list))
-    extra = []
+    extra = [_snapshot(graph, env[n]) for n in overwritten]
     for n in dead:
         v = n.meta.get("example_value", n.meta.get("val"))
         if isinstance(v, torch.Tensor) and v.requires_grad and _root(n).op != "placeholder":
@@ -1327,7 +1383,21 @@ def _keep_index_checks(gm):
         else:   # (a detached input would be an alias of it, for AOT autograd to replay)
             extra.append(env[n])
     out.args = ((tuple(orig) if tupled else (orig,)) + tuple(extra),)
-    return torch.fx.GraphModule(gm, graph), len(dead), not tupled
+    return torch.fx.GraphModule(gm, graph), len(extra), not tupled
+
+
+def _snapshot(graph, n):
+    """A detached copy of node n's value taken right after n (before any
+    in-place write into it)."""
+    v = n.meta.get("example_value")
+    with graph.inserting_after(n):
+        d = graph.call_method("detach", (n,))
+    with graph.inserting_after(d):
+        c = graph.call_method("clone", (d,))
+    if isinstance(v, torch.Tensor):
+        d.meta["example_value"] = v.detach()
+        c.meta["example_value"] = v.detach().clone()
+    return c
 
 
 def kiln(gm, example_inputs):

@@ -7,7 +7,9 @@
  * coefficient*atom terms sorted by atom id, constant last — and simplified with
  * the ranges of loop variables, so that views compose into plain affine
  * indices and two spellings of the same index compare equal (a term that
- * cancels is kept, times 0, when it can raise: a CHECK or an integer division).
+ * cancels is kept, times 0, when it can raise: a CHECK or an integer division;
+ * so is the operand a constant WHERE condition or an absorbing && / || constant
+ * would drop).
  * Also here: the compile arena, the text buffer and dtype helpers.
  */
 #include "../kiln.h"
@@ -750,10 +752,11 @@ kn_op2(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b)
         kn_expr *k = a->op == KN_S_CONST ? a : b->op == KN_S_CONST ? b : NULL;
         if (k && dt == KN_BOOL && a->dt == KN_BOOL && b->dt == KN_BOOL) {
             kn_expr *other = k == a ? b : a;
-            int truth = kn_const_val(k) != 0;
-            if (op == KN_S_LAND)
+            int truth = kn_const_val(k) != 0, budget = 256;
+            if (op == KN_S_LAND && (truth || !may_raise(other, &budget)))
                 return truth ? other : k;
-            return truth ? k : other;
+            if (op == KN_S_LOR && (!truth || !may_raise(other, &budget)))
+                return truth ? k : other;   /* (an operand that can raise is kept) */
         }
     }
     if (commutative(op) && a->id > b->id) {
@@ -769,7 +772,10 @@ kn_op3(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b, kn_expr *d)
 {
     if (a == NULL || b == NULL || d == NULL)
         return NULL;
-    if (op == KN_S_WHERE && a->op == KN_S_CONST)
+    /* a constant condition picks a branch; the other is kept when it can
+       raise (eager computed it: `masked_fill_` by an all-true mask of a % b) */
+    int budget = 256;
+    if (op == KN_S_WHERE && a->op == KN_S_CONST && !may_raise(a->i ? d : b, &budget))
         return a->i ? b : d;
     if (op == KN_S_WHERE && b == d)
         return b;

@@ -285,8 +285,9 @@ first_check(kn_expr *e, int *budget)
 /* A lazy body that never reads a dim (an expanded size-1 dim reads const 0)
    drops the index substituted for it, and an index CHECK inside with it.
    Where a checked index is not found in the loaded value r, r is kept as
-   where(idx < 0, 0, r): the same value (a load index is never negative) that
-   still evaluates the check.  A check past the search budget counts as lost. */
+   where(idx < 0, 0, r) (1 for an r of 0): the same value (a load index is
+   never negative) that still evaluates the check.  A check past the search
+   budget counts as lost. */
 static kn_expr *
 keep_checks(kn_ctx *c, kn_expr *r, kn_expr *const *idx, int ndim)
 {
@@ -300,6 +301,8 @@ keep_checks(kn_ctx *c, kn_expr *r, kn_expr *const *idx, int ndim)
             continue;
         kn_dtype dt = (kn_dtype)r->dt;
         kn_expr *zero = kn_dtype_is_float(dt) ? kn_const_f(c, dt, 0.0) : kn_const_i(c, dt, 0);
+        if (zero == r) /* where(c, 0, 0) folds to 0 (a load of zeros_like) */
+            zero = kn_dtype_is_float(dt) ? kn_const_f(c, dt, 1.0) : kn_const_i(c, dt, 1);
         r = kn_op3(c, KN_S_WHERE, dt, kn_op2(c, KN_S_LT, KN_BOOL, idx[d], kn_iconst(c, 0)), zero, r);
     }
     return r;
@@ -1335,6 +1338,24 @@ is_index_dtype(kn_buf *b)
     return b->dt == KN_I64 || b->dt == KN_I32;
 }
 
+static int64_t
+buf_numel(const kn_buf *b)
+{
+    int64_t n = 1;
+    for (int d = 0; d < b->ndim; d++)
+        n *= b->size[d];
+    return n;
+}
+
+/* An index op whose result is empty (a 0-size dim of the data) while its
+   index tensor is not: kiln's CHECK runs per element read and would never
+   run, where ATen checks every index.  Such an op declines (ATen's call). */
+static int
+checks_unread(const kn_buf *b, const kn_buf *ib)
+{
+    return buf_numel(b) == 0 && buf_numel(ib) > 0;
+}
+
 static int
 lower_gather(kn_ctx *c, int ni, int param)
 {
@@ -1362,7 +1383,7 @@ lower_index_select(kn_ctx *c, int ni, int param)
     kn_buf *x = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 2));
     kn_expr *idx[KN_MAXDIM];
     kn_buf *b = x && ib && is_index_dtype(ib) && ib->ndim <= 1 && x->ndim >= 1 ? lazy_like(c, ni, 0, idx) : NULL;
-    if (b == NULL)
+    if (b == NULL || checks_unread(b, ib))
         return PyErr_Occurred() ? -1 : 0;
     int d = wrap_dim(arg(c, ni, 1)->i, x->ndim);
     kn_expr *si[KN_MAXDIM];
@@ -1381,7 +1402,7 @@ lower_embedding(kn_ctx *c, int ni, int param)
     kn_buf *w = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 1));
     kn_expr *idx[KN_MAXDIM];
     kn_buf *b = w && ib && w->ndim == 2 && is_index_dtype(ib) ? lazy_like(c, ni, 0, idx) : NULL;
-    if (b == NULL)
+    if (b == NULL || checks_unread(b, ib))
         return PyErr_Occurred() ? -1 : 0;
     kn_expr *si[2];
     si[0] = index_value(c, ib, idx, w->size[0], KN_E_INDEX_SELF);
@@ -1683,6 +1704,9 @@ lower_index(kn_ctx *c, int ni, int param)
     kn_buf *b = lazy_like(c, ni, 0, idx);
     if (b == NULL)
         return PyErr_Occurred() ? -1 : 0;
+    for (int k = first; k <= last; k++)
+        if (ibs[k] && checks_unread(b, ibs[k]))
+            return 0; /* (ATen raises when an indexed dim has size 0) */
     int bstart = adjacent ? first : 0;  /* position of the broadcast dims in the output */
     kn_expr *si[KN_MAXDIM];
     int o = 0;
