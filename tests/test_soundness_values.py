@@ -221,3 +221,48 @@ def test_write_into_zero_dim_float64_input_survives_a_recompile(mode):
         got = compiled(x, got_s)
         assert torch.equal(got_s, want_s) and torch.equal(got[1], want[1]), (n, got_s)
         assert torch.equal(got[0], want[0])
+
+
+# ---------------------------------------------------------------- mean and variance as ATen computes them
+# mean was sum * fl(1/n), ATen's is sum / n: a last-bit difference that
+# (x - mean) / (std + eps) amplifies 1e5 times.  var was two passes from
+# that rounded mean, so a constant row had a variance of ~1e-14 where
+# ATen's Welford kernel gives exactly 0 (remainder(x, var) NaN in eager, a
+# number in kiln), and a correction above the count gave NaN, not inf.
+def _exactly(fn, args, mode):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # degrees of freedom <= 0
+        want = fn(*args)
+        got = _compiled(fn, mode)(*args)
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert w.dtype == g.dtype and w.shape == g.shape, i
+        assert torch.equal(w.isnan(), g.isnan()), (i, w, g)
+        assert torch.equal(w.nan_to_num(), g.nan_to_num()), (i, (w - g).abs().max())
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("n", [3, 5, 7, 10])
+def test_mean_divides_by_the_count(n, mode):
+    # integer-valued sums are exact in any order: only the division differs
+    x = torch.randint(-50, 50, (64, n)).float()
+    _exactly(lambda x: (x.mean(-1), x.t().mean(0, keepdim=True), x.bfloat16().mean(-1)), (x,), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("n", [3, 5, 6, 7])
+def test_variance_of_a_constant_row_is_zero(n, mode):
+    def fn(a, b):
+        v = a.var(0, correction=0)
+        var, mean = torch.var_mean(a, -1, keepdim=True)
+        return (v, torch.remainder(b, v), a.std(0), var, mean - a[..., :1], (a - mean) / (var + 1e-5),
+                torch.nn.functional.layer_norm(a, a.shape[-1:]))
+    a = torch.randn(1, 6, 1).expand(n, 6, n)   # constant along dims 0 and -1
+    _exactly(fn, (a, torch.randn(6, n)), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_variance_correction_beyond_the_count(mode):
+    def fn(x):
+        return (x.var(1, correction=3), x.var(correction=5), torch.var_mean(x, 1, correction=3)[0],
+                x.std(1, correction=2.5), x[:0].var(1), x[:, :0].var(1), torch.var_mean(x[:, :0], 1)[1])
+    _exactly(fn, (torch.tensor([[1.0, 2.0], [3.0, 3.0]]),), mode)

@@ -2025,8 +2025,11 @@ lower_reduce_pair(kn_ctx *c, int ni, int param)
     return set_results2(c, ni, v, ix);
 }
 
+/* sum / divisor (a division, as ATen's mean and variance: a product with
+   a rounded 1/n differs in the last bit), a lazy buffer indexed like `sum`;
+   computed in float64 when the sum is. */
 static kn_buf *
-lazy_scale(kn_ctx *c, kn_buf *sum, double scale, kn_dtype out_dt)
+lazy_div(kn_ctx *c, kn_buf *sum, double divisor, kn_dtype out_dt)
 {
     kn_buf *b = kn_buf_new(c, KN_B_LAZY, out_dt, sum->ndim, sum->size);
     if (b == NULL)
@@ -2034,9 +2037,9 @@ lazy_scale(kn_ctx *c, kn_buf *sum, double scale, kn_dtype out_dt)
     kn_expr *idx[KN_MAXDIM];
     for (int d = 0; d < sum->ndim; d++)
         idx[d] = kn_var(c, KN_VAR_P(d), sum->size[d]);
-    kn_dtype cd = kn_dtype_compute(out_dt);
+    kn_dtype cd = sum->dt == KN_F64 ? KN_F64 : kn_dtype_compute(out_dt);
     kn_expr *v = kn_cast(c, kn_buf_load(c, sum, idx), cd);
-    b->body = kn_cast(c, kn_op2(c, KN_S_MUL, cd, v, kn_const_f(c, cd, scale)), out_dt);
+    b->body = kn_cast(c, kn_op2(c, KN_S_DIV, cd, v, kn_const_f(c, cd, divisor)), out_dt);
     return b->body ? b : NULL;
 }
 
@@ -2060,8 +2063,7 @@ lower_mean(kn_ctx *c, int ni, int param)
         on *= s->size[d];
     for (int d = 0; d < x->ndim; d++)
         xn *= x->size[d];
-    double count = on ? (double)xn / (double)on : 0.0;
-    kn_buf *b = lazy_scale(c, s, count > 0 ? 1.0 / count : NAN, m->dt);
+    kn_buf *b = lazy_div(c, s, on ? (double)xn / (double)on : 0.0, m->dt);
     if (b == NULL)
         return -1;
     s->uses = 1;
@@ -2070,7 +2072,11 @@ lower_mean(kn_ctx *c, int ni, int param)
 
 /* var.correction(x, dims, correction, keepdim) and var_mean.correction:
    two passes over the row inside one kernel: the mean, then the sum of
-   squared deviations from it. */
+   squared deviations from it.  For float32 (and float16/bfloat16) the mean
+   is summed in float64, as ATen's Welford kernel accumulates: n copies of
+   one float32 add up exactly there, so a constant row has mean exactly x
+   and variance exactly 0, as in eager (from a float32 sum / n the
+   deviations of a constant row are not 0). */
 static int
 lower_var_mean(kn_ctx *c, int ni, int param)
 {
@@ -2081,9 +2087,9 @@ lower_var_mean(kn_ctx *c, int ni, int param)
     kn_arg *dims = arg(c, ni, 1), *corr = arg(c, ni, 2), *kd = arg(c, ni, 3);
     int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
     double correction = corr->kind == KN_A_INT ? (double)corr->i : corr->kind == KN_A_FLOAT ? corr->f : 1.0;
-    kn_dtype cd = kn_dtype_compute(m->dt);
+    kn_dtype cd = kn_dtype_compute(m->dt), sd = cd == KN_F32 ? KN_F64 : cd;
     /* mean with keepdim=1 so it indexes like the output of the second pass */
-    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, NULL);
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL);
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
     int64_t on = 1, xn = 1;
@@ -2092,15 +2098,16 @@ lower_var_mean(kn_ctx *c, int ni, int param)
     for (int d = 0; d < x->ndim; d++)
         xn *= x->size[d];
     double n = on ? (double)xn / (double)on : 0.0;
-    kn_buf *mean = lazy_scale(c, s, n > 0 ? 1.0 / n : NAN, cd);
+    kn_buf *mean = lazy_div(c, s, n, cd);
     if (mean == NULL)
         return -1;
     mean->uses = 2;
     kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, mean);
     if (ss == NULL)
         return PyErr_Occurred() ? -1 : 0;
+    /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
     double denom = n - correction;
-    kn_buf *var = lazy_scale(c, ss, denom > 0 ? 1.0 / denom : (denom == 0 ? INFINITY : NAN), m->dt);
+    kn_buf *var = lazy_div(c, ss, denom > 0 ? denom : 0.0, m->dt);
     if (var == NULL)
         return -1;
     if (param == 0)
@@ -2108,7 +2115,7 @@ lower_var_mean(kn_ctx *c, int ni, int param)
     const kn_meta *m1 = out_meta(c, ni, 1);
     if (m1 == NULL)
         return 0;
-    kn_buf *mean_out = lazy_scale(c, s, n > 0 ? 1.0 / n : NAN, m1->dt);
+    kn_buf *mean_out = lazy_div(c, s, n, m1->dt);
     if (mean_out == NULL)
         return -1;
     return set_results2(c, ni, var, mean_out);
