@@ -266,3 +266,26 @@ def test_variance_correction_beyond_the_count(mode):
         return (x.var(1, correction=3), x.var(correction=5), torch.var_mean(x, 1, correction=3)[0],
                 x.std(1, correction=2.5), x[:0].var(1), x[:, :0].var(1), torch.var_mean(x[:, :0], 1)[1])
     _exactly(fn, (torch.tensor([[1.0, 2.0], [3.0, 3.0]]),), mode)
+
+
+# ---------------------------------------------------------------- decisions on a bfloat16 intermediate
+# kiln computes a bfloat16 op's result in float32 and does not round it
+# between fused ops (as TorchInductor); round/floor/comparisons/remainder/an
+# integer cast of it decided on the unrounded value: round(x * y) with
+# x * y = -1.4993 (bfloat16 -1.5) was -1, eager's -2.  Such consumers, and
+# a widening cast, now see the rounded value.
+DECISIONS = ["torch.round(v)", "torch.floor(v)", "torch.ceil(v)", "torch.trunc(v)", "torch.frac(v)", "v > 0.25",
+             "v <= -0.25", "v == 0.5", "torch.remainder(v, 1.0)", "v // 1.0", "torch.div(v, 1.0, rounding_mode='trunc')",
+             "torch.fmod(v, 1.0)", "v.long()", "v.float()", "v.double()"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("expr", DECISIONS)
+def test_decision_on_a_narrow_intermediate_sees_its_rounding(expr, dt, mode):
+    # v has one consumer: fused, not stored
+    ns = {"torch": torch}
+    exec("def fn(a, b):\n    v = a * b\n    return (%s,)" % expr, ns)
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(1 << 16, generator=g).to(dt) for _ in range(2))
+    _exactly(ns["fn"], (a, b), mode)

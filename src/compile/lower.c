@@ -574,6 +574,29 @@ result_type(operand *o, int n)
     return combine(r[2], 1, lo, have_lo, !have[1]);
 }
 
+/* An op's float16/bfloat16 result is computed in float32 and not rounded
+   between fused ops (kn_cast), but a decision taken on it (a comparison,
+   rounding to an integer, floor division, remainder, its sign) or its value
+   leaving the narrow type (widened, or cast to an integer) is what eager
+   holds: the rounded value (round(x * y) of bfloat16 -1.4993 is -2 in eager,
+   where x * y rounds to -1.5).  Only such consumers pay for the rounding. */
+static int
+settle_narrow(kn_ctx *c, operand *o)
+{
+    if (o->dt == KN_F16 || o->dt == KN_BF16)
+        o->e = kn_round(c, o->e, o->dt);
+    return o->e != NULL;
+}
+
+static int
+decides(kn_sop op)
+{
+    int cls = kn_sops[op].cls;
+    return cls == KN_SC_CMP || cls == KN_SC_PRED || op == KN_S_FLOOR || op == KN_S_CEIL || op == KN_S_ROUND ||
+           op == KN_S_TRUNC || op == KN_S_FLOORDIV || op == KN_S_TRUNCDIV || op == KN_S_REM || op == KN_S_FMOD ||
+           op == KN_S_SIGN;
+}
+
 static kn_expr *
 apply(kn_ctx *c, kn_sop op, kn_dtype compute, operand *o, int n)
 {
@@ -605,6 +628,8 @@ pointwise(kn_ctx *c, int ni, kn_sop op, int n, const int *argk)
         int r = make_operand(c, arg(c, ni, argk ? argk[k] : k), b->ndim, b->size, idx, &o[k]);
         if (r <= 0)
             return r;
+        if (decides(op) && !settle_narrow(c, &o[k]))
+            return -1;
     }
     int cls = kn_sops[op].cls;
     kn_dtype compute;
@@ -700,6 +725,8 @@ lower_div_mode(kn_ctx *c, int ni, int param)
                 int r = make_operand(c, arg(c, ni, k), b->ndim, b->size, idx, &o[k]);
                 if (r <= 0)
                     return r;
+                if (!settle_narrow(c, &o[k]))
+                    return -1;
             }
             kn_dtype cd = kn_dtype_compute(b->dt);
             kn_expr *q = apply(c, KN_S_DIV, cd, o, 2);
@@ -800,6 +827,8 @@ lower_frac(kn_ctx *c, int ni, int param)
     kn_dtype cd = kn_dtype_compute(b->dt);
     if (!kn_dtype_is_float(cd))
         return 0;
+    if (!settle_narrow(c, &o))
+        return -1;
     kn_expr *x = kn_cast(c, o.e, cd);
     b->body = kn_cast(c, kn_op2(c, KN_S_SUB, cd, x, kn_op1(c, KN_S_TRUNC, cd, x)), b->dt);
     return b->body ? set_result(c, ni, b) : -1;
@@ -904,6 +933,8 @@ cast_of_arg(kn_ctx *c, int ni, int k)
     int r = make_operand(c, arg(c, ni, k), b->ndim, b->size, idx, &o);
     if (r <= 0)
         return r;
+    if (b->dt != o.dt && !settle_narrow(c, &o))
+        return -1;
     b->body = kn_round(c, o.e, b->dt);
     return b->body ? set_result(c, ni, b) : -1;
 }
