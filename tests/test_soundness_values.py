@@ -269,14 +269,16 @@ def test_variance_correction_beyond_the_count(mode):
 
 
 # ---------------------------------------------------------------- decisions on a bfloat16 intermediate
-# kiln computes a bfloat16 op's result in float32 and does not round it
-# between fused ops (as TorchInductor); round/floor/comparisons/remainder/an
-# integer cast of it decided on the unrounded value: round(x * y) with
-# x * y = -1.4993 (bfloat16 -1.5) was -1, eager's -2.  Such consumers, and
-# a widening cast, now see the rounded value.
+# kiln computes a float16/bfloat16 op's result in float32 and does not round
+# it between fused ops (as TorchInductor); a decision on it was taken on the
+# unrounded value: round(x * y) with x * y = -1.4993 (bfloat16 -1.5) was -1,
+# eager's -2.  Comparisons, round/floor/ceil/trunc/frac, floor/trunc
+# division, remainder, fmod, casts out of the narrow type and
+# argmax/argmin (ties) now see the rounded value.
 DECISIONS = ["torch.round(v)", "torch.floor(v)", "torch.ceil(v)", "torch.trunc(v)", "torch.frac(v)", "v > 0.25",
              "v <= -0.25", "v == 0.5", "torch.remainder(v, 1.0)", "v // 1.0", "torch.div(v, 1.0, rounding_mode='trunc')",
-             "torch.fmod(v, 1.0)", "v.long()", "v.float()", "v.double()"]
+             "torch.fmod(v, 1.0)", "v.long()", "v.float()", "v.double()", "v.view(-1, 16).argmax(-1)",
+             "v.view(-1, 16).argmin(1)", "v.view(-1, 16).max(-1).indices"]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -2004,6 +2004,24 @@ reduce_args(kn_ctx *c, int ni, const kn_arg **dims, int *keepdim)
     *keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
 }
 
+/* x itself, or for a lazy float16/bfloat16 x a lazy copy that rounds it:
+   argmax/argmin pick among the rounded values, ties included, as eager
+   (see settle_narrow). */
+static kn_buf *
+settled_buf(kn_ctx *c, kn_buf *x)
+{
+    if (x->kind != KN_B_LAZY || (x->dt != KN_F16 && x->dt != KN_BF16))
+        return x;
+    kn_buf *b = kn_buf_new(c, KN_B_LAZY, x->dt, x->ndim, x->size);
+    if (b == NULL)
+        return NULL;
+    kn_expr *idx[KN_MAXDIM];
+    for (int d = 0; d < x->ndim; d++)
+        idx[d] = kn_var(c, KN_VAR_P(d), x->size[d]);
+    b->body = kn_round(c, kn_buf_load(c, x, idx), x->dt);
+    return b->body ? b : NULL;
+}
+
 static int
 lower_reduce(kn_ctx *c, int ni, int param)
 {
@@ -2022,6 +2040,8 @@ lower_reduce(kn_ctx *c, int ni, int param)
         numel *= x->size[d];
     if (numel == 0 && rop != KN_R_SUM && rop != KN_R_PROD && rop != KN_R_ANY && rop != KN_R_ALL)
         return 0;
+    if ((rop == KN_R_ARGMAX || rop == KN_R_ARGMIN) && (x = settled_buf(c, x)) == NULL)
+        return -1;
     kn_buf *b = reduction(c, x, dims, keepdim, rop, m->dt, acc_dtype(rop, x->dt, m->dt), NULL);
     if (b == NULL)
         return PyErr_Occurred() ? -1 : 0;
@@ -2050,6 +2070,8 @@ lower_reduce_pair(kn_ctx *c, int ni, int param)
     kn_buf *v = reduction(c, x, arg(c, ni, 1), keepdim, (kn_rop)param, m0->dt, acc_dtype((kn_rop)param, x->dt, m0->dt), NULL);
     if (v == NULL)
         return PyErr_Occurred() ? -1 : 0;
+    if ((x = settled_buf(c, x)) == NULL)
+        return -1;
     kn_buf *ix = reduction(c, x, arg(c, ni, 1), keepdim, arg_rop, m1->dt, kn_dtype_compute(x->dt), NULL);
     if (ix == NULL)
         return PyErr_Occurred() ? -1 : 0;
