@@ -221,3 +221,73 @@ def test_write_into_zero_dim_float64_input_survives_a_recompile(mode):
         got = compiled(x, got_s)
         assert torch.equal(got_s, want_s) and torch.equal(got[1], want[1]), (n, got_s)
         assert torch.equal(got[0], want[0])
+
+
+# ---------------------------------------------------------------- mean and variance as ATen computes them
+# mean was sum * fl(1/n), ATen's is sum / n: a last-bit difference that
+# (x - mean) / (std + eps) amplifies 1e5 times.  var was two passes from
+# that rounded mean, so a constant row had a variance of ~1e-14 where
+# ATen's Welford kernel gives exactly 0 (remainder(x, var) NaN in eager, a
+# number in kiln), and a correction above the count gave NaN, not inf.
+def _exactly(fn, args, mode):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # degrees of freedom <= 0
+        want = fn(*args)
+        got = _compiled(fn, mode)(*args)
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert w.dtype == g.dtype and w.shape == g.shape, i
+        assert torch.equal(w.isnan(), g.isnan()), (i, w, g)
+        assert torch.equal(w.nan_to_num(), g.nan_to_num()), (i, (w - g).abs().max())
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("n", [3, 5, 7, 10])
+def test_mean_divides_by_the_count(n, mode):
+    # integer-valued sums are exact in any order: only the division differs
+    x = torch.randint(-50, 50, (64, n)).float()
+    _exactly(lambda x: (x.mean(-1), x.t().mean(0, keepdim=True), x.bfloat16().mean(-1)), (x,), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("n", [3, 5, 6, 7])
+def test_variance_of_a_constant_row_is_zero(n, mode):
+    def fn(a, b):
+        v = a.var(0, correction=0)
+        var, mean = torch.var_mean(a, -1, keepdim=True)
+        return (v, torch.remainder(b, v), a.std(0), var, mean - a[..., :1], (a - mean) / (var + 1e-5),
+                torch.nn.functional.layer_norm(a, a.shape[-1:]))
+    a = torch.randn(1, 6, 1).expand(n, 6, n)   # constant along dims 0 and -1
+    _exactly(fn, (a, torch.randn(6, n)), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_variance_correction_beyond_the_count(mode):
+    def fn(x):
+        return (x.var(1, correction=3), x.var(correction=5), torch.var_mean(x, 1, correction=3)[0],
+                x.std(1, correction=2.5), x[:0].var(1), x[:, :0].var(1), torch.var_mean(x[:, :0], 1)[1])
+    _exactly(fn, (torch.tensor([[1.0, 2.0], [3.0, 3.0]]),), mode)
+
+
+# ---------------------------------------------------------------- decisions on a bfloat16 intermediate
+# kiln computes a float16/bfloat16 op's result in float32 and does not round
+# it between fused ops (as TorchInductor); a decision on it was taken on the
+# unrounded value: round(x * y) with x * y = -1.4993 (bfloat16 -1.5) was -1,
+# eager's -2.  Comparisons, round/floor/ceil/trunc/frac, floor/trunc
+# division, remainder, fmod, casts out of the narrow type and
+# argmax/argmin (ties) now see the rounded value.
+DECISIONS = ["torch.round(v)", "torch.floor(v)", "torch.ceil(v)", "torch.trunc(v)", "torch.frac(v)", "v > 0.25",
+             "v <= -0.25", "v == 0.5", "torch.remainder(v, 1.0)", "v // 1.0", "torch.div(v, 1.0, rounding_mode='trunc')",
+             "torch.fmod(v, 1.0)", "v.long()", "v.float()", "v.double()", "v.view(-1, 16).argmax(-1)",
+             "v.view(-1, 16).argmin(1)", "v.view(-1, 16).max(-1).indices"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("expr", DECISIONS)
+def test_decision_on_a_narrow_intermediate_sees_its_rounding(expr, dt, mode):
+    # v has one consumer: fused, not stored
+    ns = {"torch": torch}
+    exec("def fn(a, b):\n    v = a * b\n    return (%s,)" % expr, ns)
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(1 << 16, generator=g).to(dt) for _ in range(2))
+    _exactly(ns["fn"], (a, b), mode)

@@ -816,7 +816,9 @@ kn_round(kn_ctx *c, kn_expr *a, kn_dtype dt)
 /* The value of a in dtype dt's compute type.  An op's F16/BF16 result is not
    rounded between fused ops (computed in F32 as TorchInductor does; only its
    store rounds): rounding every intermediate cost ResNet-50 a quarter of its
-   GPU time.  Explicit conversions round: kn_round. */
+   GPU time.  Explicit conversions round (kn_round), and so does a value a
+   decision is taken on (comparison, rounding to an integer, argmax; lower.c
+   settle_narrow). */
 kn_expr *
 kn_cast(kn_ctx *c, kn_expr *a, kn_dtype dt)
 {

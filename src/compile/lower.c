@@ -577,6 +577,29 @@ result_type(operand *o, int n)
     return combine(r[2], 1, lo, have_lo, !have[1]);
 }
 
+/* An op's float16/bfloat16 result is computed in float32 and not rounded
+   between fused ops (kn_cast), but a decision taken on it (a comparison,
+   rounding to an integer, floor division, remainder, its sign) or its value
+   leaving the narrow type (widened, or cast to an integer) is what eager
+   holds: the rounded value (round(x * y) of bfloat16 -1.4993 is -2 in eager,
+   where x * y rounds to -1.5).  Only such consumers pay for the rounding. */
+static int
+settle_narrow(kn_ctx *c, operand *o)
+{
+    if (o->dt == KN_F16 || o->dt == KN_BF16)
+        o->e = kn_round(c, o->e, o->dt);
+    return o->e != NULL;
+}
+
+static int
+decides(kn_sop op)
+{
+    int cls = kn_sops[op].cls;
+    return cls == KN_SC_CMP || cls == KN_SC_PRED || op == KN_S_FLOOR || op == KN_S_CEIL || op == KN_S_ROUND ||
+           op == KN_S_TRUNC || op == KN_S_FLOORDIV || op == KN_S_TRUNCDIV || op == KN_S_REM || op == KN_S_FMOD ||
+           op == KN_S_SIGN;
+}
+
 static kn_expr *
 apply(kn_ctx *c, kn_sop op, kn_dtype compute, operand *o, int n)
 {
@@ -608,6 +631,8 @@ pointwise(kn_ctx *c, int ni, kn_sop op, int n, const int *argk)
         int r = make_operand(c, arg(c, ni, argk ? argk[k] : k), b->ndim, b->size, idx, &o[k]);
         if (r <= 0)
             return r;
+        if (decides(op) && !settle_narrow(c, &o[k]))
+            return -1;
     }
     int cls = kn_sops[op].cls;
     kn_dtype compute;
@@ -703,6 +728,8 @@ lower_div_mode(kn_ctx *c, int ni, int param)
                 int r = make_operand(c, arg(c, ni, k), b->ndim, b->size, idx, &o[k]);
                 if (r <= 0)
                     return r;
+                if (!settle_narrow(c, &o[k]))
+                    return -1;
             }
             kn_dtype cd = kn_dtype_compute(b->dt);
             kn_expr *q = apply(c, KN_S_DIV, cd, o, 2);
@@ -803,6 +830,8 @@ lower_frac(kn_ctx *c, int ni, int param)
     kn_dtype cd = kn_dtype_compute(b->dt);
     if (!kn_dtype_is_float(cd))
         return 0;
+    if (!settle_narrow(c, &o))
+        return -1;
     kn_expr *x = kn_cast(c, o.e, cd);
     b->body = kn_cast(c, kn_op2(c, KN_S_SUB, cd, x, kn_op1(c, KN_S_TRUNC, cd, x)), b->dt);
     return b->body ? set_result(c, ni, b) : -1;
@@ -907,6 +936,8 @@ cast_of_arg(kn_ctx *c, int ni, int k)
     int r = make_operand(c, arg(c, ni, k), b->ndim, b->size, idx, &o);
     if (r <= 0)
         return r;
+    if (b->dt != o.dt && !settle_narrow(c, &o))
+        return -1;
     b->body = kn_round(c, o.e, b->dt);
     return b->body ? set_result(c, ni, b) : -1;
 }
@@ -1997,6 +2028,24 @@ reduce_args(kn_ctx *c, int ni, const kn_arg **dims, int *keepdim)
     *keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
 }
 
+/* x itself, or for a lazy float16/bfloat16 x a lazy copy that rounds it:
+   argmax/argmin pick among the rounded values, ties included, as eager
+   (see settle_narrow). */
+static kn_buf *
+settled_buf(kn_ctx *c, kn_buf *x)
+{
+    if (x->kind != KN_B_LAZY || (x->dt != KN_F16 && x->dt != KN_BF16))
+        return x;
+    kn_buf *b = kn_buf_new(c, KN_B_LAZY, x->dt, x->ndim, x->size);
+    if (b == NULL)
+        return NULL;
+    kn_expr *idx[KN_MAXDIM];
+    for (int d = 0; d < x->ndim; d++)
+        idx[d] = kn_var(c, KN_VAR_P(d), x->size[d]);
+    b->body = kn_round(c, kn_buf_load(c, x, idx), x->dt);
+    return b->body ? b : NULL;
+}
+
 static int
 lower_reduce(kn_ctx *c, int ni, int param)
 {
@@ -2015,6 +2064,8 @@ lower_reduce(kn_ctx *c, int ni, int param)
         numel *= x->size[d];
     if (numel == 0 && rop != KN_R_SUM && rop != KN_R_PROD && rop != KN_R_ANY && rop != KN_R_ALL)
         return 0;
+    if ((rop == KN_R_ARGMAX || rop == KN_R_ARGMIN) && (x = settled_buf(c, x)) == NULL)
+        return -1;
     kn_buf *b = reduction(c, x, dims, keepdim, rop, m->dt, acc_dtype(rop, x->dt, m->dt), NULL);
     if (b == NULL)
         return PyErr_Occurred() ? -1 : 0;
@@ -2043,14 +2094,19 @@ lower_reduce_pair(kn_ctx *c, int ni, int param)
     kn_buf *v = reduction(c, x, arg(c, ni, 1), keepdim, (kn_rop)param, m0->dt, acc_dtype((kn_rop)param, x->dt, m0->dt), NULL);
     if (v == NULL)
         return PyErr_Occurred() ? -1 : 0;
+    if ((x = settled_buf(c, x)) == NULL)
+        return -1;
     kn_buf *ix = reduction(c, x, arg(c, ni, 1), keepdim, arg_rop, m1->dt, kn_dtype_compute(x->dt), NULL);
     if (ix == NULL)
         return PyErr_Occurred() ? -1 : 0;
     return set_results2(c, ni, v, ix);
 }
 
+/* sum / divisor (a division, as ATen's mean and variance: a product with
+   a rounded 1/n differs in the last bit), a lazy buffer indexed like `sum`;
+   computed in float64 when the sum is. */
 static kn_buf *
-lazy_scale(kn_ctx *c, kn_buf *sum, double scale, kn_dtype out_dt)
+lazy_div(kn_ctx *c, kn_buf *sum, double divisor, kn_dtype out_dt)
 {
     kn_buf *b = kn_buf_new(c, KN_B_LAZY, out_dt, sum->ndim, sum->size);
     if (b == NULL)
@@ -2058,9 +2114,9 @@ lazy_scale(kn_ctx *c, kn_buf *sum, double scale, kn_dtype out_dt)
     kn_expr *idx[KN_MAXDIM];
     for (int d = 0; d < sum->ndim; d++)
         idx[d] = kn_var(c, KN_VAR_P(d), sum->size[d]);
-    kn_dtype cd = kn_dtype_compute(out_dt);
+    kn_dtype cd = sum->dt == KN_F64 ? KN_F64 : kn_dtype_compute(out_dt);
     kn_expr *v = kn_cast(c, kn_buf_load(c, sum, idx), cd);
-    b->body = kn_cast(c, kn_op2(c, KN_S_MUL, cd, v, kn_const_f(c, cd, scale)), out_dt);
+    b->body = kn_cast(c, kn_op2(c, KN_S_DIV, cd, v, kn_const_f(c, cd, divisor)), out_dt);
     return b->body ? b : NULL;
 }
 
@@ -2084,8 +2140,7 @@ lower_mean(kn_ctx *c, int ni, int param)
         on *= s->size[d];
     for (int d = 0; d < x->ndim; d++)
         xn *= x->size[d];
-    double count = on ? (double)xn / (double)on : 0.0;
-    kn_buf *b = lazy_scale(c, s, count > 0 ? 1.0 / count : NAN, m->dt);
+    kn_buf *b = lazy_div(c, s, on ? (double)xn / (double)on : 0.0, m->dt);
     if (b == NULL)
         return -1;
     s->uses = 1;
@@ -2094,7 +2149,11 @@ lower_mean(kn_ctx *c, int ni, int param)
 
 /* var.correction(x, dims, correction, keepdim) and var_mean.correction:
    two passes over the row inside one kernel: the mean, then the sum of
-   squared deviations from it. */
+   squared deviations from it.  For float32 (and float16/bfloat16) the mean
+   is summed in float64, as ATen's Welford kernel accumulates: n copies of
+   one float32 add up exactly there, so a constant row has mean exactly x
+   and variance exactly 0, as in eager (from a float32 sum / n the
+   deviations of a constant row are not 0). */
 static int
 lower_var_mean(kn_ctx *c, int ni, int param)
 {
@@ -2105,9 +2164,9 @@ lower_var_mean(kn_ctx *c, int ni, int param)
     kn_arg *dims = arg(c, ni, 1), *corr = arg(c, ni, 2), *kd = arg(c, ni, 3);
     int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
     double correction = corr->kind == KN_A_INT ? (double)corr->i : corr->kind == KN_A_FLOAT ? corr->f : 1.0;
-    kn_dtype cd = kn_dtype_compute(m->dt);
+    kn_dtype cd = kn_dtype_compute(m->dt), sd = cd == KN_F32 ? KN_F64 : cd;
     /* mean with keepdim=1 so it indexes like the output of the second pass */
-    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, NULL);
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL);
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
     int64_t on = 1, xn = 1;
@@ -2116,15 +2175,16 @@ lower_var_mean(kn_ctx *c, int ni, int param)
     for (int d = 0; d < x->ndim; d++)
         xn *= x->size[d];
     double n = on ? (double)xn / (double)on : 0.0;
-    kn_buf *mean = lazy_scale(c, s, n > 0 ? 1.0 / n : NAN, cd);
+    kn_buf *mean = lazy_div(c, s, n, cd);
     if (mean == NULL)
         return -1;
     mean->uses = 2;
     kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, mean);
     if (ss == NULL)
         return PyErr_Occurred() ? -1 : 0;
+    /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
     double denom = n - correction;
-    kn_buf *var = lazy_scale(c, ss, denom > 0 ? 1.0 / denom : (denom == 0 ? INFINITY : NAN), m->dt);
+    kn_buf *var = lazy_div(c, ss, denom > 0 ? denom : 0.0, m->dt);
     if (var == NULL)
         return -1;
     if (param == 0)
@@ -2132,7 +2192,7 @@ lower_var_mean(kn_ctx *c, int ni, int param)
     const kn_meta *m1 = out_meta(c, ni, 1);
     if (m1 == NULL)
         return 0;
-    kn_buf *mean_out = lazy_scale(c, s, n > 0 ? 1.0 / n : NAN, m1->dt);
+    kn_buf *mean_out = lazy_div(c, s, n, m1->dt);
     if (mean_out == NULL)
         return -1;
     return set_results2(c, ni, var, mean_out);

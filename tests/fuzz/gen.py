@@ -148,7 +148,7 @@ BINARY = ["{x} + {y}", "{x} - {y}", "{x} * {y}", "{x} / {y}", "torch.maximum({x}
           "torch.where({x} > 0, {x}, {y})", "torch.where({x} > {y}, {y}, 0.5)", "torch.lerp({x}, {y}, 0.3)",
           "torch.addcmul({x}, {x}, {y}, value=0.5)", "{x} & {y}", "{x} | {y}", "{x} ^ {y}",
           "torch.logical_and({x}, {y})", "torch.logical_or({x}, {y})", "torch.hypot({x}, {y})",
-          "torch.copysign({x}, {y})", "torch.eq({x}, {y}).sum()"]
+          "torch.copysign({x}, torch.nan_to_num(torch.as_tensor({y})))", "torch.eq({x}, {y}).sum()"]
 REDUCE = ["{x}.sum({d}{k})", "{x}.mean({d}{k})", "{x}.amax({d}{k})", "{x}.amin({d}{k})", "{x}.argmax({d}{k})",
           "{x}.argmin({d}{k})", "{x}.var({d}{k})", "{x}.std({d}{k})", "{x}.var({d}, correction=0{k})",
           "{x}.prod({d}{k})", "{x}.any({d}{k})", "{x}.all({d}{k})", "torch.logsumexp({x}, {d}{k})",
