@@ -56,6 +56,13 @@ VIEWS_OF_EXPANDED = [
     ("select", lambda a: a[-1]),
     ("two-views", lambda a: (a.unsqueeze(0), a.t())),
     ("view-and-value", lambda a: (a[0], a.sin())),
+    # multi-output views: AOT autograd returns them as fresh tensors (no
+    # view to keep), the capture rebuilt them with as_strided
+    ("split", lambda a: a.split(2, 1)[0]),
+    ("split-of-split", lambda a: a.split(2, 0)[0].split(1, 0)[-1]),
+    ("unbind", lambda a: a.unbind(0)[1]),
+    ("chunk", lambda a: (a.chunk(2, 0)[1], a.chunk(2, 1)[0])),
+    ("split-and-view", lambda a: (a.split(1, 0)[1], a.t(), a * 2)),
 ]
 
 
