@@ -98,6 +98,35 @@ def test_unused_index_check_takes_no_part_in_backward(fn, mode):
     _check(fn, lambda: [torch.randn(4, 3, 2, dtype=torch.float64).requires_grad_(), torch.tensor([0, 1, -1])], mode)
 
 
+def _unused_index_of_input(a, b, i):
+    a[:, i]               # a copy of `a` (a tensor index), kept only for its bounds check
+    return b * 2
+
+
+def _unused_index_of_input_view(a, b, i):
+    a.t()[i]
+    return b * 2, a[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [_unused_index_of_input, _unused_index_of_input_view])
+def test_input_read_only_by_unused_index_check_gets_no_grad(fn, mode):
+    """A dead index op on an input that requires grad, kept as an extra
+    output for its bounds check, was not detached (taken for a view of the
+    input, `a[:, i]` a getitem): the input got a zero grad where eager's is
+    None (fuzzer tensor:930685)."""
+    def make():
+        return [torch.randn(4, 1).t().detach().requires_grad_(), torch.randn(3, requires_grad=True),
+                torch.tensor([0, -2, 3])]
+
+    for f in (fn, _compiled(fn, mode)):
+        a, b, i = make()
+        out = f(a, b, i)
+        out = out if isinstance(out, tuple) else (out,)
+        grads = torch.autograd.grad(out[0].sum(), (a, b), allow_unused=True)
+        assert grads[0] is None and torch.equal(grads[1], torch.full((3,), 2.0))
+
+
 def _as_strided_overlapping(a):
     return F.hardtanh(a).as_strided((2, 2), (1, 1))
 
