@@ -184,3 +184,21 @@ def test_backward_eager_rejects_raises_at_backward(mode):
         out = f(torch.randn(3, requires_grad=True), m)
         with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
             out.sum().backward()
+
+
+def _saves_its_output(a):
+    return a.cumprod(0) * 1, a.cumprod(0).exp()   # exp's (and cumprod's) backward reads its output
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_output_saved_for_backward_then_written_raises_at_backward(mode):
+    """AOT autograd saves detach(out) for out's backward; kiln returned it
+    as a tensor of its own over out's memory (its own version counter), so
+    a write into out after the call went unnoticed and backward read the
+    written values: a wrong gradient where eager raises (fuzzer
+    tensor:962025, across a graph break)."""
+    for f in (_saves_its_output, _compiled(_saves_its_output, mode)):
+        _, out = f(torch.randn(4, 3, requires_grad=True))
+        out.unsqueeze(0).div_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
