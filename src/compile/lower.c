@@ -11,7 +11,8 @@
  * that calls the ATen op through Python.  Graph outputs are what eager
  * returns: an output that views an input or another output is an ALIAS (a
  * view of the input, or of one stored base) with the traced sizes, strides
- * and storage offset (lower_outputs).
+ * and storage offset (lower_outputs); one that is its base's exact view
+ * (detach, alias) is the base's own buffer, returned as the same tensor.
  */
 #include "../kiln.h"
 #include <math.h>
