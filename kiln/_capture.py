@@ -88,10 +88,30 @@ def regen_view(anchor, out, info):
         # the input): keep its backward; as_strided's would be wrong for an
         # anchor that overlaps itself (an expanded input: its grad averaged)
         return out
+    if grad and anchor.requires_grad and out.grad_fn is not None and torch._debug_has_internal_overlap(anchor) != 0:
+        # an anchor that overlaps itself (an expanded input): as_strided's
+        # backward averages the gradients of the elements sharing an address
+        # where eager's view ops (split/unbind, whose outputs AOT autograd
+        # returns as fresh tensors) send each to its own element.  The view
+        # shares the anchor's memory; its gradient is the backend's.
+        with torch.enable_grad():
+            return _ViewWithGrad.apply(out, anchor.detach().as_strided(size, stride, off))
     if grad == torch.is_grad_enabled():
         return anchor.as_strided(size, stride, off)
     with torch.set_grad_enabled(grad):
         return anchor.as_strided(size, stride, off)
+
+
+class _ViewWithGrad(torch.autograd.Function):
+    """view (memory, values) with the gradient of src (the same values)."""
+
+    @staticmethod
+    def forward(ctx, src, view):
+        return view
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
 
 
 def fill_object(obj, d):

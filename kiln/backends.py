@@ -1359,6 +1359,18 @@ def _overwritten_checks(gm):
     return found
 
 
+def _views_input(n, v):
+    """Is node n's value v a view of an input?  Its ops lead back to a
+    placeholder through view methods, and (where the placeholder's example
+    value is known) it shares that value's storage: `a[:, i]` with a tensor
+    index is a getitem that copies."""
+    root = _root(n)
+    if root.op != "placeholder":
+        return False
+    rv = root.meta.get("example_value", root.meta.get("val"))
+    return not isinstance(rv, torch.Tensor) or _storage(rv) == _storage(v)
+
+
 def _keep_index_checks(gm):
     """A copy of gm that also returns its dead index-checking results (so
     their bounds checks run), and how many outputs were added.  Those that
@@ -1377,7 +1389,7 @@ def _keep_index_checks(gm):
     extra = [_snapshot(graph, env[n]) for n in overwritten]
     for n in dead:
         v = n.meta.get("example_value", n.meta.get("val"))
-        if isinstance(v, torch.Tensor) and v.requires_grad and _root(n).op != "placeholder":
+        if isinstance(v, torch.Tensor) and v.requires_grad and not _views_input(n, v):
             with graph.inserting_before(out):
                 extra.append(graph.call_method("detach", (env[n],)))
         else:   # (a detached input would be an alias of it, for AOT autograd to replay)

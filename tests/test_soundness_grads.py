@@ -56,6 +56,13 @@ VIEWS_OF_EXPANDED = [
     ("select", lambda a: a[-1]),
     ("two-views", lambda a: (a.unsqueeze(0), a.t())),
     ("view-and-value", lambda a: (a[0], a.sin())),
+    # multi-output views: AOT autograd returns them as fresh tensors (no
+    # view to keep), the capture rebuilt them with as_strided
+    ("split", lambda a: a.split(2, 1)[0]),
+    ("split-of-split", lambda a: a.split(2, 0)[0].split(1, 0)[-1]),
+    ("unbind", lambda a: a.unbind(0)[1]),
+    ("chunk", lambda a: (a.chunk(2, 0)[1], a.chunk(2, 1)[0])),
+    ("split-and-view", lambda a: (a.split(1, 0)[1], a.t(), a * 2)),
 ]
 
 
@@ -89,6 +96,35 @@ def test_unused_index_check_takes_no_part_in_backward(fn, mode):
     checks run) required grad: AOT autograd ran their backward with zero
     gradients, and 0 * NaN made the input's grad NaN."""
     _check(fn, lambda: [torch.randn(4, 3, 2, dtype=torch.float64).requires_grad_(), torch.tensor([0, 1, -1])], mode)
+
+
+def _unused_index_of_input(a, b, i):
+    a[:, i]               # a copy of `a` (a tensor index), kept only for its bounds check
+    return b * 2
+
+
+def _unused_index_of_input_view(a, b, i):
+    a.t()[i]
+    return b * 2, a[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [_unused_index_of_input, _unused_index_of_input_view])
+def test_input_read_only_by_unused_index_check_gets_no_grad(fn, mode):
+    """A dead index op on an input that requires grad, kept as an extra
+    output for its bounds check, was not detached (taken for a view of the
+    input, `a[:, i]` a getitem): the input got a zero grad where eager's is
+    None (fuzzer tensor:930685)."""
+    def make():
+        return [torch.randn(4, 1).t().detach().requires_grad_(), torch.randn(3, requires_grad=True),
+                torch.tensor([0, -2, 3])]
+
+    for f in (fn, _compiled(fn, mode)):
+        a, b, i = make()
+        out = f(a, b, i)
+        out = out if isinstance(out, tuple) else (out,)
+        grads = torch.autograd.grad(out[0].sum(), (a, b), allow_unused=True)
+        assert grads[0] is None and torch.equal(grads[1], torch.full((3,), 2.0))
 
 
 def _as_strided_overlapping(a):
@@ -147,4 +183,22 @@ def test_backward_eager_rejects_raises_at_backward(mode):
     for f in (fn, _compiled(fn, mode)):
         out = f(torch.randn(3, requires_grad=True), m)
         with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
+            out.sum().backward()
+
+
+def _saves_its_output(a):
+    return a.cumprod(0) * 1, a.cumprod(0).exp()   # exp's (and cumprod's) backward reads its output
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_output_saved_for_backward_then_written_raises_at_backward(mode):
+    """AOT autograd saves detach(out) for out's backward; kiln returned it
+    as a tensor of its own over out's memory (its own version counter), so
+    a write into out after the call went unnoticed and backward read the
+    written values: a wrong gradient where eager raises (fuzzer
+    tensor:962025, across a graph break)."""
+    for f in (_saves_its_output, _compiled(_saves_its_output, mode)):
+        _, out = f(torch.randn(4, 3, requires_grad=True))
+        out.unsqueeze(0).div_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             out.sum().backward()

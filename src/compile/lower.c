@@ -11,7 +11,8 @@
  * that calls the ATen op through Python.  Graph outputs are what eager
  * returns: an output that views an input or another output is an ALIAS (a
  * view of the input, or of one stored base) with the traced sizes, strides
- * and storage offset (lower_outputs).
+ * and storage offset (lower_outputs); one that is its base's exact view
+ * (detach, alias) is the base's own buffer, returned as the same tensor.
  */
 #include "../kiln.h"
 #include <math.h>
@@ -2728,6 +2729,19 @@ store_output_base(kn_ctx *c, int r)
     return 0;
 }
 
+/* Do metas a and b give the same view of one storage (dtype, sizes,
+   strides, offset)? */
+static int
+same_view(const kn_meta *a, const kn_meta *b)
+{
+    if (a->dt != b->dt || a->ndim != b->ndim || a->offset != b->offset)
+        return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->size[d] != b->size[d] || a->stride[d] != b->stride[d])
+            return 0;
+    return 1;
+}
+
 static int
 lower_outputs(kn_ctx *c, const char *bases)
 {
@@ -2748,6 +2762,15 @@ lower_outputs(kn_ctx *c, const char *bases)
                 PyErr_Format(PyExc_RuntimeError, "kiln: internal error: output %d views node %d (%s), which is not "
                              "stored", k, r, node(c, r)->target);
                 return -1;
+            }
+            if (same_view(m, bm)) {
+                /* detach/alias (AOT autograd saves detach(out) for backward):
+                   the base's own tensor, so that they share the version
+                   counter as in eager (a write into the output after the
+                   call makes backward raise, not read the written values) */
+                c->node_bufs[ni] = c->node_bufs[r];
+                base->is_output = 1;
+                continue;
             }
             kn_buf *v = kn_buf_new(c, KN_B_ALIAS, m->dt, m->ndim, m->size);
             if (v == NULL)
