@@ -355,14 +355,27 @@ _INTROSPECTION = {"locals", "vars", "dir", "eval", "exec", "breakpoint", "_getfr
                   "settrace", "setprofile", "stack", "getframeinfo", "inspect", "pdb", "super"}
 
 
+def _introspects(ins):
+    """Does the code name one of _INTROSPECTION?  An attribute of the global
+    `torch` does not count (`torch.stack` is not `inspect.stack`)."""
+    prev = None
+    for x in ins:
+        if x.opcode in dis.hasname and x.argval in _INTROSPECTION and not (
+                x.opname in ("LOAD_ATTR", "LOAD_METHOD") and prev is not None
+                and prev.opname == "LOAD_GLOBAL" and prev.argval == "torch"):
+            return True
+        prev = x
+    return False
+
+
 @functools.lru_cache(maxsize=256)
 def _live_in(code):
     """Per instruction (code units) the plain locals (localsplus indices) that
     may be read before being stored again, from there on; None when the code
     could see its locals some other way (then every local counts as live)."""
-    if _INTROSPECTION & set(code.co_names):
-        return None
     ins = list(dis.get_instructions(code))
+    if _introspects(ins):
+        return None
     at = {x.offset: k for k, x in enumerate(ins)}
     succ = [[] for _ in ins]
     for k, x in enumerate(ins):

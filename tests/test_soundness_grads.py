@@ -202,3 +202,28 @@ def test_output_saved_for_backward_then_written_raises_at_backward(mode):
         out.unsqueeze(0).div_(2)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             out.sum().backward()
+
+
+_LIN = torch.nn.Linear(4, 4)
+
+
+def _dead_local_before_break_with_torch_stack(x):
+    t0 = x + 1
+    with torch.no_grad():
+        t2 = t0 * 2
+    t4 = _LIN(t2)
+    t5 = torch.stack([r.sum() for r in t4.unbind(0)]) + t4
+    print("break")        # t0 (requires grad) is dead here
+    return t5 * 1.0
+
+
+def test_torch_stack_is_no_frame_introspection(capsys):
+    """`torch.stack` in the code was taken for `inspect.stack` (frame
+    introspection): every local counted as live at the graph break, so the
+    dead `t0` became a graph output that requires grad, and x, reached only
+    through it, got a zero grad where eager's is None (fuzzer capture:945291)."""
+    fn = _dead_local_before_break_with_torch_stack
+    for f in (fn, kiln.compile(fn)):
+        x = torch.randn(4, 4, requires_grad=True)
+        out = f(x)
+        assert torch.autograd.grad(out.sum(), [x], allow_unused=True) == (None,)
