@@ -837,7 +837,16 @@ _INPLACE_OPERATORS = {getattr(_operator, k) for k in ("iadd", "isub", "imul", "i
 _VIEW_METHODS = {"unfold", "view", "reshape", "transpose", "t", "permute", "select", "narrow", "expand",
                  "expand_as", "view_as", "squeeze", "unsqueeze", "flatten", "unflatten", "diagonal", "as_strided",
                  "movedim", "swapaxes", "swapdims", "unbind", "split", "chunk", "tensor_split", "real", "imag",
-                 "__getitem__", "getitem", "contiguous", "detach", "alias"}
+                 "__getitem__", "getitem", "contiguous", "detach", "alias", "broadcast_to", "view_as_real",
+                 "view_as_complex", "adjoint", "ravel", "moveaxis"}
+_VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+
+
+def _views_arg(n):
+    """Does captured node n return a view of its first argument (a view
+    method, or a view attribute such as x.mT)?"""
+    name = _target_name(n)
+    return name in _VIEW_METHODS or (n.target is getattr and len(n.args) == 2 and n.args[1] in _VIEW_ATTRS)
 
 
 def _target_name(n):
@@ -880,6 +889,17 @@ def _bool_expand(n):
     return _target_name(n) in ("expand", "expand_as") and isinstance(v, torch.Tensor) and v.dtype == torch.bool
 
 
+def _empty_dtype_view(n):
+    """view(dtype) to another element size giving no elements: functionalization
+    writes through it with view(dtype) of a fresh contiguous tensor, whose
+    strides (a size-0 last dim counts as 1) ATen then refuses."""
+    v = n.meta.get("example_value")
+    dt = n.args[1] if len(n.args) == 2 else n.kwargs.get("dtype")
+    src = n.args[0].meta.get("example_value") if n.args and isinstance(n.args[0], torch.fx.Node) else None
+    return _target_name(n) == "view" and isinstance(dt, torch.dtype) and isinstance(v, torch.Tensor) and \
+        isinstance(src, torch.Tensor) and v.numel() == 0 and v.element_size() != src.element_size()
+
+
 def _writes_through(gm, makes_view):
     """Does the graph write in place through a view (or a view of a view)
     of a node for which makes_view is true?"""
@@ -890,7 +910,7 @@ def _writes_through(gm, makes_view):
         name = _target_name(n)
         first = n.args[0] if n.args else None
         from_view = isinstance(first, torch.fx.Node) and first in tainted
-        if makes_view(n) or (from_view and name in _VIEW_METHODS):
+        if makes_view(n) or (from_view and _views_arg(n)):
             tainted.add(n)
         elif any(w in tainted for w in _written_by(n)):   # (`t[i] = v` too)
             return True
@@ -906,8 +926,7 @@ _OVERLAP_CHECKED = {"scatter_", "scatter_add_", "scatter_reduce_", "index_put_",
 
 
 def _root(n):
-    while isinstance(n, torch.fx.Node) and n.op in ("call_method", "call_function") and n.args and \
-            _target_name(n) in _VIEW_METHODS:
+    while isinstance(n, torch.fx.Node) and n.op in ("call_method", "call_function") and n.args and _views_arg(n):
         n = n.args[0]
     return n
 
@@ -1097,7 +1116,7 @@ def _metadata_change_of_a_viewed_grad_tensor(gm):
         if n.op not in ("call_method", "call_function") or not n.args:
             continue
         name = _target_name(n)
-        if name in _VIEW_METHODS or (n.target is getattr and n.args[1:2] in (("T",), ("mT",), ("H",), ("mH",))):
+        if _views_arg(n):
             r = _root(n.args[0])
             views[r] = views.get(r, 0) + 1
         elif name in _METADATA_INPLACE and isinstance(n.args[0], torch.fx.Node):
@@ -1198,6 +1217,8 @@ _RUN_AS_CAPTURED = (
      "an in-place write through an unfold view (AOT autograd would replay it wrongly)"),
     (lambda gm, ex: _writes_through(gm, _bool_expand),
      "an in-place write through an expand view of a bool tensor (AOT autograd's replay subtracts bools)"),
+    (lambda gm, ex: _writes_through(gm, _empty_dtype_view),
+     "an in-place write through an empty view(dtype) to another element size (functionalization raises)"),
     (lambda gm, ex: _writes_overlapping_args(gm),
      "an in-place op whose output overlaps another argument (eager checks and raises)"),
 )

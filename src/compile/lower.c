@@ -173,10 +173,17 @@ kn_realize(kn_ctx *c, kn_buf *b)
     return kn_add_step(c, &st);
 }
 
+/* (A value with no elements takes torch's strides whatever they are: they
+   address nothing, and ATen's view(dtype) checks them.) */
 static void
 set_layout_from_meta(kn_buf *b, const kn_meta *m)
 {
-    if (m && m->valid && m->ndim == b->ndim && dense_layout(m->ndim, m->size, m->stride))
+    if (m == NULL || !m->valid || m->ndim != b->ndim)
+        return;
+    int64_t numel = 1;
+    for (int d = 0; d < m->ndim; d++)
+        numel *= m->size[d];
+    if (numel == 0 || dense_layout(m->ndim, m->size, m->stride))
         memcpy(b->stride, m->stride, sizeof(int64_t) * (size_t)m->ndim);
 }
 
@@ -309,9 +316,28 @@ keep_checks(kn_ctx *c, kn_expr *r, kn_expr *const *idx, int ndim)
     return r;
 }
 
+/* A read of a buffer with no elements: it runs only where an index check
+   fails (the index clamps to -1) or under a where() that discards it (pad),
+   and the buffer's data pointer may be NULL, so it touches no memory.  Its
+   value, any(idx < 0) for the checked indices, keeps their checks. */
+static kn_expr *
+empty_read(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
+{
+    kn_expr *any = kn_const_i(c, KN_BOOL, 0);
+    for (int d = 0; any && d < b->ndim; d++) {
+        int budget = 256;
+        if (has_check(idx[d], &budget))
+            any = kn_op2(c, KN_S_LOR, KN_BOOL, any, kn_op2(c, KN_S_LT, KN_BOOL, idx[d], kn_iconst(c, 0)));
+    }
+    return kn_cast(c, any, kn_dtype_compute(b->dt));
+}
+
 kn_expr *
 kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
 {
+    for (int d = 0; d < b->ndim; d++)
+        if (b->size[d] == 0)
+            return empty_read(c, b, idx);
     if (b->kind == KN_B_LAZY && worth_storing(c, b)) {
         if (kn_realize(c, b) < 0)
             return NULL;
@@ -2280,9 +2306,14 @@ try_alias(kn_ctx *c, kn_buf *b)
        clone(memory_format=contiguous) feeding an op that needs contiguous
        input must not collapse into a strided view of its source. */
     if (b->has_meta)
-        for (int d = 0; d < b->ndim; d++)
+        for (int d = 0; d < b->ndim; d++) {
             if (b->size[d] > 1 && st[d] != b->meta_stride[d])
                 return 0;
+            /* a size-1 dim's stride addresses nothing: torch's, which ATen's
+               view(dtype) checks (stride(-1) == 1) */
+            if (b->size[d] <= 1)
+                st[d] = b->meta_stride[d];
+        }
     b->kind = KN_B_ALIAS;
     b->base = base->id;
     b->offset = off;
