@@ -418,7 +418,8 @@ def compare(eager, comp):
 
 # Kinds that do not fail a program: "rounding" (see TOL), and "upstream": a
 # failure of the torch.compile entry that TorchDynamo gives with no compiler
-# behind it (backend="eager", which hands Dynamo's graph back to eager), so
+# behind it (backend="eager", which hands Dynamo's graph back to eager, or
+# "aot_eager", which adds AOT autograd run by ATen's kernels), so
 # that kiln, as a backend, never sees the difference (see `attribute`).
 NOT_FAILING = ("rounding", "upstream")
 
@@ -453,22 +454,26 @@ def regrouped(src, eager, comp, mm):
 
 
 def attribute(src, eager, mm):
-    """A failing torch-entry run whose first failure TorchDynamo with the
-    eager backend repeats (same kind at the same call, and the same values
-    for value kinds) is marked "upstream": kiln's code never ran in the
-    difference.  Anything else stays kiln's."""
+    """A failing torch-entry run whose first failure torch.compile's own
+    front end repeats with no compiler behind it -- TorchDynamo with the
+    eager backend, or TorchDynamo and AOT autograd run by ATen ("aot_eager":
+    Dynamo can hand a backend a graph that lost a write) -- (same kind at the
+    same call, and the same values for value kinds) is marked "upstream":
+    kiln's code never ran in the difference.  Anything else stays kiln's."""
     first = failures(mm)[0]
-    try:
-        ref = failures(compare(eager, execute(src, "dynamo")))
-    except Exception:
-        return mm
-    if not ref or (ref[0].kind, ref[0].call) != (first.kind, first.call):
-        return mm
-    if first.kind in _BY_VALUE and ref[0].detail != first.detail:
-        return mm
-    return [m if m.kind in NOT_FAILING else
-            Mismatch("upstream", m.call, "TorchDynamo (backend='eager') fails alike: %s: %s" % (m.kind, m.detail))
-            for m in mm]
+    for ref_entry, who in (("dynamo", "TorchDynamo (backend='eager')"), ("aot", "backend='aot_eager'")):
+        try:
+            ref = failures(compare(eager, execute(src, ref_entry)))
+        except Exception:
+            continue
+        if not ref or (ref[0].kind, ref[0].call) != (first.kind, first.call):
+            continue
+        if first.kind in _BY_VALUE and ref[0].detail != first.detail:
+            continue
+        return [m if m.kind in NOT_FAILING else
+                Mismatch("upstream", m.call, "%s fails alike: %s: %s" % (who, m.kind, m.detail))
+                for m in mm]
+    return mm
 
 
 def outcome(eager, mismatches):
