@@ -227,3 +227,41 @@ def test_torch_stack_is_no_frame_introspection(capsys):
         x = torch.randn(4, 4, requires_grad=True)
         out = f(x)
         assert torch.autograd.grad(out.sum(), [x], allow_unused=True) == (None,)
+
+
+LIBM_FNS = [
+    ("log", lambda a: a.abs().log()),
+    ("exp", lambda a: a.exp()),
+    ("tanh", lambda a: (a * 0.3).tanh()),
+    ("erf", lambda a: torch.special.erf(a * 0.3)),
+    ("sin", lambda a: (a * 3).sin()),
+    ("sigmoid", lambda a: a.sigmoid()),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name,op", LIBM_FNS, ids=[v[0] for v in LIBM_FNS])
+def test_libm_value_stored_and_reduced_is_one_value(name, op, dtype, mode):
+    """A value kiln both stores (saved for backward) and recomputes inline in
+    another kernel must be the same bits in both: the stored v = log(a) came
+    from a vectorised loop (glibc's libmvec), amin's kernel recomputed it with
+    the scalar libm, an ulp apart, so amin's backward found no element equal
+    to the minimum (0/0: NaN gradients, fuzzer seed tensor:950097)."""
+    kiln.reset()   # one code object for every op: a fresh cache each case
+
+    def fn(a):
+        v = op(a)
+        return v, v.amin(-1), v.amax(-1)
+
+    def make():
+        return [torch.randn(257, 1, dtype=dtype).add(0.5).requires_grad_()]
+
+    def make_rows():
+        return [torch.randn(129, 3, dtype=dtype).add(0.5).requires_grad_()]
+
+    for mk in (make, make_rows):
+        want, got = _check(fn, mk, mode)
+        v, lo, hi = got[0][1]
+        assert (v == lo.detach().unsqueeze(-1)).any(-1).all()
+        assert (v == hi.detach().unsqueeze(-1)).any(-1).all()

@@ -332,6 +332,24 @@ empty_read(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
     return kn_cast(c, any, kn_dtype_compute(b->dt));
 }
 
+static int expensive(kn_expr *e);
+static int store_view_root(kn_ctx *c, kn_buf *b);
+
+/* A lazy value that calls libm (exp, log, tanh, erf, ...) and is read by
+   several consumers is stored once, so every consumer reads the same bits.
+   On the CPU a vectorised loop calls libmvec's vector functions and its
+   scalar tail, or a scalar reduction loop elsewhere, calls the scalar ones;
+   the two may round differently (by an ulp), so a value recomputed in two
+   kernels could differ from itself (amin's backward compares amin(log(a))
+   with the stored log(a): NaN gradients).  Exact IEEE ops are the same
+   everywhere and stay inlined; CUDA's math functions are the same in every
+   kernel, so the CUDA target keeps recomputing. */
+static int
+shared_libm(kn_ctx *c, kn_buf *b)
+{
+    return !c->cuda && b->uses > 1 && expensive(b->body);
+}
+
 kn_expr *
 kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
 {
@@ -340,6 +358,10 @@ kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx)
             return empty_read(c, b, idx);
     if (b->kind == KN_B_LAZY && worth_storing(c, b)) {
         if (kn_realize(c, b) < 0)
+            return NULL;
+    }
+    if (b->kind == KN_B_LAZY && shared_libm(c, b)) {
+        if ((b->view_src >= 0 ? store_view_root(c, b) : kn_realize(c, b)) < 0)
             return NULL;
     }
     if (b->kind == KN_B_LAZY) {
@@ -497,8 +519,6 @@ expensive(kn_expr *e)
     int budget = 256;
     return e && expensive_rec(e, ++expensive_stamp, &budget);
 }
-
-static int store_view_root(kn_ctx *c, kn_buf *b);
 
 /* A lazy value with transcendental work that a consumer broadcasts (rotary
    embeddings' cos/sin, read once per head and batch) is computed once and

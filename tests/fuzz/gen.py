@@ -132,7 +132,8 @@ UNARY_F = ["torch.sin({x})", "torch.cos({x})", "torch.exp({x})", "torch.log({x})
            "torch.trunc({x})", "torch.sign({x})", "torch.reciprocal({x})", "torch.erf({x})", "torch.log1p({x})",
            "torch.expm1({x})", "torch.nan_to_num({x})", "torch.frac({x})", "torch.square({x})",
            "torch.isnan({x})", "torch.isinf({x})", "torch.isfinite({x})", "F.softplus({x})",
-           "F.leaky_relu({x}, 0.1)", "F.hardtanh({x})", "F.elu({x})", "{x}.clamp(-0.5, 0.5)",
+           "F.leaky_relu({x}, 0.1)", "F.hardtanh(torch.nan_to_num({x}, posinf=float('inf'), neginf=-float('inf')))",
+           "F.elu(torch.nan_to_num({x}, posinf=float('inf'), neginf=-float('inf')))", "{x}.clamp(-0.5, 0.5)",
            "{x}.clamp(min=0.1)", "{x} ** 2", "{x} ** 0.5", "2.0 ** {x}", "torch.pow({x}, 3)", "{x} * 2.5 + 1",
            "1.0 / {x}", "{x} / 0.0", "torch.atan({x})", "torch.logit({x})", "{x}.to(torch.float64)"]
 UNARY_I = ["{x} // 3", "{x} % 3", "{x} // -2", "{x} % -4", "torch.div({x}, 2, rounding_mode='floor')",
