@@ -205,15 +205,21 @@ big_reads(kn_ctx *c, kn_expr *e, int *seen, int *nseen, int depth)
     return n;
 }
 
+static int expensive(kn_expr *e);
+
 /* A lazy value read by several consumers is stored once when recomputing it
    would re-read several large tensors (a residual stream, a gathered
-   embedding) or repeat a long expression; cheap ones stay inlined. */
+   embedding) or repeat a long expression; cheap ones stay inlined.  One that
+   computes a transcendental is stored too: recomputed in a vectorised loop
+   (libmvec) and in a scalar one, its copies could round apart, and eager's
+   one value read twice (`s / s.amax()`, exactly 1 at the max) must agree
+   with itself. */
 static int
 worth_storing(kn_ctx *c, kn_buf *b)
 {
     if (b->uses <= 1 || b->body == NULL)
         return 0;
-    if (kn_expr_size(b->body, 48) >= 40)
+    if (kn_expr_size(b->body, 48) >= 40 || expensive(b->body))
         return 1;
     int seen[8], nseen = 0;
     return big_reads(c, b->body, seen, &nseen, 0) >= 2;
