@@ -905,9 +905,14 @@ _OVERLAP_CHECKED = {"scatter_", "scatter_add_", "scatter_reduce_", "index_put_",
                     "gather", "take"}
 
 
+# attributes that are views of their tensor (`x.real` is captured as getattr)
+_VIEW_ATTRS = {"real", "imag", "T", "mT", "H", "mH", "data"}
+
+
 def _root(n):
     while isinstance(n, torch.fx.Node) and n.op in ("call_method", "call_function") and n.args and \
-            _target_name(n) in _VIEW_METHODS:
+            (_target_name(n) in _VIEW_METHODS or
+             _target_name(n) == "getattr" and len(n.args) > 1 and n.args[1] in _VIEW_ATTRS):
         n = n.args[0]
     return n
 

@@ -306,3 +306,18 @@ def test_transcendental_read_by_a_reduction_and_an_elementwise_kernel_agrees_wit
     got, want = kiln.compile(f)(x), f(x)
     for g, w in zip(got, want):
         assert torch.equal(g, w)
+
+
+# ---------------------------------------------------------------- a write through an attribute view on a restart
+def test_write_through_an_attribute_view_of_a_zero_dim_float64_input_is_kept():
+    # AOT autograd restarts TorchDynamo for a 0-d float64 input, and the graph
+    # captured again loses writes into it; `a.real` (captured as getattr) was
+    # not seen as a view of the input, so the graph was not kept as captured
+    def f(a):
+        v = a.real
+        v.mul_(2)
+        return (v,)
+    torch._dynamo.reset()
+    a, b = torch.tensor(0.25, dtype=torch.float64), torch.tensor(0.25, dtype=torch.float64)
+    got, want = torch.compile(f, backend="kiln")(a)[0], f(b)[0]
+    assert torch.equal(got, want) and torch.equal(a, b)
