@@ -464,7 +464,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 14 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 16 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
@@ -839,7 +839,7 @@ _VIEW_METHODS = {"unfold", "view", "reshape", "transpose", "t", "permute", "sele
                  "movedim", "swapaxes", "swapdims", "unbind", "split", "chunk", "tensor_split", "real", "imag",
                  "__getitem__", "getitem", "contiguous", "detach", "alias", "broadcast_to", "view_as_real",
                  "view_as_complex", "adjoint", "ravel", "moveaxis"}
-_VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+_VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}   # views of their tensor, captured as getattr
 
 
 def _views_arg(n):
@@ -1308,7 +1308,8 @@ def _dead_index_checks(gm):
     no output through a read of their values (unused, used only by dead code
     or by `new_zeros`/`*_like`/`.shape`), or reach it only through views that
     show part of them (`x[:1]` checks only what it shows); and the targets
-    of `t[i] = v` with a tensor key on a tensor no output reads.  Returned as
+    of `t[i] = v` with a tensor key on a tensor no live node reads after the
+    write (`y = t @ w; t[i] = v`: the write is dead though t is live).  Returned as
     the nodes to add as outputs; an extra output that was live after all (a
     mutated input) only costs its store."""
     import operator
@@ -1337,13 +1338,19 @@ def _dead_index_checks(gm):
         idx = idx if isinstance(idx, (tuple, list)) else (idx,)
         return any(isinstance(a, torch.fx.Node) for a in idx)
 
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+
+    def read_after(tgt, n):
+        """Does a live node read tgt's values after n (graph order)?"""
+        return any(u in live and order[u] > order[n] and _reads_values(u, tgt) for u in tgt.users)
+
     dead = []
     for n in gm.graph.nodes:
         if n.op not in ("call_method", "call_function"):
             continue
         if n.target in (operator.setitem, "__setitem__"):
             tgt = n.args[0] if n.args else None
-            if isinstance(tgt, torch.fx.Node) and tgt not in live and tgt not in dead and len(n.args) > 1 \
+            if isinstance(tgt, torch.fx.Node) and not read_after(tgt, n) and tgt not in dead and len(n.args) > 1 \
                     and tensor_key(n.args[1]):
                 dead.append(tgt)
             continue

@@ -284,3 +284,20 @@ def test_output_viewing_an_input_as_another_dtype_under_symbolic_sizes():
         for g, w in zip(got, want):
             assert torch.equal(g, w)
         assert got[0].untyped_storage().data_ptr() == a.untyped_storage().data_ptr()
+
+
+# ---------------------------------------------------------------- a write after the last read of a live tensor
+def _read_then_bad_write(x, w, i):
+    t = x * 2
+    y = t @ w            # t is live, but only read before the write below
+    t[i] = 0             # dead write: its index check must still raise
+    return y
+
+
+def test_dead_indexed_write_to_a_tensor_read_only_before_it_still_raises():
+    args = (torch.randn(5), torch.randn(5), torch.tensor([[1, 2], [3, 8]]))
+    want_t, want_m, _ = _outcome(_read_then_bad_write, args)
+    assert want_t is IndexError
+    for cf in (kiln.compile(_read_then_bad_write), torch.compile(_read_then_bad_write, backend="kiln")):
+        got_t, got_m, _ = _outcome(cf, args)
+        assert (got_t, got_m) == (want_t, want_m)

@@ -291,3 +291,33 @@ def test_decision_on_a_narrow_intermediate_sees_its_rounding(expr, dt, mode):
     g = torch.Generator().manual_seed(0)
     a, b = (torch.randn(1 << 16, generator=g).to(dt) for _ in range(2))
     _exactly(ns["fn"], (a, b), mode)
+
+
+# ---------------------------------------------------------------- a transcendental read by two kernels
+@pytest.mark.parametrize("fn", [torch.sigmoid, torch.exp, torch.tanh, torch.erf])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_transcendental_read_by_a_reduction_and_an_elementwise_kernel_agrees_with_itself(fn, dtype):
+    # s / s.amax(-2) is exactly 1 in eager (one s); recomputed in a vectorised
+    # loop and in a scalar reduction loop, the two copies of s rounded apart
+    def f(x):
+        s = fn(x)
+        return torch.div(s, s.amax(-2), rounding_mode="trunc"), s.amax(-2) == s[0]
+    x = torch.randn(1, 999, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype) * 0.5
+    got, want = kiln.compile(f)(x), f(x)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+# ---------------------------------------------------------------- a write through an attribute view on a restart
+def test_write_through_an_attribute_view_of_a_zero_dim_float64_input_is_kept():
+    # AOT autograd restarts TorchDynamo for a 0-d float64 input, and the graph
+    # captured again loses writes into it; `a.real` (captured as getattr) was
+    # not seen as a view of the input, so the graph was not kept as captured
+    def f(a):
+        v = a.real
+        v.mul_(2)
+        return (v,)
+    torch._dynamo.reset()
+    a, b = torch.tensor(0.25, dtype=torch.float64), torch.tensor(0.25, dtype=torch.float64)
+    got, want = torch.compile(f, backend="kiln")(a)[0], f(b)[0]
+    assert torch.equal(got, want) and torch.equal(a, b)

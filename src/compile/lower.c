@@ -215,7 +215,8 @@ big_reads(kn_ctx *c, kn_expr *e, int *seen, int *nseen, int depth)
 
 /* A lazy value read by several consumers is stored once when recomputing it
    would re-read several large tensors (a residual stream, a gathered
-   embedding) or repeat a long expression; cheap ones stay inlined. */
+   embedding) or repeat a long expression; cheap ones stay inlined (one that
+   calls libm is stored on the CPU: shared_libm). */
 static int
 worth_storing(kn_ctx *c, kn_buf *b)
 {
