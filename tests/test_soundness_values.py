@@ -328,13 +328,15 @@ def test_write_through_an_attribute_view_of_a_zero_dim_float64_input_is_kept():
 # Python float or a 0-d float32/float64 tensor next to a bfloat16/float16
 # tensor is rounded to it (x == 0.1 holds where x is bfloat16(0.1)), except
 # the second operand of mul and the divisions, which the kernel reads as it
-# is, in float32.  kiln computed everything with the unrounded scalar.
+# is, in float32.  kiln computed everything with the unrounded scalar (and
+# pow(x, 0.1) with the unrounded exponent).
 SCALAR_OPS = {
     "add": lambda x, s: x + s, "sub": lambda x, s: x - s, "rsub": lambda x, s: s - x, "radd": lambda x, s: s + x,
     "mul": lambda x, s: x * s, "rmul": lambda x, s: s * x, "div": lambda x, s: x / s, "rdiv": lambda x, s: s / x,
     "floordiv": lambda x, s: x // s, "truncdiv": lambda x, s: torch.div(x, s, rounding_mode="trunc"),
     "eq": lambda x, s: x == s, "ne": lambda x, s: x.ne(s), "lt": lambda x, s: x < s, "ge": lambda x, s: x >= s,
     "fmod": torch.fmod, "remainder": torch.remainder, "atan2": lambda x, s: torch.atan2(x, s + 0 * x[:1]),
+    "pow": lambda x, s: torch.pow(x, s), "hypot": lambda x, s: torch.hypot(x, s + 0 * x[:1]),
     "fused": lambda x, s: ((x + 1) == s + 1, torch.where(x == s, 1, 0), torch.floor((x - s) * 4)),
 }
 # Python's 0.1 / x is Tensor.__rtruediv__: x.reciprocal() * 0.1, whose

@@ -826,7 +826,25 @@ lower_div_mode(kn_ctx *c, int ni, int param)
     return 0;
 }
 
-/* pow(x, scalar): small exponents become multiplies. */
+/* v's value in the narrow float dtype nd (F16/BF16): through float, then to
+   nd's significand bits, ties to even, with nd's subnormals and overflow. */
+static double
+narrow_value(double v, kn_dtype nd)
+{
+    float f = (float)v;
+    if (!isfinite(f) || f == 0.0f)
+        return f;
+    int bits = nd == KN_F16 ? 11 : 8, emin = nd == KN_F16 ? -13 : -125, e;
+    double max = nd == KN_F16 ? 65504.0 : 0x1.fep127;
+    (void)frexp(f, &e);
+    if (e < emin)
+        e = emin;
+    double r = ldexp(nearbyint(ldexp((double)f, bits - e)), e - bits);
+    return fabs(r) > max ? copysign(INFINITY, r) : r;
+}
+
+/* pow(x, scalar): small exponents become multiplies.  Eager takes the
+   exponent in x's dtype (float16/bfloat16: rounded, also on CUDA). */
 static int
 lower_pow_scalar(kn_ctx *c, int ni, int param)
 {
@@ -837,6 +855,8 @@ lower_pow_scalar(kn_ctx *c, int ni, int param)
         return 0;
     if ((e->kind == KN_A_INT || e->kind == KN_A_FLOAT) && kn_dtype_is_float(m->dt)) {
         double v = e->kind == KN_A_INT ? (double)e->i : e->f;
+        if (m->dt == KN_F16 || m->dt == KN_BF16)
+            v = narrow_value(v, m->dt);
         kn_expr *idx[KN_MAXDIM];
         kn_buf *b = lazy_like(c, ni, 0, idx);
         if (b == NULL)
