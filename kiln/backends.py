@@ -464,7 +464,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 16 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 17 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())

@@ -321,3 +321,45 @@ def test_write_through_an_attribute_view_of_a_zero_dim_float64_input_is_kept():
     a, b = torch.tensor(0.25, dtype=torch.float64), torch.tensor(0.25, dtype=torch.float64)
     got, want = torch.compile(f, backend="kiln")(a)[0], f(b)[0]
     assert torch.equal(got, want) and torch.equal(a, b)
+
+
+# ---------------------------------------------------------------- a wider scalar meets a narrow tensor
+# Eager CPU converts each input of a binary op to the op's common dtype: a
+# Python float or a 0-d float32/float64 tensor next to a bfloat16/float16
+# tensor is rounded to it (x == 0.1 holds where x is bfloat16(0.1)), except
+# the second operand of mul and the divisions, which the kernel reads as it
+# is, in float32.  kiln computed everything with the unrounded scalar (and
+# pow(x, 0.1) with the unrounded exponent).
+SCALAR_OPS = {
+    "add": lambda x, s: x + s, "sub": lambda x, s: x - s, "rsub": lambda x, s: s - x, "radd": lambda x, s: s + x,
+    "mul": lambda x, s: x * s, "rmul": lambda x, s: s * x, "div": lambda x, s: x / s, "rdiv": lambda x, s: s / x,
+    "floordiv": lambda x, s: x // s, "truncdiv": lambda x, s: torch.div(x, s, rounding_mode="trunc"),
+    "eq": lambda x, s: x == s, "ne": lambda x, s: x.ne(s), "lt": lambda x, s: x < s, "ge": lambda x, s: x >= s,
+    "fmod": torch.fmod, "remainder": torch.remainder, "atan2": lambda x, s: torch.atan2(x, s + 0 * x[:1]),
+    "pow": lambda x, s: torch.pow(x, s), "hypot": lambda x, s: torch.hypot(x, s + 0 * x[:1]),
+    "fused": lambda x, s: ((x + 1) == s + 1, torch.where(x == s, 1, 0), torch.floor((x - s) * 4)),
+}
+# Python's 0.1 / x is Tensor.__rtruediv__: x.reciprocal() * 0.1, whose
+# narrow intermediate kiln (as TorchInductor) keeps in float32: not this case
+SCALAR_CASES = [(op, kind) for op in SCALAR_OPS for kind in ("python", "f32", "f64")
+                if (op, kind) != ("rdiv", "python")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op,kind", SCALAR_CASES)
+def test_scalar_operand_rounded_to_the_narrow_common_dtype(op, kind, dt, mode):
+    fn = SCALAR_OPS[op]
+    g = torch.Generator().manual_seed(0)
+    for v in (0.1, 1 / 3, 0.7, 3.3):   # values bfloat16/float16 rounding moves
+        x = torch.cat([(torch.randn(1 << 12, generator=g) * 4).to(dt), torch.tensor([v, -v, 2 * v], dtype=dt)])
+        if kind == "python":
+            f = (lambda fn, v: lambda x: fn(x, v))(fn, v)
+            _exactly(lambda x: tuple(torch.atleast_1d(r) for r in _tup(f(x))), (x,), mode)
+        else:
+            s = torch.tensor(v, dtype=torch.float32 if kind == "f32" else torch.float64)
+            _exactly(lambda x, s: _tup(fn(x, s)), (x, s), mode)
+
+
+def _tup(r):
+    return r if isinstance(r, tuple) else (r,)

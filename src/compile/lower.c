@@ -648,6 +648,39 @@ decides(kn_sop op)
            op == KN_S_SIGN;
 }
 
+/* Eager CPU ATen (TensorIterator) converts every input of a binary op to the
+   op's common dtype before the kernel runs, so a scalar or zero-dim operand
+   of a wider dtype (0.1, a float32 0-d tensor, an integer tensor) meets a
+   float16/bfloat16 tensor rounded to that narrow type.  The one exception is
+   a kernel that reads the second input, when it is a CPU scalar, in its
+   original value in float32 (iter.original_scalar_value): mul and the
+   divisions.  Established on torch 2.x CPU by probing every binary op with
+   values whose rounding changes the result.  On CUDA a CPU scalar is read
+   unrounded in opmath (opmath_gpu_kernel_with_scalars) and is left as is. */
+static int
+reads_scalar_unrounded(kn_sop op, int k)
+{
+    return k == 1 && (op == KN_S_MUL || op == KN_S_DIV || op == KN_S_FLOORDIV || op == KN_S_TRUNCDIV);
+}
+
+/* Round the operands of a binary op to its narrow common dtype `common` where
+   eager converts them (see reads_scalar_unrounded). */
+static int
+settle_common(kn_ctx *c, kn_sop op, kn_dtype common, operand *o, int n)
+{
+    if (c->cuda || n < 2 || (common != KN_F16 && common != KN_BF16))
+        return 1;
+    for (int k = 0; k < n; k++) {
+        if (o[k].dt == common || (o[k].prio < 2 && reads_scalar_unrounded(op, k)))
+            continue;
+        /* through float32, as c10's Half/BFloat16 conversions go */
+        o[k].e = kn_round(c, kn_cast(c, o[k].e, KN_F32), common);
+        if (o[k].e == NULL)
+            return 0;
+    }
+    return 1;
+}
+
 static kn_expr *
 apply(kn_ctx *c, kn_sop op, kn_dtype compute, operand *o, int n)
 {
@@ -690,6 +723,8 @@ pointwise(kn_ctx *c, int ni, kn_sop op, int n, const int *argk)
         compute = KN_BOOL;
     else
         compute = kn_dtype_compute(b->dt);
+    if (cls != KN_SC_LOGIC && !settle_common(c, op, result_type(o, n), o, n))
+        return -1;
     if (cls == KN_SC_FLOAT && !kn_dtype_is_float(compute))
         return 0;
     if (cls == KN_SC_BITS && kn_dtype_is_float(compute))
@@ -791,7 +826,25 @@ lower_div_mode(kn_ctx *c, int ni, int param)
     return 0;
 }
 
-/* pow(x, scalar): small exponents become multiplies. */
+/* v's value in the narrow float dtype nd (F16/BF16): through float, then to
+   nd's significand bits, ties to even, with nd's subnormals and overflow. */
+static double
+narrow_value(double v, kn_dtype nd)
+{
+    float f = (float)v;
+    if (!isfinite(f) || f == 0.0f)
+        return f;
+    int bits = nd == KN_F16 ? 11 : 8, emin = nd == KN_F16 ? -13 : -125, e;
+    double max = nd == KN_F16 ? 65504.0 : 0x1.fep127;
+    (void)frexp(f, &e);
+    if (e < emin)
+        e = emin;
+    double r = ldexp(nearbyint(ldexp((double)f, bits - e)), e - bits);
+    return fabs(r) > max ? copysign(INFINITY, r) : r;
+}
+
+/* pow(x, scalar): small exponents become multiplies.  Eager takes the
+   exponent in x's dtype (float16/bfloat16: rounded, also on CUDA). */
 static int
 lower_pow_scalar(kn_ctx *c, int ni, int param)
 {
@@ -802,6 +855,8 @@ lower_pow_scalar(kn_ctx *c, int ni, int param)
         return 0;
     if ((e->kind == KN_A_INT || e->kind == KN_A_FLOAT) && kn_dtype_is_float(m->dt)) {
         double v = e->kind == KN_A_INT ? (double)e->i : e->f;
+        if (m->dt == KN_F16 || m->dt == KN_BF16)
+            v = narrow_value(v, m->dt);
         kn_expr *idx[KN_MAXDIM];
         kn_buf *b = lazy_like(c, ni, 0, idx);
         if (b == NULL)
