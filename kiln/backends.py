@@ -211,14 +211,13 @@ class CompiledGraph:
         return out[0] if self.single else out
 
     def _distinct(self, out):
-        seen = set()
+        seen, new = set(), None
         for k, t in enumerate(out):
             if id(t) in seen and k in self.fresh and isinstance(t, torch.Tensor):
-                if not isinstance(out, list):
-                    out = list(out)
-                out[k] = torch.ops.aten.alias.default(t)
+                new = list(out) if new is None else new
+                new[k] = torch.ops.aten.alias.default(t)
             seen.add(id(t))
-        return out
+        return out if new is None else type(out)(new)
 
     def __call__(self, args):
         a = tuple(args)
