@@ -189,6 +189,12 @@ class CompiledGraph:
         self.single = single
         self.kiln_stats = stats
         self.so_path = so_path
+        # output positions whose graph node differs from every earlier one's:
+        # the program returns an exact view (alias, detach) as its base's own
+        # tensor, where eager returns a new tensor; AOT autograd marks its
+        # saved tensors non-differentiable by object, so a shared object
+        # would cut the gradient of an output that is the other's alias
+        self.fresh = ()
 
     def run(self, *args):
         if self.constants:
@@ -200,7 +206,18 @@ class CompiledGraph:
                 out = self.program(*args)
         else:
             out = self.program(*args)
+        if self.fresh:
+            out = self._distinct(out)
         return out[0] if self.single else out
+
+    def _distinct(self, out):
+        seen, new = set(), None
+        for k, t in enumerate(out):
+            if id(t) in seen and k in self.fresh and isinstance(t, torch.Tensor):
+                new = list(out) if new is None else new
+                new[k] = torch.ops.aten.alias.default(t)
+            seen.add(id(t))
+        return out if new is None else type(out)(new)
 
     def __call__(self, args):
         a = tuple(args)
@@ -324,6 +341,7 @@ def compile_graph(gm, example_inputs=None, described=None):
             desc, constants, single, dev = described
             program = _program(desc, "kn_", dev)
         cg = _finish(program, constants, single, dev, t0)
+        cg.fresh = _fresh_outputs(gm)
     except fx_bridge.Unsupported as e:
         cg = EagerGraph(gm, str(e), _count_ops(gm))
     except _C.CompilerError as e:
@@ -338,6 +356,19 @@ def compile_graph(gm, example_inputs=None, described=None):
         cg = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
     compiled_graphs.append(cg.kiln_stats)
     return cg
+
+
+def _fresh_outputs(gm):
+    """The output positions of gm that name a tensor node no earlier
+    position names (CompiledGraph.fresh); () when there are fewer than two."""
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    fresh, seen = [], set()
+    for k, n in enumerate(outs):
+        if isinstance(n, torch.fx.Node) and n not in seen:
+            fresh.append(k)
+            seen.add(n)
+    return frozenset(fresh) if len(fresh) > 1 else ()
 
 
 def _finish(program, constants, single, dev, t0):
@@ -1440,8 +1471,43 @@ def _snapshot(graph, n):
     return c
 
 
+def _same_shape_expand(n):
+    """Is captured node n an expand to its input's own shape (`x.expand_as(x)`,
+    `x.expand(*x.shape)` with static sizes)?"""
+    if n.op != "call_method" or n.target not in ("expand", "expand_as") or n.kwargs or len(n.args) < 2 \
+            or not isinstance(n.args[0], torch.fx.Node):
+        return False
+    x = n.args[0]
+    if n.target == "expand_as":
+        return len(n.args) == 2 and n.args[1] is x
+    v = x.meta.get("example_value")
+    if not isinstance(v, torch.Tensor) or not all(type(d) is int for d in v.shape):
+        return False
+    sizes = n.args[1] if len(n.args) == 2 and isinstance(n.args[1], (tuple, list, torch.Size)) else n.args[1:]
+    return len(sizes) == v.dim() and all(type(d) is int and d in (-1, s) for d, s in zip(sizes, v.shape))
+
+
+def _exact_expands(gm):
+    """gm with each expand to its input's own shape made a view of that
+    shape.  Both read alike, but functionalization writes an in-place op on
+    an expand back as `base + (written - base)` (PyTorch's expand inverse),
+    NaN or inf wherever base holds NaN or inf (`x.expand_as(x).fill_(3)`
+    left x's NaN; fuzzer seed tensor:971452); a view's inverse is exact."""
+    hits = [n for n in gm.graph.nodes if _same_shape_expand(n)]
+    if not hits:
+        return gm
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    for n in gm.graph.nodes:
+        if _same_shape_expand(n):
+            x = n.args[0]
+            n.target, n.args = "view_as", (x, x)
+    gm.recompile()
+    return gm
+
+
 def kiln(gm, example_inputs):
     """torch.compile backend: `torch.compile(model, backend="kiln")`."""
+    gm = _exact_expands(gm)
     g, extra, untuple = _keep_index_checks(gm)
     fn = _kiln(g, example_inputs)
     if fn == g.forward:

@@ -265,3 +265,26 @@ def test_libm_value_stored_and_reduced_is_one_value(name, op, dtype, mode):
         v, lo, hi = got[0][1]
         assert (v == lo.detach().unsqueeze(-1)).any(-1).all()
         assert (v == hi.detach().unsqueeze(-1)).any(-1).all()
+
+
+def test_output_viewing_a_saved_intermediate_keeps_its_gradient():
+    """The forward graph returned `index_select` (saved for backward) and
+    its `alias` (the base AOT autograd regenerates the output view from) as
+    one tensor object; AOT autograd marks saved tensors non-differentiable by
+    object, so the output `v[-1:]` came back a leaf with no grad_fn and its
+    gradient was lost (fuzzer seed tensor:971697)."""
+    kiln.reset()
+
+    def fn(a, i):
+        v = torch.index_select(torch.logit(a), 0, i)
+        return (v[-1:],)
+
+    a = torch.tensor([[-0.5, 0.3]])
+    i = torch.zeros(4, dtype=torch.long)
+    x = a.clone().requires_grad_()
+    fn(x, i)[0].sum().backward()
+    y = a.clone().requires_grad_()
+    out = torch.compile(fn, backend="kiln")(y, i)[0]
+    assert out.grad_fn is not None
+    out.sum().backward()
+    torch.testing.assert_close(y.grad, x.grad, equal_nan=True)

@@ -199,7 +199,7 @@ def _doubles_then_eager_rejects(w, a, i0, i1):
 
 def _doubles_then_index_error_run_as_captured(w, a, i0, i1):
     w.mul_(2)
-    b = a.expand_as(a)
+    b = a.expand(1, 4, 3)      # (a same-shape expand is captured as a view)
     b.zero_()                  # a write through a bool expand view: the graph runs as captured
     _ = w.index_select(0, i1)  # dead: its index check is kept as an extra output
     return a

@@ -363,3 +363,25 @@ def test_scalar_operand_rounded_to_the_narrow_common_dtype(op, kind, dt, mode):
 
 def _tup(r):
     return r if isinstance(r, tuple) else (r,)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("how", ["expand_as", "expand", "expand_list"])
+def test_in_place_write_through_same_shape_expand(how, mode):
+    """Functionalization writes an in-place op on an expand back as
+    `base + (written - base)`: `x.expand_as(x).fill_(3)` left NaN where x
+    held NaN or inf (fuzzer seed tensor:971452)."""
+    def fn(x):
+        v = x.expand_as(x) if how == "expand_as" else x.expand(2, 2) if how == "expand" else x.expand([-1, 2])
+        v.fill_(3)
+        return (x[:, None] + 0, x.prod().reshape(1))
+
+    def make():
+        return [torch.tensor([[float("nan"), float("inf")], [-float("inf"), 2.0]])]
+
+    a, b = make(), make()
+    want = fn(*a)
+    got = _compiled(fn, mode)(*b)
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w, equal_nan=True)
+    torch.testing.assert_close(b[0], a[0], equal_nan=True)
