@@ -12,8 +12,9 @@
  * returns: an output that views an input or another output is an ALIAS (a
  * view of the input, or of one stored base) with the traced sizes, strides
  * and storage offset (lower_outputs); one that is its base's exact view
- * (detach, alias) is the base's own buffer, returned as the same tensor (CompiledGraph hands it back as an
- * aten.alias of it, a distinct tensor as eager returns).
+ * (detach, alias) is the base's own buffer, returned as the same tensor
+ * (CompiledGraph hands it back as an aten.alias of it, a distinct tensor as
+ * eager returns).
  */
 #include "../kiln.h"
 #include <math.h>
