@@ -23,7 +23,7 @@ import torch
 from torch._decomp import core_aten_decompositions, decomposition_table
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from . import _C, config, fx_bridge
+from . import _C, _saved, config, fx_bridge
 
 __version__ = "0.1.0"
 
@@ -430,8 +430,10 @@ def _aot(gm, example_inputs, fw):
         cg = EagerGraph(g, why, _count_ops(g))
         compiled_graphs.append(cg.kiln_stats)
         return cg
-    return aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=bw,
-                                 decompositions=decompositions())
+    # outputs eager's backward saves keep autograd's version check (_saved.py)
+    return _saved.keep_version_checks(
+        aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=bw,
+                              decompositions=decompositions()), gm)
 
 
 _SUBTRACTIONS = {getattr(getattr(torch.ops.aten, op), o) for op in ("sub", "rsub") for o in ("Tensor", "Scalar")}

@@ -14,6 +14,7 @@ MODES = ["kiln", "dynamo"]
 
 def _compiled(fn, mode):
     torch._dynamo.reset()
+    kiln.reset()
     return kiln.compile(fn) if mode == "kiln" else torch.compile(fn, backend="kiln")
 
 
@@ -202,6 +203,76 @@ def test_output_saved_for_backward_then_written_raises_at_backward(mode):
         out.unsqueeze(0).div_(2)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             out.sum().backward()
+
+
+# eager's backward reads these ops' own results (kiln/_saved.py's table):
+# each row (name, op) must make eager raise when its output is written before
+# backward, and kiln must raise alike, also when the write is after a break
+_SAVING = [
+    ("exp", torch.exp), ("tanh", lambda t: t.tanh()), ("sigmoid", torch.sigmoid),
+    ("sqrt", lambda t: t.sqrt()), ("rsqrt", torch.rsqrt), ("reciprocal", torch.reciprocal),
+    ("relu", F.relu), ("relu_module", torch.nn.ReLU()), ("prod", lambda t: t.prod()),
+    ("prod_dim", lambda t: t.prod(1)), ("cumprod", lambda t: t.cumprod(0)),
+    ("softmax", lambda t: t.softmax(-1)), ("log_softmax", lambda t: F.log_softmax(t, -1)),
+    ("logsumexp", lambda t: t.logsumexp(1)), ("amax", lambda t: t.amax(1)), ("max", lambda t: t.max()),
+    ("std", lambda t: t.std(1)), ("norm", lambda t: t.norm(dim=1)),
+    ("vector_norm", lambda t: torch.linalg.vector_norm(t)), ("pow_tensor_exp", lambda t: t ** t),
+    ("pow_number_base", lambda t: 2 ** t), ("exp_of_view", lambda t: t.exp()[1:]),
+]
+# and these do not: kiln must not raise either
+_NOT_SAVING = [
+    ("pow_number_exp", lambda t: t.pow(2)), ("max_dim", lambda t: t.max(1)[0]), ("var", lambda t: t.var(1)),
+    ("elu", F.elu), ("index_of_exp", lambda t: t.exp()[torch.tensor([1, 0])]), ("exp_times_1", lambda t: t.exp() * 1),
+]
+
+
+def _then_break(op):
+    def f(x):
+        y = op(x)
+        print("break")
+        return y
+    return f
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,op", _SAVING + _NOT_SAVING, ids=[n for n, _ in _SAVING + _NOT_SAVING])
+@pytest.mark.parametrize("brk", [False, True], ids=["whole", "break"])
+def test_saved_result_written_before_backward(name, op, mode, brk, capsys):
+    """A write into an output whose op's eager backward reads it (prod, exp,
+    softmax, ...) raises at backward as eager does; AOT autograd recomputes
+    or saves a copy, so kiln returned a gradient eager refuses (fuzzer
+    tensor:970166: prod written after a break).  Outputs eager does not
+    save stay writable."""
+    fn = _then_break(op) if brk else op
+    saves = (name, op) in _SAVING
+    for f in (fn, _compiled(fn, mode)):
+        x = (torch.rand(3, 4, dtype=torch.float64) + 0.5).requires_grad_()
+        y = f(x)
+        with torch.no_grad():
+            y.add_(1)
+        if saves:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()
+        else:
+            y.sum().backward()
+            assert x.grad is not None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_saved_result_written_but_not_differentiated_through(mode):
+    """The check fires only where eager's node would run: a written prod
+    output that backward never reaches raises nothing.  (A softmax output
+    raises here, as under torch.compile: AOT autograd saves the output
+    itself and its one backward node checks every saved tensor.)"""
+    def f(x):
+        return x.prod(-1), x * 2
+    for g in (f, _compiled(f, mode)):
+        x = torch.randn(3, 4, requires_grad=True)
+        s, d = g(x)
+        with torch.no_grad():
+            s.mul_(2)
+        d.sum().backward()
+        torch.testing.assert_close(x.grad, torch.full((3, 4), 2.0))
 
 
 _LIN = torch.nn.Linear(4, 4)
