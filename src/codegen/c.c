@@ -119,14 +119,18 @@ render_const(kn_str *s, kn_expr *e, int plain)
     case KN_F32:
     case KN_F64: {
         double v = e->f;
+        /* a negative constant is parenthesised: an operator template
+           before it ("(-%s)") must not make "--1.5f", a decrement */
         if (isnan(v))
             kn_str_printf(s, "%s", e->dt == KN_F32 ? "NAN" : "((double)NAN)");
         else if (isinf(v))
-            kn_str_printf(s, "%s%s", v < 0 ? "-" : "", e->dt == KN_F32 ? "INFINITY" : "((double)INFINITY)");
+            kn_str_printf(s, "%s%s%s", v < 0 ? "(-" : "", e->dt == KN_F32 ? "INFINITY" : "((double)INFINITY)",
+                          v < 0 ? ")" : "");
         else {
             char buf[64];
             snprintf(buf, sizeof buf, e->dt == KN_F32 ? "%.9g" : "%.17g", v);
-            kn_str_printf(s, "%s%s%s", buf, strpbrk(buf, ".e") ? "" : ".0", e->dt == KN_F32 ? "f" : "");
+            kn_str_printf(s, "%s%s%s%s%s", buf[0] == '-' ? "(" : "", buf, strpbrk(buf, ".e") ? "" : ".0",
+                          e->dt == KN_F32 ? "f" : "", buf[0] == '-' ? ")" : "");
         }
         break;
     }
@@ -135,7 +139,7 @@ render_const(kn_str *s, kn_expr *e, int plain)
         break;
     case KN_I64:
         if (plain)
-            kn_str_printf(s, "%lld", (long long)e->i);
+            kn_str_printf(s, e->i < 0 ? "(%lld)" : "%lld", (long long)e->i);
         else if (e->i == INT64_MIN)
             kn_str_printf(s, "INT64_MIN");
         else
