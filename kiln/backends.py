@@ -1343,8 +1343,11 @@ def _dead_index_checks(gm):
     show part of them (`x[:1]` checks only what it shows); and the targets
     of `t[i] = v` with a tensor key on a tensor no live node reads after the
     write (`y = t @ w; t[i] = v`: the write is dead though t is live).  Returned as
-    the nodes to add as outputs; an extra output that was live after all (a
-    mutated input) only costs its store."""
+    the nodes to add as outputs, as two lists: the checking nodes (their
+    values as computed) and the write targets (their values after the
+    write: the write's own check; a target may be in both, or also
+    overwritten, `v = a % b; v[i] = 0`).  An extra output that was live
+    after all (a mutated input) only costs its store."""
     import operator
 
     live, stack = set(), [n for n in gm.graph.nodes if n.op == "output"]
@@ -1377,20 +1380,20 @@ def _dead_index_checks(gm):
         """Does a live node read tgt's values after n (graph order)?"""
         return any(u in live and order[u] > order[n] and _reads_values(u, tgt) for u in tgt.users)
 
-    dead = []
+    dead, writes = [], []
     for n in gm.graph.nodes:
         if n.op not in ("call_method", "call_function"):
             continue
         if n.target in (operator.setitem, "__setitem__"):
             tgt = n.args[0] if n.args else None
-            if isinstance(tgt, torch.fx.Node) and not read_after(tgt, n) and tgt not in dead and len(n.args) > 1 \
+            if isinstance(tgt, torch.fx.Node) and not read_after(tgt, n) and tgt not in writes and len(n.args) > 1 \
                     and tensor_key(n.args[1]):
-                dead.append(tgt)
+                writes.append(tgt)
             continue
         if n in dead or not _checks_values(n) or (n in live and read_whole(n)):
             continue
         dead.append(n)
-    return dead
+    return dead, writes
 
 
 # in-place ops that overwrite what they write without reading it: a checked
@@ -1439,7 +1442,9 @@ def _keep_index_checks(gm):
     backward too, with zero gradients that still give NaN where the local
     derivative is inf or NaN (0 * inf)."""
     overwritten = _overwritten_checks(gm)
-    dead = [n for n in _dead_index_checks(gm) if n not in overwritten]
+    checks, writes = _dead_index_checks(gm)
+    dead = [n for n in checks if n not in overwritten]
+    dead += [t for t in writes if t not in dead]   # a target's value after its write: the write's check
     if not dead and not overwritten:
         return gm, 0, False
     graph = copy.deepcopy(gm.graph)
@@ -1473,20 +1478,22 @@ def _snapshot(graph, n):
     return c
 
 
+_EXPANDS = {"expand", "expand_as", "broadcast_to"}
+
+
 def _same_shape_expand(n):
     """Is captured node n an expand to its input's own shape (`x.expand_as(x)`,
-    `x.expand(*x.shape)` with static sizes)?"""
-    if n.op != "call_method" or n.target not in ("expand", "expand_as") or n.kwargs or len(n.args) < 2 \
+    `x.expand(*x.shape)`, `x.broadcast_to(x.shape)`, `torch.broadcast_to`:
+    the input's and the result's example shapes are equal and static)?"""
+    if n.op not in ("call_method", "call_function") or _target_name(n) not in _EXPANDS or not n.args \
             or not isinstance(n.args[0], torch.fx.Node):
         return False
     x = n.args[0]
-    if n.target == "expand_as":
-        return len(n.args) == 2 and n.args[1] is x
-    v = x.meta.get("example_value")
-    if not isinstance(v, torch.Tensor) or not all(type(d) is int for d in v.shape):
-        return False
-    sizes = n.args[1] if len(n.args) == 2 and isinstance(n.args[1], (tuple, list, torch.Size)) else n.args[1:]
-    return len(sizes) == v.dim() and all(type(d) is int and d in (-1, s) for d, s in zip(sizes, v.shape))
+    if n.op == "call_method" and n.target == "expand_as" and len(n.args) == 2 and n.args[1] is x and not n.kwargs:
+        return True
+    v, r = x.meta.get("example_value"), n.meta.get("example_value")
+    return isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) and \
+        all(type(d) is int for d in (*v.shape, *r.shape)) and tuple(v.shape) == tuple(r.shape)
 
 
 def _exact_expands(gm):
@@ -1494,7 +1501,8 @@ def _exact_expands(gm):
     shape.  Both read alike, but functionalization writes an in-place op on
     an expand back as `base + (written - base)` (PyTorch's expand inverse),
     NaN or inf wherever base holds NaN or inf (`x.expand_as(x).fill_(3)`
-    left x's NaN; fuzzer seed tensor:971452); a view's inverse is exact."""
+    left x's NaN; fuzzer seeds tensor:971452, 998037 through broadcast_to);
+    a view's inverse is exact."""
     hits = [n for n in gm.graph.nodes if _same_shape_expand(n)]
     if not hits:
         return gm
@@ -1502,7 +1510,7 @@ def _exact_expands(gm):
     for n in gm.graph.nodes:
         if _same_shape_expand(n):
             x = n.args[0]
-            n.target, n.args = "view_as", (x, x)
+            n.op, n.target, n.args, n.kwargs = "call_method", "view_as", (x, x), {}
     gm.recompile()
     return gm
 

@@ -2,7 +2,11 @@
 (tensor seeds 990000-998999 on the H200 machine's CPUs, torch 2.11).
 
 - A negative constant under a negation rendered as "--1.5f", a C decrement
-  (seed 990790): the C compiler refused kiln's kernel."""
+  (seed 990790): the C compiler refused kiln's kernel.
+- A dead `v[i] = 0` into a checked value that the write overwrites lost
+  the write's own index check (997388, 997452).
+- A write through a same-shape `broadcast_to` of an input holding -inf
+  came back NaN: functionalization's expand inverse (998037)."""
 import math
 
 import pytest
@@ -28,3 +32,49 @@ def test_negation_of_a_negative_constant_compiles(dtype, value):
         a.neg_()
         return a, -(a * 0 + value), 0 - a.neg()
     _same(f, torch.zeros(2, 3, dtype=dtype))
+
+
+@pytest.mark.parametrize("mode", ["kiln", "dynamo"])
+@pytest.mark.parametrize("key", ["fmod", "bitwise"])
+def test_dead_indexed_write_into_an_overwritten_checked_value_raises(mode, key):
+    """`v = a % 3; v[i] = 0` with v never read again: v's own check was
+    kept as a copy taken before the write, and that dropped the write's
+    index check (seeds 997388, 997452)."""
+    def f(a, b, i):
+        v = torch.fmod(a, 3) if key == "fmod" else b & b
+        v[i] = 0
+        return (a * 1,)
+    a, b, i = torch.randint(-8, 8, (2, 3)), torch.ones(5, dtype=torch.bool), torch.tensor([-6, 0])
+    with pytest.raises(IndexError):
+        f(a, b, i)
+    kiln.reset()
+    torch._dynamo.reset()
+    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    with pytest.raises(IndexError):
+        cf(a, b, i)
+    torch.testing.assert_close(cf(a, b, torch.tensor([1, 0]))[0], a)
+
+
+@pytest.mark.parametrize("mode", ["kiln", "dynamo"])
+@pytest.mark.parametrize("view", ["broadcast_to_method", "broadcast_to_function", "expand_as_other", "expand"])
+def test_in_place_write_through_a_same_shape_broadcast_of_minus_inf(mode, view):
+    """A write through `broadcast_to(x.shape)` of an input holding -inf:
+    functionalization writes an expand back as `base + (new - base)`, NaN
+    where base is infinite (aot_eager alike); kiln captures a same-shape
+    broadcast as a view (seed 998037)."""
+    views = {"broadcast_to_method": lambda a, o: a.broadcast_to(o.shape),
+             "broadcast_to_function": lambda a, o: torch.broadcast_to(a, o.shape),
+             "expand_as_other": lambda a, o: a.expand_as(o), "expand": lambda a, o: a.expand(2, 3)}
+
+    def f(a, o):
+        views[view](a, o).relu_()
+        return a[None], a * 2
+    a = torch.tensor([[-math.inf, 1.0, math.nan], [2.0, -3.0, math.inf]])
+    kiln.reset()
+    torch._dynamo.reset()
+    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    a1, a2 = a.clone(), a.clone()
+    want, got = f(a1, torch.empty(2, 3)), cf(a2, torch.empty(2, 3))
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w, equal_nan=True)
+    torch.testing.assert_close(a2, a1, equal_nan=True)
