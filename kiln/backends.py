@@ -602,9 +602,8 @@ def _trace_plain(gm, example_inputs):
         if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _shares_storage(x.target) or \
                 _storage_bases(x) or any(u is not n and (order[u] > order[n] or _shares_storage(u.target)) for u in x.users):
             raise _NeedsFunctionalization(str(tgt))
-        packet = getattr(getattr(torch.ops, tgt.namespace), name[:-1], None)
-        functional = getattr(packet, tgt._overloadname, None) if packet is not None else None
-        if functional is None or functional._schema.is_mutable:
+        functional = _functional_overload(tgt)
+        if functional is None:
             raise _NeedsFunctionalization(str(tgt))
         n.target = functional
     out = next(n for n in reversed(nodes) if n.op == "output")
@@ -619,6 +618,24 @@ def _trace_plain(gm, example_inputs):
     aten.graph.eliminate_dead_code()
     aten.recompile()
     return aten
+
+
+def _functional_overload(tgt):
+    """The out-of-place overload of in-place op `tgt` taking the same
+    arguments, matched by schema, not by overload name: `pow_.Scalar` is
+    pow(Tensor, Scalar), which is `pow.Tensor_Scalar`; `pow.Scalar` is
+    pow(Scalar, Tensor) (fuzzer tensor:998513).  None if there is none."""
+    name = tgt._schema.name.split("::")[-1]
+    packet = getattr(getattr(torch.ops, tgt.namespace), name[:-1], None)
+    if packet is None:
+        return None
+    want = [(a.name, str(a.type)) for a in tgt._schema.arguments]
+    for o in packet.overloads():
+        f = getattr(packet, o)
+        if not f._schema.is_mutable and not any(r.alias_info for r in f._schema.returns) and \
+                [(a.name, str(a.type)) for a in f._schema.arguments] == want:
+            return f
+    return None
 
 
 # ops whose arguments kiln must hand over as tensors (externs): a constant
@@ -1225,7 +1242,32 @@ def _overlapping_grad_output(gm):
 # Graphs that run as captured (eager kernels, a counted fallback with the
 # reason): where AOT autograd or kiln's lowering would be wrong or raise
 # where eager does not.  One row per case: (test(gm, example_inputs), reason).
+_PRODUCTS = {"matmul", "mm", "mv", "bmm", "dot", "vdot", "inner", "outer", "ger", "addmm", "addmv", "addbmm",
+             "baddbmm", "addr", "__matmul__", "__rmatmul__", "linear", "tensordot", "einsum", "chain_matmul",
+             "multi_dot", "kron"}
+
+
+def _mixed_dtype_product(gm):
+    """Does a matrix product take tensors of different dtypes?  Eager raises
+    on them, except on some empty inputs where its kernel (torch 2.11:
+    `matmul` of a (0, 1) float64 by a float32 vector) returns a dtype that
+    the meta function, which kiln's trace follows, does not (fuzzer
+    tensor:970018, 974780, 993673): eager's own kernels decide."""
+    for n in gm.graph.nodes:
+        if n.op not in ("call_function", "call_method") or _target_name(n) not in _PRODUCTS:
+            continue
+        vals = []
+        torch.fx.node.map_aggregate((n.args, n.kwargs), lambda a: vals.append(a.meta.get("example_value"))
+                                    if isinstance(a, torch.fx.Node) else None)
+        dts = {v.dtype for v in vals if isinstance(v, torch.Tensor)}
+        if len(dts) > 1:
+            return True
+    return False
+
+
 _RUN_AS_CAPTURED = (
+    (lambda gm, ex: _mixed_dtype_product(gm),
+     "a matrix product of tensors of different dtypes (eager's kernel decides the result's dtype on empty inputs)"),
     (lambda gm, ex: _writes_input_data_and_metadata(gm),
      "an input whose data and sizes/strides are both changed in place (AOT autograd's write-back "
      "re-strides it with a fresh tensor's layout)"),

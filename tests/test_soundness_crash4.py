@@ -6,7 +6,11 @@
 - A dead `v[i] = 0` into a checked value that the write overwrites lost
   the write's own index check (997388, 997452).
 - A write through a same-shape `broadcast_to` of an input holding -inf
-  came back NaN: functionalization's expand inverse (998037)."""
+  came back NaN: functionalization's expand inverse (998037).
+- An in-place op mapped to the out-of-place overload of the same name:
+  `pow_.Scalar` is not `pow.Scalar` (998513).
+- torch 2.11 only: a product of mixed dtypes on empty operands, where
+  eager's kernel returns a dtype its meta function does not (970018)."""
 import math
 
 import pytest
@@ -78,3 +82,48 @@ def test_in_place_write_through_a_same_shape_broadcast_of_minus_inf(mode, view):
     for w, g in zip(want, got):
         torch.testing.assert_close(g, w, equal_nan=True)
     torch.testing.assert_close(a2, a1, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ["pow_", "float_power_", "ldexp_"])
+def test_in_place_op_of_an_intermediate_maps_to_its_functional_overload(op):
+    """`t.pow_(2)` on an intermediate became `aten.pow.Scalar(t, 2)`
+    (pow(Scalar, Tensor)), matched by overload name; ATen refused it
+    (seed 998513).  The functional overload is matched by schema."""
+    from kiln import backends
+
+    def f(a):
+        v = a.argmax(-1, keepdim=True) if op == "pow_" else a * 2
+        v = getattr(v, op)(2 if op != "ldexp_" else torch.tensor(2))
+        return (v * 1,)
+    a = torch.randn(5, 3, dtype=torch.float64)
+    kiln.reset()
+    torch._dynamo.reset()
+    got, want = torch.compile(f, backend="kiln")(a), f(a)
+    torch.testing.assert_close(got[0], want[0])
+    pow_ = backends._functional_overload(torch.ops.aten.pow_.Scalar)
+    assert pow_ is torch.ops.aten.pow.Tensor_Scalar
+    assert backends._functional_overload(torch.ops.aten.polygamma_.default) is None   # (self, n) vs (n, self)
+
+
+@pytest.mark.parametrize("mode", ["kiln", "dynamo"])
+@pytest.mark.parametrize("rows", [0, 2])
+def test_matrix_product_of_mixed_dtypes_behaves_as_eager(mode, rows):
+    """A product of float64 by float32: eager raises, or (torch 2.11, empty
+    operands) returns a dtype its meta function does not predict; the graph
+    runs through eager's kernels (seeds 970018, 974780, 993673)."""
+    w = torch.linspace(-1, 1, 1)
+
+    def f(a):
+        return (torch.matmul(a, w) * 2,)
+    a = torch.randn(rows, 1, dtype=torch.float64)
+    kiln.reset()
+    torch._dynamo.reset()
+    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    try:
+        want = f(a)[0]
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            cf(a)
+        return
+    got = cf(a)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape

@@ -205,8 +205,34 @@ FAMILIES = [(UNARY_F, 10), (UNARY_I, 4), (UNARY_B, 2), (BINARY, 12), (REDUCE, 8)
 # compute with another sign or as exact zero within the tolerance (run.TOL)
 ZERO_DECIDED = {"{x}[{x} > 0]", "{x}.nonzero()", "{x}.count_nonzero({d})", "torch.where({x} > 0, {x}, {y})",
                 "{x}.masked_fill_({x} > 0, 0.5)", "torch.sign({x})", "torch.copysign({x}, {y})",
-                "torch.atan2({x}, {y})", "{x}.bool()", "{x}.any({d}{k})", "{x}.all({d}{k})", "{x}.any()"}
+                "torch.atan2({x}, {y})", "{x}.bool()", "{x}.any({d}{k})", "{x}.all({d}{k})", "{x}.any()",
+                "torch.logical_and({x}, {y})", "torch.logical_or({x}, {y})", "torch.logical_not({x})",
+                "{x}.logical_not_()"}
 NOISE = {torch.bfloat16: 3e-2, torch.float16: 3e-3}
+
+
+# statements whose result is the position of an extreme value: undefined
+# where two values are within the tolerance of each other and not equal
+# (argmax over the means of softmax rows, each 1/n up to rounding)
+TIE_DECIDED = {"{x}.argmax({d}{k})", "{x}.argmin({d}{k})", "{x}.argmax()"}
+
+
+def _near_tie(t):
+    """Does float tensor t hold, along some dim or over all its elements, a
+    largest or smallest value and a runner-up that differ but lie within the
+    comparison's tolerance (relative to the largest magnitude, at least 1)?"""
+    if not t.dtype.is_floating_point or t.numel() < 2:
+        return False
+    a = t.detach().double()
+    fin = a[a.isfinite()]
+    tol = NOISE.get(t.dtype, 1e-5) * max(1.0, fin.abs().max().item() if fin.numel() else 1.0)
+    for v in (a, -a):
+        for x, d in [(v.reshape(-1), 0)] + [(v, d) for d in range(v.dim()) if v.shape[d] >= 2]:
+            top = x.topk(2, dim=d).values
+            gap = top.select(d, 0) - top.select(d, 1)
+            if bool(((gap > 0) & (gap <= tol)).any()):
+                return True
+    return False
 
 
 def _near_zero(t):
@@ -238,6 +264,21 @@ class _TensorGen:
         self.env.update(g=self.gen, D=4, bad=False, call=0)
         self.nv = 0
         self.recent = []
+        # values computed through bf16/f16 arithmetic: an exact zero in one
+        # may be eager's kernel rounding an intermediate (log_softmax's
+        # max + log(sum) on CPU), where kiln keeps float32: see _zero_decided
+        self.narrow = set()
+
+    def _zero_decided(self, n):
+        """Would a decision on variable n's zeros (its sign, its being zero)
+        turn on rounding?  Values within the tolerance of zero, and exact
+        zeros computed through bf16/f16 arithmetic."""
+        t = self.env.get(n)
+        if not isinstance(t, torch.Tensor):
+            return False
+        if _near_zero(t):
+            return True
+        return n in self.narrow and t.dtype != torch.bool and bool((t == 0).any())
 
     # ---- inputs
     def input_line(self, line, name=None, is_arg=True):
@@ -370,8 +411,11 @@ class _TensorGen:
             return None   # a write to memory that overlaps itself in a way eager does not detect: undefined
         n_inputs = len(self.p.inputs)
         expr = self.fill(tmpl, x)
-        if tmpl in ZERO_DECIDED and any(isinstance(self.env.get(n), torch.Tensor) and _near_zero(self.env[n])
-                                        for n in re.findall(r"\b[avi]\d+\b", expr)):
+        operands = re.findall(r"\b[avi]\d+\b", expr)
+        if tmpl in ZERO_DECIDED and any(self._zero_decided(n) for n in operands):
+            return None
+        if tmpl in TIE_DECIDED and any(isinstance(self.env.get(n), torch.Tensor) and _near_tie(self.env[n])
+                                       for n in operands):
             return None
         name = "v%d" % self.nv
         src = expr if inplace else "%s = %s" % (name, expr)
@@ -397,11 +441,17 @@ class _TensorGen:
             self.recent = [n for n in self.recent if n in kept or n not in self.p.args]
             self.p.args[:] = kept
             return None
+        narrow = any(n in self.narrow or (isinstance(self.env.get(n), torch.Tensor) and self.env[n].dtype in NOISE)
+                     for n in operands)
         if inplace:
             self.p.body.append(Unit(src))
+            if narrow:
+                self.narrow.update(n for n in operands if not n.startswith("i"))
         else:
             self.nv += 1
             val = self.env[name]
+            if narrow or (isinstance(val, torch.Tensor) and val.dtype in NOISE):
+                self.narrow.add(name)
             subst = x if isinstance(val, torch.Tensor) and val.shape == self.env[x].shape else None
             self.p.body.append(Unit(src, (name,), subst=subst))
             self.recent.append(name)
