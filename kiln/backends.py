@@ -1265,7 +1265,40 @@ def _mixed_dtype_product(gm):
     return False
 
 
+# in-place ops without a derivative: eager lets them write a leaf that requires grad
+_NO_DERIVATIVE_INPLACE = {"logical_not_", "logical_and_", "logical_or_", "logical_xor_", "eq_", "ne_", "lt_", "le_",
+                          "gt_", "ge_", "greater_", "greater_equal_", "less_", "less_equal_", "not_equal_"}
+
+
+def _writes_grad_input_without_grad(gm, example_inputs):
+    """Does the graph, run with grad enabled, write into an input that
+    requires grad under no_grad (`with torch.no_grad(): w.add_(1)`) or by
+    an op without a derivative (`w.logical_not_()`)?  AOT autograd (without
+    keeping input mutations in the graph) returns the written value as an
+    output and passes its tangent back as the input's gradient: a zero
+    gradient where eager leaves it None (fuzzer tensor:1007300)."""
+    if not torch.is_grad_enabled():
+        return False
+    grad_inputs = {p for p, v in zip((n for n in gm.graph.nodes if n.op == "placeholder"), example_inputs)
+                   if isinstance(v, torch.Tensor) and v.requires_grad}
+    if not grad_inputs:
+        return False
+    enabled = True
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in (torch._C._set_grad_enabled, torch.set_grad_enabled) and n.args:
+            enabled = bool(n.args[0])
+            continue
+        if enabled and _target_name(n) not in _NO_DERIVATIVE_INPLACE:
+            continue
+        if any(_root(w) in grad_inputs for w in _written_by(n)):
+            return True
+    return False
+
+
 _RUN_AS_CAPTURED = (
+    (_writes_grad_input_without_grad,
+     "an input that requires grad written under no_grad or by an op without a derivative (AOT autograd would give "
+     "it a zero gradient where eager gives none)"),
     (lambda gm, ex: _mixed_dtype_product(gm),
      "a matrix product of tensors of different dtypes (eager's kernel decides the result's dtype on empty inputs)"),
     (lambda gm, ex: _writes_input_data_and_metadata(gm),
@@ -1402,12 +1435,15 @@ def _dead_index_checks(gm):
     whole = {}
 
     def read_whole(n):
-        """Does some live read of n see all of its elements?"""
+        """Does some live read of n see all of its elements?  A user that
+        is not a partial view or an index into n sees all of n only if its
+        own result is seen whole: lowering computes a pointwise op (a cast)
+        only where its result is read (`x[:, i].double()[:, j]` computes
+        x[:, i] only at j; fuzzer tensor:1008536)."""
         if n not in whole:
             whole[n] = False
             whole[n] = any(u in live and _reads_values(u, n) and (
-                u.op == "output" or (_target_name(u) not in _PARTIAL_VIEWS and
-                                     (_target_name(u) not in _VIEW_METHODS or read_whole(u))) and
+                u.op == "output" or _target_name(u) not in _PARTIAL_VIEWS and read_whole(u) and
                 not (_target_name(u) in _INDEX_CHECKED and u.args and u.args[0] is n))
                 for u in n.users)
         return whole[n]

@@ -10,7 +10,11 @@
 - An in-place op mapped to the out-of-place overload of the same name:
   `pow_.Scalar` is not `pow.Scalar` (998513).
 - torch 2.11 only: a product of mixed dtypes on empty operands, where
-  eager's kernel returns a dtype its meta function does not (970018)."""
+  eager's kernel returns a dtype its meta function does not (970018).
+- An index read only partly through a pointwise op (a cast) lost the
+  check of the rest (1008536).
+- An input that requires grad, written under no_grad, got a zero gradient
+  where eager leaves None (1007300)."""
 import math
 
 import pytest
@@ -127,3 +131,46 @@ def test_matrix_product_of_mixed_dtypes_behaves_as_eager(mode, rows):
         return
     got = cf(a)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
+
+
+@pytest.mark.parametrize("mode", ["kiln", "dynamo"])
+def test_index_read_only_partly_through_a_cast_keeps_its_check(mode):
+    """`x[:, i].double()[:, j]`: lowering computes x[:, i] only at j, so an
+    out-of-range i outside j went unchecked (seed 1008536)."""
+    def f(x, i, j):
+        return (x[:, i].to(torch.float64)[:, j],)
+    x, i, j = torch.randn(4, 1, 4), torch.tensor([[0, 4], [0, 0]]), torch.tensor([0, 0])
+    with pytest.raises(IndexError):
+        f(x, i, j)
+    kiln.reset()
+    torch._dynamo.reset()
+    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    with pytest.raises(IndexError):
+        cf(x, i, j)
+    torch.testing.assert_close(cf(x, torch.zeros(2, 2, dtype=torch.long), j)[0],
+                               f(x, torch.zeros(2, 2, dtype=torch.long), j)[0])
+
+
+@pytest.mark.parametrize("mode", ["kiln", "dynamo"])
+@pytest.mark.parametrize("write", ["no_grad_add", "logical_not"])
+def test_input_written_without_grad_keeps_a_none_gradient(mode, write):
+    """An input that requires grad, written under no_grad (a parameter
+    update) or by an op without a derivative, and not otherwise used: its
+    gradient stays None as in eager (AOT autograd gave zeros: an optimizer
+    with weight decay would then move it; seed 1007300)."""
+    def f(x, w):
+        y = x * 2
+        if write == "no_grad_add":
+            with torch.no_grad():
+                w.add_(1)
+        else:
+            w.logical_not_()
+        return (y,)
+    kiln.reset()
+    torch._dynamo.reset()
+    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    for fn in (f, cf):
+        x, w = torch.randn(3, requires_grad=True), torch.tensor(0.5, requires_grad=True)
+        fn(x, w)[0].sum().backward()
+        assert w.grad is None
+        torch.testing.assert_close(x.grad, torch.full((3,), 2.0))

@@ -207,7 +207,10 @@ ZERO_DECIDED = {"{x}[{x} > 0]", "{x}.nonzero()", "{x}.count_nonzero({d})", "torc
                 "{x}.masked_fill_({x} > 0, 0.5)", "torch.sign({x})", "torch.copysign({x}, {y})",
                 "torch.atan2({x}, {y})", "{x}.bool()", "{x}.any({d}{k})", "{x}.all({d}{k})", "{x}.any()",
                 "torch.logical_and({x}, {y})", "torch.logical_or({x}, {y})", "torch.logical_not({x})",
-                "{x}.logical_not_()"}
+                "{x}.logical_not_()",
+                # a division by a value near zero: huge or inf, a remainder's sign
+                "{x} % {y}", "{x} // {y}", "{x} / {y}", "torch.fmod({x}, {y})", "torch.remainder({x}, {y})",
+                "torch.div({x}, {y}, rounding_mode='floor')", "torch.div({x}, {y}, rounding_mode='trunc')"}
 NOISE = {torch.bfloat16: 3e-2, torch.float16: 3e-3}
 
 
@@ -278,7 +281,7 @@ class _TensorGen:
             return False
         if _near_zero(t):
             return True
-        return n in self.narrow and t.dtype != torch.bool and bool((t == 0).any())
+        return n in self.narrow and t.dtype.is_floating_point and bool((t == 0).any())
 
     # ---- inputs
     def input_line(self, line, name=None, is_arg=True):
