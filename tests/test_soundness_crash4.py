@@ -23,6 +23,12 @@ import torch
 import kiln
 
 
+def _compiled(f, mode):
+    kiln.reset()
+    torch._dynamo.reset()
+    return kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+
+
 def _same(fn, *args):
     kiln.reset()
     got = kiln.compile(fn)(*[a.clone() for a in args])
@@ -55,9 +61,7 @@ def test_dead_indexed_write_into_an_overwritten_checked_value_raises(mode, key):
     a, b, i = torch.randint(-8, 8, (2, 3)), torch.ones(5, dtype=torch.bool), torch.tensor([-6, 0])
     with pytest.raises(IndexError):
         f(a, b, i)
-    kiln.reset()
-    torch._dynamo.reset()
-    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    cf = _compiled(f, mode)
     with pytest.raises(IndexError):
         cf(a, b, i)
     torch.testing.assert_close(cf(a, b, torch.tensor([1, 0]))[0], a)
@@ -78,9 +82,7 @@ def test_in_place_write_through_a_same_shape_broadcast_of_minus_inf(mode, view):
         views[view](a, o).relu_()
         return a[None], a * 2
     a = torch.tensor([[-math.inf, 1.0, math.nan], [2.0, -3.0, math.inf]])
-    kiln.reset()
-    torch._dynamo.reset()
-    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    cf = _compiled(f, mode)
     a1, a2 = a.clone(), a.clone()
     want, got = f(a1, torch.empty(2, 3)), cf(a2, torch.empty(2, 3))
     for w, g in zip(want, got):
@@ -120,9 +122,7 @@ def test_matrix_product_of_mixed_dtypes_behaves_as_eager(mode, rows):
     def f(a):
         return (torch.matmul(a, w) * 2,)
     a = torch.randn(rows, 1, dtype=torch.float64)
-    kiln.reset()
-    torch._dynamo.reset()
-    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    cf = _compiled(f, mode)
     try:
         want = f(a)[0]
     except RuntimeError:
@@ -142,9 +142,7 @@ def test_index_read_only_partly_through_a_cast_keeps_its_check(mode):
     x, i, j = torch.randn(4, 1, 4), torch.tensor([[0, 4], [0, 0]]), torch.tensor([0, 0])
     with pytest.raises(IndexError):
         f(x, i, j)
-    kiln.reset()
-    torch._dynamo.reset()
-    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    cf = _compiled(f, mode)
     with pytest.raises(IndexError):
         cf(x, i, j)
     torch.testing.assert_close(cf(x, torch.zeros(2, 2, dtype=torch.long), j)[0],
@@ -166,9 +164,7 @@ def test_input_written_without_grad_keeps_a_none_gradient(mode, write):
         else:
             w.logical_not_()
         return (y,)
-    kiln.reset()
-    torch._dynamo.reset()
-    cf = kiln.compile(f) if mode == "kiln" else torch.compile(f, backend="kiln")
+    cf = _compiled(f, mode)
     for fn in (f, cf):
         x, w = torch.randn(3, requires_grad=True), torch.tensor(0.5, requires_grad=True)
         fn(x, w)[0].sum().backward()
