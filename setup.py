@@ -7,6 +7,7 @@ literal (src/codegen/prelude.inc, generated here) so generated kernels and the
 extension can never disagree about it.
 """
 import os
+import pathlib
 from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,31 +33,16 @@ def embed_prelude(name, symbol):
 embed_prelude("prelude", "kn_prelude_text")
 embed_prelude("prelude_cuda", "kn_prelude_cuda_text")
 
-SOURCES = [
-    "src/module.c",
-    "src/graph/graph.c",
-    "src/compile/expr.c",
-    "src/compile/lower.c",
-    "src/compile/fuse.c",
-    "src/compile/plan.c",
-    "src/compile/print.c",
-    "src/codegen/c.c",
-    "src/codegen/cuda.c",
-    "src/runtime/load.c",
-    "src/runtime/run.c",
-    "src/runtime/cuda.c",
-    "src/capture/hook.c",
-    "src/capture/guard.c",
-    "src/capture/record.c",
-    "src/capture/record_value.c",
-    "src/capture/record_call.c",
-    "src/capture/segment.c",
-]
+# every C file under src/ (a module split into several files needs no edit here)
+SOURCES = sorted(str(p) for p in pathlib.Path("src").rglob("*.c"))
+DEPENDS = sorted(str(p) for ext in ("*.h", "*.def") for p in pathlib.Path("src").rglob(ext))
 
 cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers", "-O2"]
 ldflags = ["-ldl"]
 if os.environ.get("KILN_ASAN"):
-    cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
+    cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g", "-DKN_CHECKED"]
+elif os.environ.get("KILN_CHECKED"):   # KN_ASSERT on without the sanitizers (src/error.h)
+    cflags += ["-DKN_CHECKED"]
     ldflags += ["-fsanitize=address,undefined"]
 
 setup(
@@ -67,8 +53,7 @@ setup(
             include_dirs=["src"],
             extra_compile_args=cflags,
             extra_link_args=ldflags,
-            depends=["src/kiln.h", "src/graph/ops.def", "src/codegen/scalar.def", "src/codegen/prelude.h",
-                     "src/codegen/prelude_cuda.h", "src/codegen/emit.h"],
+            depends=DEPENDS,
         )
     ],
 )

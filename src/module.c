@@ -12,9 +12,10 @@
  *   lowered_ops() -> list[str]                      ATen ops lowered in C (graph/ops.def)
  *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref[, reorder, linear])
  *   set_linear_mode(-1 | 0 | 1)                     how linear layers choose oneDNN or ATen
- *   Library(path), Program, CompilerError
+ *   Library(path), Program, CompilerError, InternalError (src/error.h)
  */
 #include "kiln.h"
+#include "error.h"
 
 int kn_capture_init(PyObject *module);   /* capture/hook.c */
 extern PyTypeObject kn_CudaModuleType;  /* runtime/cuda.c */
@@ -159,8 +160,9 @@ PyInit__C(void)
     PyObject *m = PyModule_Create(&moddef);
     if (m == NULL)
         return NULL;
-    PyObject *ce = kn_compiler_error_type();
-    if (ce == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
+    PyObject *ce = kn_compiler_error_type(), *ie = kn_internal_error_type();
+    if (ce == NULL || ie == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
+        PyModule_AddObjectRef(m, "InternalError", ie) < 0 ||
         PyModule_AddObjectRef(m, "Library", (PyObject *)&kn_LibraryType) < 0 ||
         PyModule_AddObjectRef(m, "Program", (PyObject *)&kn_ProgramType) < 0 ||
         PyModule_AddObjectRef(m, "CudaModule", (PyObject *)&kn_CudaModuleType) < 0 || kn_capture_init(m) < 0) {

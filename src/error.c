@@ -1,0 +1,38 @@
+/* error.c -- kiln._C.InternalError and kn_internal (src/error.h).
+ * Consumes: a file, a line and a message.  Produces: a Python exception of
+ * type kiln._C.InternalError (a subclass of RuntimeError), set as the
+ * current error. */
+#include "error.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+static PyObject *internal_error;
+
+PyObject *
+kn_internal_error_type(void)
+{
+    if (internal_error == NULL)
+        internal_error = PyErr_NewExceptionWithDoc(
+            "kiln._C.InternalError",
+            "A kiln bug: an invariant of kiln's C core was broken.  Raised under KILN_DEBUG; "
+            "otherwise kiln warns once and runs the graph or frame eagerly.",
+            PyExc_RuntimeError, NULL);
+    return internal_error;
+}
+
+int
+kn_internal(const char *file, int line, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    PyObject *type = kn_internal_error_type();
+    if (type == NULL)
+        return -1;   /* (the MemoryError creating it is set) */
+    const char *base = strrchr(file, '/');
+    PyErr_Format(type, "kiln internal error at %s:%d: %s", base ? base + 1 : file, line, what);
+    return -1;
+}
