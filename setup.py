@@ -41,9 +41,9 @@ cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initi
 ldflags = ["-ldl"]
 if os.environ.get("KILN_ASAN"):
     cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g", "-DKN_CHECKED"]
+    ldflags += ["-fsanitize=address,undefined"]
 elif os.environ.get("KILN_CHECKED"):   # KN_ASSERT on without the sanitizers (src/error.h)
     cflags += ["-DKN_CHECKED"]
-    ldflags += ["-fsanitize=address,undefined"]
 
 setup(
     ext_modules=[
