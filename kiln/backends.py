@@ -497,7 +497,7 @@ def _lowered_key(gm, example_inputs):
     h.update(_salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 17 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 18 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())
@@ -1533,9 +1533,17 @@ def _keep_index_checks(gm):
     extra = [_snapshot(graph, env[n]) for n in overwritten]
     for n in dead:
         v = n.meta.get("example_value", n.meta.get("val"))
-        if isinstance(v, torch.Tensor) and v.requires_grad and not _views_input(n, v):
+        name = _target_name(n)
+        aliases = (name.endswith("_") and not name.startswith("_")) or name in _VIEW_METHODS
+        if isinstance(v, torch.Tensor) and (v.requires_grad or aliases) and not _views_input(n, v):
+            # detached (no backward for it) and, where n's value is an alias
+            # of an intermediate (an in-place op's result, a view), a copy:
+            # AOT autograd regenerates an aliasing output from its base, which
+            # fails on an empty view (`v = x[:, 2:]; v.scatter_add_(...)`
+            # with size 0; fuzzer tensor:1300218)
             with graph.inserting_before(out):
-                extra.append(graph.call_method("detach", (env[n],)))
+                d = graph.call_method("detach", (env[n],))
+                extra.append(graph.call_method("clone", (d,)) if aliases else d)
         else:   # (a detached input would be an alias of it, for AOT autograd to replay)
             extra.append(env[n])
     out.args = ((tuple(orig) if tupled else (orig,)) + tuple(extra),)

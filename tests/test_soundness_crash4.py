@@ -14,7 +14,9 @@
 - An index read only partly through a pointwise op (a cast) lost the
   check of the rest (1008536).
 - An input that requires grad, written under no_grad, got a zero gradient
-  where eager leaves None (1007300)."""
+  where eager leaves None (1007300).
+- A kept index check aliasing an empty view: AOT autograd's alias replay
+  failed (1300218)."""
 import math
 
 import pytest
@@ -170,3 +172,31 @@ def test_input_written_without_grad_keeps_a_none_gradient(mode, write):
         fn(x, w)[0].sum().backward()
         assert w.grad is None
         torch.testing.assert_close(x.grad, torch.full((3,), 2.0))
+
+
+@pytest.mark.parametrize("mode", ["kiln", "dynamo"])
+@pytest.mark.parametrize("start", [2, 1])
+def test_checked_in_place_write_into_an_empty_or_partial_view_with_grad(mode, start):
+    """`v = (a.mT @ a)[:, start:]; v.scatter_add_(-1, i, ...)`: the scatter's
+    check was kept as an extra output aliasing v, and AOT autograd's replay
+    of that alias failed on the empty view ("shape ... is invalid for input
+    of size 0"; seed 1300218).  The kept value is a copy now; the index
+    check still raises."""
+    w = torch.linspace(-1, 1, 5)
+
+    def f(a, i):
+        v = (a.mT @ a)[:, start:]
+        v.scatter_add_(-1, i, torch.ones_like(i, dtype=v.dtype))
+        w.fill_(3)
+        return (v,)
+    cf = _compiled(f, mode)
+    a = torch.randn(5, 2, 4, 1, dtype=torch.float64, requires_grad=True)
+    i = torch.zeros((5, 2 - start, 1, 0), dtype=torch.long)
+    got, want = cf(a, i)[0], f(a, i)[0]
+    torch.testing.assert_close(got, want)
+    got.sum().backward()
+    if start == 1:
+        with pytest.raises(RuntimeError):
+            f(a, torch.full((5, 1, 1, 1), 7))
+        with pytest.raises(RuntimeError):
+            cf(a, torch.full((5, 1, 1, 1), 7))

@@ -611,7 +611,7 @@ combine(kn_dtype hi, int have_hi, kn_dtype lo, int have_lo, int lo_is_scalar)
 static kn_dtype
 result_type(operand *o, int n)
 {
-    kn_dtype r[3];
+    kn_dtype r[3] = {KN_F32, KN_F32, KN_F32};   /* (read only where have[] is set; -O1 builds warn) */
     int have[3] = {0, 0, 0};
     for (int k = 0; k < n; k++) {
         int p = o[k].prio;

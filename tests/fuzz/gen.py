@@ -208,6 +208,8 @@ ZERO_DECIDED = {"{x}[{x} > 0]", "{x}.nonzero()", "{x}.count_nonzero({d})", "torc
                 "torch.atan2({x}, {y})", "{x}.bool()", "{x}.any({d}{k})", "{x}.all({d}{k})", "{x}.any()",
                 "torch.logical_and({x}, {y})", "torch.logical_or({x}, {y})", "torch.logical_not({x})",
                 "{x}.logical_not_()",
+                # a vector of rounding noise normalized: noise / noise
+                "F.normalize({x}, dim={d})",
                 # a division by a value near zero: huge or inf, a remainder's sign
                 "{x} % {y}", "{x} // {y}", "{x} / {y}", "torch.fmod({x}, {y})", "torch.remainder({x}, {y})",
                 "torch.div({x}, {y}, rounding_mode='floor')", "torch.div({x}, {y}, rounding_mode='trunc')"}
