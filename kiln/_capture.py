@@ -5,6 +5,7 @@ objects, so making a graph, finishing it into a GraphModule and calling the
 backend go through these few functions.  The hook, guards, recording and the
 replay of a captured frame are C.
 """
+import collections
 import dis
 import functools
 import linecache
@@ -144,6 +145,7 @@ def has_fake(values, _depth=0):
 # ---------------------------------------------------------------- state for explain
 graphs = []      # one dict per compiled graph (the newest _KEEP)
 breaks = []      # one dict per graph break (the newest _KEEP)
+break_counts = collections.Counter()   # graph breaks by kind (a name in kiln._C.BREAK_REASONS)
 _KEEP = 10000
 
 
@@ -330,8 +332,11 @@ def source_line(filename, lineno):
     return linecache.getline(filename, lineno).strip()
 
 
-def note_break(reason, filename, lineno):
-    breaks.append({"reason": reason, "filename": filename, "lineno": lineno,
+def note_break(reason, filename, lineno, kind):
+    """A graph break: reason is its message, kind its name in
+    kiln._C.BREAK_REASONS (src/capture/breaks.def)."""
+    break_counts[kind] += 1
+    breaks.append({"reason": reason, "kind": kind, "filename": filename, "lineno": lineno,
                    "source": source_line(filename, lineno)})
     del breaks[:-_KEEP]
 

@@ -9,7 +9,11 @@
  *              values, sources and guards as the recording makes them
  *   record_value.c  tensor ops as graph nodes, truth, iteration, operators,
  *              attribute loads
- *   record_call.c   calls, builtins, inlining, objects built while recording
+ *   record_call.c   calls, inlining, objects built while recording
+ *   builtins.c the Python builtins the recorder models: one function each,
+ *              dispatched through one table (recff[])
+ *   breaks.def every reason a recording breaks or declines (kn_break)
+ *   opcodes.def every opcode name: HANDLED (a case in record.c) or BREAK
  *   segment.c  a finished recording -> kn_seg (graph, replay, guards,
  *              terminal); kn_record, the recording driver
  *
@@ -94,9 +98,24 @@ typedef enum {
     KN_NOPCODES
 } kn_opcode;
 
+extern const char *const kn_opcode_names[KN_NOPCODES];   /* kn_opcode -> its name */
 extern int16_t kn_opmap[512];          /* CPython opcode number -> kn_opcode, -1 unbound */
 extern uint8_t kn_opcaches[512];       /* inline cache entries after the opcode */
 int kn_opcodes_bind(void);             /* fill the tables from dis/opcode; -1 on error */
+
+/* ---------------------------------------------------------------- break reasons */
+/* why a recording breaks or declines: one code per line of breaks.def
+ * (kn_brk in record.c raises them; kiln._C.BREAK_REASONS names them) */
+/* why a recording breaks or declines: one code per line of breaks.def */
+typedef enum {
+#define BREAK(name, fmt) KN_BRK_##name,
+#include "capture/breaks.def"
+#undef BREAK
+    KN_NBREAKS
+} kn_break;
+
+extern const char *const kn_break_names[KN_NBREAKS];    /* "NAME" */
+extern const char *const kn_break_formats[KN_NBREAKS];  /* its message format */
 
 /* ---------------------------------------------------------------- sources */
 typedef enum {
@@ -239,6 +258,18 @@ PyObject *kn_state_snapshot(void);
 PyObject *kn_alias_facts(const int *srcs, int n, PyObject *reals, PyObject *fakes);
 PyObject *kn_src_describe(kn_src *srcs, int i, PyCodeObject *code);
 void kn_seg_free(kn_seg *seg);
+
+/* hook.c: > 0 while the frame hook is off on this thread (recording,
+ * running a graph, replaying) */
+extern _Thread_local int kn_hook_off;
+
+/* replay.c: run seg's graph and replay program against frame f, whose
+ * sources are already in vals; on KN_T_RETURN sets *ret (new reference).
+ * 0 ok; -1 error; -2 the graph raised before anything of the frame was
+ * touched.  kn_frame_push pushes v (stolen) onto f's value stack. */
+struct _PyInterpreterFrame;
+int kn_replay(kn_seg *seg, struct _PyInterpreterFrame *f, PyObject **vals, PyObject **ret);
+int kn_frame_push(struct _PyInterpreterFrame *f, PyObject *v);
 
 /* Capture's Python-side helpers (kiln/_capture.py), set by capture_setup. */
 typedef struct {

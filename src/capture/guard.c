@@ -812,6 +812,12 @@ kn_seg_free(kn_seg *seg)
 
 /* ------------------------------------------------------------------ opcode numbers */
 
+const char *const kn_opcode_names[KN_NOPCODES] = {
+#define OPC(name, how) #name,
+#include "capture/opcodes.def"
+#undef OPC
+};
+
 int
 kn_opcodes_bind(void)
 {
@@ -819,11 +825,6 @@ kn_opcodes_bind(void)
         return -1;
     if (s_is_cpu == NULL && (s_is_cpu = PyUnicode_InternFromString("is_cpu")) == NULL)
         return -1;
-    static const char *const names[] = {
-#define OPC(name, how) #name,
-#include "capture/opcodes.def"
-#undef OPC
-    };
     for (int i = 0; i < 512; i++) {
         kn_opmap[i] = -1;
         kn_opcaches[i] = 0;
@@ -840,7 +841,7 @@ kn_opcodes_bind(void)
         return -1;
     }
     for (int k = 0; k < KN_NOPCODES; k++) {
-        PyObject *num = PyDict_GetItemString(opmap, names[k]);
+        PyObject *num = PyDict_GetItemString(opmap, kn_opcode_names[k]);
         if (num == NULL)
             continue;
         long n = PyLong_AsLong(num);

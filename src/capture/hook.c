@@ -2,7 +2,7 @@
  *
  * Consumes: frames CPython is about to run while a kiln-compiled callable is
  * active on this thread.  Produces: the frame's return value, computed by
- * running cached segments (guards, graph, replay) and, between them, the
+ * running cached segments (guards, graph, replay: replay.c) and, between them, the
  * calls and branches that could not be recorded, done for real.
  *
  * The hook is installed interpreter-wide only while at least one compiled
@@ -17,6 +17,7 @@
  * the segments it drops until no frame runs any.
  */
 #include "capture/capture.h"
+#include "error.h"
 
 #include <pthread.h>
 
@@ -38,7 +39,7 @@
 kn_capture_env kn_cenv;
 
 static _Thread_local kn_capctx *tls_ctx;   /* the compiled callable running on this thread */
-static _Thread_local int tls_off;          /* > 0: hook off (recording, running a graph) */
+_Thread_local int kn_hook_off;             /* > 0: hook off (recording, running a graph) */
 static long installed;                     /* compiled calls in flight, all threads (GIL) */
 static Py_ssize_t extra_index = -1;
 static PyObject *skip_prefixes;            /* tuple of path prefixes never recorded */
@@ -389,7 +390,7 @@ static int
 debug_mode(void)
 {
     if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_SystemError, "kiln: capture failed without an exception");
+        KN_INTERNAL("capture failed without an exception");
     PyObject *exc = kn_err_take();
     PyObject *cfg = PyImport_ImportModule("kiln.config");
     PyObject *d = cfg ? PyObject_GetAttrString(cfg, "debug") : NULL;
@@ -399,288 +400,6 @@ debug_mode(void)
     PyErr_Clear();
     PyErr_SetRaisedException_compat(exc);
     return on;
-}
-
-/* ------------------------------------------------------------------ replay */
-
-static int
-frame_push(_PyInterpreterFrame *f, PyObject *v)
-{
-    int cap = f->f_code->co_nlocalsplus + f->f_code->co_stacksize;
-    if (f->stacktop >= cap) {
-        Py_XDECREF(v);
-        PyErr_SetString(PyExc_SystemError, "kiln: frame stack overflow while resuming");
-        return -1;
-    }
-    f->localsplus[f->stacktop++] = v;
-    return 0;
-}
-
-/* Runs seg's graph and replay program against frame f, whose sources are
- * already in vals.  On KN_T_RETURN sets *ret. 0 ok, -1 error. */
-static int
-run_segment(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret)
-{
-    PyObject *out = NULL;
-    PyObject *small[64];
-    PyObject **st = small, **tmp = NULL;
-    int sp = 0, rc = -1, cap = 64, replaying = 0;
-    if (seg->graph) {
-        PyObject *args_small[32];
-        PyObject **args = seg->ninput <= 32 ? args_small : PyMem_Malloc(sizeof(PyObject *) * seg->ninput);
-        if (args == NULL)
-            return -1;
-        for (int i = 0; i < seg->ninput; i++)
-            args[i] = vals[seg->inputs[i]];
-        tls_off++;
-        out = PyObject_Vectorcall(seg->graph, args, seg->ninput, NULL);
-        tls_off--;
-        if (args != args_small)
-            PyMem_Free(args);
-        if (out == NULL)
-            return -2;   /* nothing of the frame was touched yet */
-        if (!PyTuple_Check(out) && !PyList_Check(out)) {
-            PyErr_SetString(PyExc_SystemError, "kiln: a compiled graph must return a tuple or list");
-            goto done;
-        }
-    }
-    if (seg->ntmp) {
-        tmp = PyMem_Calloc(seg->ntmp, sizeof(PyObject *));
-        if (tmp == NULL)
-            goto done;
-    }
-    tls_off++;   /* code the replay calls (constructors, setattr) runs as plain Python */
-    replaying = 1;
-    for (int pc = 0; pc < seg->nops; pc++) {
-        kn_pop op = seg->ops[pc];
-        if (sp + 2 >= cap) {
-            int ncap = cap * 2;
-            PyObject **ns = PyMem_Malloc(sizeof(PyObject *) * ncap);
-            if (ns == NULL)
-                goto done;
-            memcpy(ns, st, sizeof(PyObject *) * sp);
-            if (st != small)
-                PyMem_Free(st);
-            st = ns;
-            cap = ncap;
-        }
-        PyObject *v, *w, *x;
-        int e = 0;   /* status of the effect ops below */
-        switch (op.kind) {
-        case KN_P_SRC:
-            st[sp++] = Py_XNewRef(vals[op.a]);
-            break;
-        case KN_P_CONST:
-            st[sp++] = Py_NewRef(PyList_GET_ITEM(seg->consts, op.a));
-            break;
-        case KN_P_OUT:
-            if (op.a >= PySequence_Fast_GET_SIZE(out)) {   /* a backend's callable returned too few */
-                PyErr_Format(PyExc_RuntimeError,
-                             "kiln: a compiled graph returned %zd outputs where the graph has more; a backend "
-                             "must return a callable that returns every output of the graph it was given",
-                             PySequence_Fast_GET_SIZE(out));
-                goto done;
-            }
-            st[sp++] = Py_NewRef(PySequence_Fast_ITEMS(out)[op.a]);
-            break;
-        case KN_P_NULL:
-            st[sp++] = NULL;
-            break;
-        case KN_P_TUPLE:
-        case KN_P_LIST:
-        case KN_P_SET: {
-            v = op.kind == KN_P_TUPLE ? PyTuple_New(op.a) : PyList_New(op.a);
-            if (v == NULL)
-                goto done;
-            for (int i = 0; i < op.a; i++) {
-                PyObject *it = st[sp - op.a + i];
-                if (op.kind == KN_P_TUPLE)
-                    PyTuple_SET_ITEM(v, i, it);
-                else
-                    PyList_SET_ITEM(v, i, it);
-            }
-            sp -= op.a;
-            if (op.kind == KN_P_SET) {
-                w = PySet_New(v);
-                Py_DECREF(v);
-                if (w == NULL)
-                    goto done;
-                v = w;
-            }
-            st[sp++] = v;
-            break;
-        }
-        case KN_P_DICT:
-            v = PyDict_New();
-            if (v == NULL)
-                goto done;
-            for (int i = 0; i < op.a; i++) {
-                if (PyDict_SetItem(v, st[sp - 2 * op.a + 2 * i], st[sp - 2 * op.a + 2 * i + 1]) < 0) {
-                    Py_DECREF(v);
-                    goto done;
-                }
-            }
-            for (int i = 0; i < 2 * op.a; i++)
-                Py_DECREF(st[sp - 1 - i]);
-            sp -= 2 * op.a;
-            st[sp++] = v;
-            break;
-        case KN_P_SLICE:
-            v = PySlice_New(st[sp - 3], st[sp - 2], st[sp - 1]);
-            Py_DECREF(st[sp - 3]);
-            Py_DECREF(st[sp - 2]);
-            Py_DECREF(st[sp - 1]);
-            sp -= 3;
-            if (v == NULL)
-                goto done;
-            st[sp++] = v;
-            break;
-        case KN_P_ITER:
-            v = PyObject_GetIter(st[sp - 1]);
-            if (v == NULL)
-                goto done;
-            Py_SETREF(st[sp - 1], v);
-            break;
-        case KN_P_GETATTR:
-        case KN_P_GETITEM:
-            v = op.kind == KN_P_GETATTR ? PyObject_GetAttr(st[sp - 1], PyList_GET_ITEM(seg->consts, op.a))
-                                        : PyObject_GetItem(st[sp - 1], PyList_GET_ITEM(seg->consts, op.a));
-            if (v == NULL)
-                goto done;
-            Py_SETREF(st[sp - 1], v);
-            break;
-        case KN_P_WRAP:
-            v = PyObject_CallOneArg(PyList_GET_ITEM(seg->consts, op.a), st[sp - 1]);
-            if (v == NULL)
-                goto done;
-            Py_SETREF(st[sp - 1], v);
-            break;
-        case KN_P_CALL:
-            v = PyObject_Vectorcall(st[sp - op.a - 1], st + sp - op.a, op.a, NULL);
-            for (int i = 0; i <= op.a; i++)
-                Py_DECREF(st[sp - 1 - i]);
-            sp -= op.a + 1;
-            if (v == NULL)
-                goto done;
-            st[sp++] = v;
-            break;
-        case KN_P_CALLKW: {
-            PyObject *kw = st[--sp];
-            Py_ssize_t nkw = PyTuple_GET_SIZE(kw);
-            v = PyObject_Vectorcall(st[sp - op.a - 1], st + sp - op.a, op.a - nkw, kw);
-            Py_DECREF(kw);
-            for (int i = 0; i <= op.a; i++)
-                Py_DECREF(st[sp - 1 - i]);
-            sp -= op.a + 1;
-            if (v == NULL)
-                goto done;
-            st[sp++] = v;
-            break;
-        }
-        case KN_P_TMP_SET:
-            Py_XSETREF(tmp[op.a], Py_XNewRef(st[sp - 1]));
-            break;
-        case KN_P_TMP_GET:
-            st[sp++] = Py_XNewRef(tmp[op.a]);
-            break;
-        case KN_P_SETATTR:
-            v = st[--sp];
-            w = st[--sp];
-            e = PyObject_SetAttr(w, PyList_GET_ITEM(seg->consts, op.a), v);
-            Py_DECREF(v);
-            Py_DECREF(w);
-            break;
-        case KN_P_DELATTR:
-            w = st[--sp];
-            e = PyObject_DelAttr(w, PyList_GET_ITEM(seg->consts, op.a));
-            Py_DECREF(w);
-            break;
-        case KN_P_SETITEM:
-            v = st[--sp];
-            w = st[--sp];
-            x = st[--sp];
-            e = PyObject_SetItem(x, w, v);
-            Py_DECREF(v);
-            Py_DECREF(w);
-            Py_DECREF(x);
-            break;
-        case KN_P_DELITEM:
-            w = st[--sp];
-            x = st[--sp];
-            e = PyObject_DelItem(x, w);
-            Py_DECREF(w);
-            Py_DECREF(x);
-            break;
-        case KN_P_REPLACE:
-            v = st[--sp];
-            w = st[--sp];
-            if (PyList_Check(w))
-                e = PyList_SetSlice(w, 0, PyList_GET_SIZE(w), v);
-            else if (PyDict_Check(w)) {
-                PyDict_Clear(w);
-                e = PyDict_Update(w, v);
-            } else {
-                PyErr_SetString(PyExc_SystemError, "kiln: replace on a non-container");
-                e = -1;
-            }
-            Py_DECREF(v);
-            Py_DECREF(w);
-            break;
-        case KN_P_GLOBAL:
-            v = st[--sp];
-            e = PyDict_SetItem(f->f_globals, PyList_GET_ITEM(seg->consts, op.a), v);
-            Py_DECREF(v);
-            break;
-        case KN_P_CELLSET:
-            v = st[--sp];
-            w = st[--sp];
-            e = PyCell_Set(w, v);
-            Py_XDECREF(v);
-            Py_DECREF(w);
-            break;
-        case KN_P_LOCAL:
-            v = st[--sp];
-            Py_XSETREF(f->localsplus[op.a], v);
-            break;
-        case KN_P_PUSH:
-            v = st[--sp];
-            if (frame_push(f, v) < 0)
-                goto done;
-            break;
-        case KN_P_RET:
-            *ret = st[--sp];
-            break;
-        case KN_P_CLEARSTACK:
-            for (int i = 0; i < op.a && f->stacktop > f->f_code->co_nlocalsplus; i++) {
-                f->stacktop--;
-                Py_CLEAR(f->localsplus[f->stacktop]);
-            }
-            break;
-        case KN_P_GRAD:
-            v = PyObject_CallOneArg(kn_cenv.set_grad, op.a ? Py_True : Py_False);
-            if (v == NULL)
-                goto done;
-            Py_DECREF(v);
-            break;
-        }
-        if (e < 0)
-            goto done;
-    }
-    rc = 0;
-done:
-    if (replaying)
-        tls_off--;
-    while (sp > 0)
-        Py_XDECREF(st[--sp]);
-    if (st != small)
-        PyMem_Free(st);
-    if (tmp) {
-        for (int i = 0; i < seg->ntmp; i++)
-            Py_XDECREF(tmp[i]);
-        PyMem_Free(tmp);
-    }
-    Py_XDECREF(out);
-    return rc;
 }
 
 /* The call a segment stopped at, done for real on the frame's stack. */
@@ -725,7 +444,7 @@ do_call(PyThreadState *ts, kn_seg *seg, _PyInterpreterFrame *f)
     }
     if (res == NULL)
         return -1;
-    return frame_push(f, res);
+    return kn_frame_push(f, res);
 }
 
 static int
@@ -872,7 +591,7 @@ end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject
             ret = find_return_const(code, result);
             if (ret < 0) {
                 Py_DECREF(result);
-                PyErr_SetString(PyExc_SystemError, "kiln: no instruction to return this frame's value with");
+                KN_INTERNAL("no instruction to return this frame's value with");
                 f->prev_instr = _PyCode_CODE(code) + at;
                 return _PyEval_EvalFrameDefault(ts, f, 1);
             }
@@ -884,7 +603,7 @@ end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject
         return _PyEval_EvalFrameDefault(ts, f, 0);
     }
     if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_SystemError, "kiln: a compiled frame failed without an exception");
+        KN_INTERNAL("a compiled frame failed without an exception");
     f->prev_instr = _PyCode_CODE(code) + at;
     return _PyEval_EvalFrameDefault(ts, f, 1);
 }
@@ -922,11 +641,11 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
             }
             int abort_kind = 0;
             long epoch = reset_epoch;
-            tls_off++;
+            kn_hook_off++;
             seg = kn_record(ctx, info, code, (PyObject *)FRAME_FUNC(f), f->f_globals, f->f_builtins, f->localsplus,
                             f->localsplus + code->co_nlocalsplus, f->stacktop - code->co_nlocalsplus, off,
                             &abort_kind);
-            tls_off--;
+            kn_hook_off--;
             if (seg && epoch != reset_epoch) {
                 /* kiln.reset() ran meanwhile: this frame uses the segment, the
                  * cache does not keep it */
@@ -978,7 +697,7 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 if (r == -1)
                     goto out;
                 if (debug_mode()) {
-                    PyErr_SetString(PyExc_SystemError, "kiln: a fresh recording fails its own guards");
+                    KN_INTERNAL("a fresh recording fails its own guards");
                     goto out;
                 }
                 warn_once(info, code, "a fresh recording fails its own guards (kiln bug)");
@@ -997,7 +716,7 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
         seg->hits++;
         PyObject *ret = NULL;
         _PyInterpreterFrame *prev = frame_link(ts, f, seg->offset);
-        int rc = run_segment(seg, f, vals, &ret);
+        int rc = kn_replay(seg, f, vals, &ret);
         frame_unlink(ts, prev);
         release_vals(seg, vals);
         if (rc == -2) {
@@ -1073,7 +792,7 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
         }
         return _PyEval_EvalFrameDefault(ts, f, 1);
     }
-    if (tls_off)
+    if (kn_hook_off)
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
     if ((code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) ||
         f->owner != FRAME_OWNED_BY_THREAD || ts->c_tracefunc != NULL || ts->c_profilefunc != NULL ||
@@ -1089,9 +808,9 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
     if (info->state == 3) {
         /* a tensor subclass's __torch_dispatch__ / __torch_function__: it and
          * everything it calls run as Python (kiln records above tensors) */
-        tls_off++;
+        kn_hook_off++;
         PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
-        tls_off--;
+        kn_hook_off--;
         return r;
     }
     if (py_remaining(ts) <= 0)   /* CPython raises RecursionError in this frame */
@@ -1114,9 +833,9 @@ static void
 hook_enter(kn_capctx *ctx, kn_capctx **saved, int *saved_off)
 {
     *saved = tls_ctx;
-    *saved_off = tls_off;
+    *saved_off = kn_hook_off;
     tls_ctx = ctx;
-    tls_off = 0;
+    kn_hook_off = 0;
     if (installed++ == 0)
         _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), kn_eval);
 }
@@ -1125,7 +844,7 @@ static void
 hook_exit(kn_capctx *saved, int saved_off)
 {
     tls_ctx = saved;
-    tls_off = saved_off;
+    kn_hook_off = saved_off;
     if (--installed == 0)
         _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), _PyEval_EvalFrameDefault);
 }
@@ -1408,6 +1127,21 @@ kn_capture_init(PyObject *m)
     if (PyType_Ready(&CapType) < 0 || PyModule_AddObjectRef(m, "Captured", (PyObject *)&CapType) < 0)
         return -1;
     if (PyModule_AddFunctions(m, capture_methods) < 0)
+        return -1;
+    PyObject *reasons = PyTuple_New(KN_NBREAKS);   /* breaks.def's names, in order */
+    if (reasons == NULL)
+        return -1;
+    for (int i = 0; i < KN_NBREAKS; i++) {
+        PyObject *nm = PyUnicode_FromString(kn_break_names[i]);
+        if (nm == NULL) {
+            Py_DECREF(reasons);
+            return -1;
+        }
+        PyTuple_SET_ITEM(reasons, i, nm);
+    }
+    int added = PyModule_AddObjectRef(m, "BREAK_REASONS", reasons);
+    Py_DECREF(reasons);
+    if (added < 0)
         return -1;
     extra_index = kn_request_extra_index(free_extra);
     if (extra_index < 0) {

@@ -6,10 +6,13 @@
  * program that rebuilds the frame's values and side effects, and a terminal
  * action (return, a call or branch done for real, or CPython from an offset).
  *
- * One case per opcode (opcodes.def is the list).  User functions are inlined;
- * a graph break inside an inlined call makes the recording start again with
- * that call site left to run for real, so the callee is recorded as its own
- * frame.  Calls, attributes and builtins are in record_call.c.
+ * One case per opcode (opcodes.def is the list; its BREAK rows become the
+ * cases that break, naming the opcode); the larger opcode families are in
+ * record_ops.c.  User functions are inlined; a graph break inside an inlined
+ * call makes the recording start again with that call site left to run for
+ * real, so the callee is recorded as its own frame.  Calls are in
+ * record_call.c, builtins in builtins.c, attributes and tensor ops in
+ * record_value.c.  A break is raised by its code (kn_brk, breaks.def).
  */
 #include "capture/record.h"
 
@@ -43,8 +46,8 @@ kn_v_method(kn_rec *r, kn_val *fn, kn_val *self)
     return m;
 }
 
-static PyObject *
-pin(kn_rec *r, PyObject *o)            /* borrows o; returns it, kept alive by the recording */
+PyObject *
+kn_pin(kn_rec *r, PyObject *o)            /* borrows o; returns it, kept alive by the recording */
 {
     if (o && PyList_Append(r->pins, o) < 0)
         return NULL;
@@ -55,7 +58,7 @@ kn_val *
 kn_v_const(kn_rec *r, PyObject *obj)
 {
     kn_val *v = kn_v_new(r, V_CONST);
-    if (v == NULL || pin(r, obj) == NULL)
+    if (v == NULL || kn_pin(r, obj) == NULL)
         return NULL;
     v->obj = obj;
     return v;
@@ -94,14 +97,41 @@ kn_v_add(kn_rec *r, kn_val *c, kn_val *item)
     return 0;
 }
 
+const char *const kn_break_names[KN_NBREAKS] = {
+#define BREAK(name, fmt) #name,
+#include "capture/breaks.def"
+#undef BREAK
+};
+
+const char *const kn_break_formats[KN_NBREAKS] = {
+#define BREAK(name, fmt) fmt,
+#include "capture/breaks.def"
+#undef BREAK
+};
+
+/* Record a break by its code; the message is its breaks.def format filled
+ * with the arguments (formats are checked by tests/capture/test_breaks.py
+ * against each call's argument count). */
 int
-kn_brk(kn_rec *r, const char *fmt, ...)
+kn_brk(kn_rec *r, kn_break why, ...)
 {
+    KN_ASSERT((unsigned)why < KN_NBREAKS);
     va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
+    va_start(ap, why);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    vsnprintf(r->reason, sizeof r->reason, kn_break_formats[why], ap);
+#pragma GCC diagnostic pop
     va_end(ap);
+    r->brk = why;
     return KN_BREAK;
+}
+
+void
+kn_brk_clear(kn_rec *r)
+{
+    r->reason[0] = 0;
+    r->brk = -1;
 }
 
 int
@@ -342,7 +372,7 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
     if (why == NULL)
         return NULL;
     if (why != Py_None) {
-        kn_brk(r, "%s input (run as Python)", PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "an unsupported tensor");
+        kn_brk(r, KN_BRK_INPUT_UNSUPPORTED, PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "an unsupported tensor");
         Py_DECREF(why);
         return NULL;
     }
@@ -375,10 +405,10 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
             PyObject *gone = PyObject_CallMethod(r->graph, "erase_node", "O", node);
             if (gone != NULL) {
                 Py_DECREF(gone);
-                kn_brk(r, "an input torch's fake-tensor converter rejects (run as Python)");
+                kn_brk(r, KN_BRK_INPUT_FAKE_REJECTED);
             }
         }
-        if (fake && PyList_Append(r->examples, t) == 0 && pin(r, node) && pin(r, fake)) {
+        if (fake && PyList_Append(r->examples, t) == 0 && kn_pin(r, node) && kn_pin(r, fake)) {
             PyObject *m = PyObject_GetAttrString(node, "meta");
             if (m == NULL || PyDict_SetItemString(m, "example_value", fake) < 0)
                 PyErr_Clear();
@@ -416,7 +446,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
     if (src >= 0 && r->bysrc[src])
         return r->bysrc[src];
     if (kn_c_stack_low()) {   /* containers nested very deeply: wrapping recurses in C */
-        kn_brk(r, "a value nested too deeply to record");
+        kn_brk(r, KN_BRK_VALUE_NESTED_TOO_DEEPLY);
         return NULL;
     }
     kn_val *v = NULL;
@@ -431,13 +461,13 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         PyObject_TypeCheck(obj, (PyTypeObject *)kn_cenv.torch_tensor)) {
         /* a tensor subclass from the frame (__torch_function__, __torch_dispatch__
          * wrappers): the code from here runs as Python */
-        kn_brk(r, "a tensor subclass (%s) input (run as Python)", t->tp_name);
+        kn_brk(r, KN_BRK_INPUT_TENSOR_SUBCLASS, t->tp_name);
         return NULL;
     }
     if ((PyObject *)t == kn_cenv.torch_tensor || (PyObject *)t == kn_cenv.torch_param) {
         if (src < 0) {
             /* a tensor with no way to fetch it again: not capturable */
-            kn_brk(r, "a tensor kiln cannot reach again from the frame");
+            kn_brk(r, KN_BRK_INPUT_UNREACHABLE);
             return NULL;
         }
         v = wrap_tensor(r, obj, src);
@@ -479,7 +509,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
                          kn_guard_add(r, KN_G_LEN, src, NULL, NULL, NULL, NULL, n) < 0))
             return NULL;
         v = kn_v_new(r, t == &PyTuple_Type ? V_TUPLE : V_LIST);
-        if (v == NULL || pin(r, obj) == NULL)
+        if (v == NULL || kn_pin(r, obj) == NULL)
             return NULL;
         v->obj = obj;
         v->src = src;
@@ -518,7 +548,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             return NULL;
         }
         v = kn_v_new(r, V_DICT);
-        if (v == NULL || pin(r, obj) == NULL || pin(r, kt) == NULL) {
+        if (v == NULL || kn_pin(r, obj) == NULL || kn_pin(r, kt) == NULL) {
             Py_DECREF(kt);
             return NULL;
         }
@@ -554,7 +584,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             return NULL;
     } else if (t == &PyCell_Type) {
         v = kn_v_new(r, V_CELL);
-        if (v == NULL || pin(r, obj) == NULL)
+        if (v == NULL || kn_pin(r, obj) == NULL)
             return NULL;
         v->obj = obj;
         v->content = LAZY;
@@ -574,7 +604,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
                                      is_module ? obj : (PyObject *)t, NULL, NULL, NULL, 0) < 0)
             return NULL;
         v = kn_v_new(r, V_OBJ);
-        if (v == NULL || pin(r, obj) == NULL)
+        if (v == NULL || kn_pin(r, obj) == NULL)
             return NULL;
         v->obj = obj;
         v->src = src;
@@ -643,7 +673,7 @@ kn_to_py(kn_rec *r, kn_val *v, int fake)
         return s;
     }
     default:
-        kn_brk(r, "a %s value cannot be passed to a tensor operation",
+        kn_brk(r, KN_BRK_TENSOR_OP_ARGUMENT,
                v->kind == V_OBJ ? Py_TYPE(v->obj)->tp_name : "Python");
         return NULL;
     }
@@ -672,18 +702,6 @@ kn_set_grad(kn_rec *r, int mode)
 
 /* ------------------------------------------------------------------ the interpreter */
 
-#define PUSH(v)                                                  \
-    do {                                                         \
-        kn_val *_v = (v);                                        \
-        if (_v == NULL)                                          \
-            return PyErr_Occurred() ? KN_ERR : KN_BREAK;         \
-        if (fr->sp >= fr->stackcap)                              \
-            return kn_brk(r, "symbolic stack overflow");         \
-        fr->stack[fr->sp++] = _v;                                \
-    } while (0)
-#define POP() (fr->stack[--fr->sp])
-#define TOP() (fr->stack[fr->sp - 1])
-#define PEEK(i) (fr->stack[fr->sp - (i)])
 static const char *const binop_names[] = {
     "add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow", "rshift", "sub", "truediv", "xor",
     "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul", "imod", "ior", "ipow", "irshift", "isub", "itruediv",
@@ -705,7 +723,7 @@ static int
 unary(kn_rec *r, const char *name, kn_val *a, kn_val **out)
 {
     if (a->kind != V_TENSOR && a->kind != V_CONST)
-        return kn_brk(r, "unary operator on a Python value kiln does not model");
+        return kn_brk(r, KN_BRK_UNARY_OPERATOR_PYTHON_VALUE);
     PyObject *f = opfn(name);
     if (f == NULL)
         return KN_FAIL;
@@ -716,7 +734,7 @@ unary(kn_rec *r, const char *name, kn_val *a, kn_val **out)
         PyObject *x = PyObject_CallOneArg(f, a->obj);
         if (x == NULL) {
             PyErr_Clear();
-            rc = kn_brk(r, "unary operator raises");
+            rc = kn_brk(r, KN_BRK_UNARY_OPERATOR_RAISES);
         } else {
             *out = kn_v_const_steal(r, x);
             rc = *out ? 0 : KN_FAIL;
@@ -727,8 +745,8 @@ unary(kn_rec *r, const char *name, kn_val *a, kn_val **out)
 }
 
 /* tuple(a) for a list built while recording (LIST_TO_TUPLE, its 3.12 intrinsic) */
-static kn_val *
-as_tuple(kn_rec *r, kn_val *a)
+kn_val *
+kn_as_tuple(kn_rec *r, kn_val *a)
 {
     kn_val *t = kn_v_new(r, V_TUPLE);
     for (int i = 0; t && i < a->n; i++)
@@ -773,7 +791,7 @@ load_local(kn_rec *r, rframe *fr, int i)
         v = kn_v_new(r, V_CELL);
         if (v) {
             v->obj = real;
-            pin(r, real);
+            kn_pin(r, real);
             v->src = s;
             v->content = LAZY;
         }
@@ -791,11 +809,11 @@ static int
 cell_load(kn_rec *r, kn_val *cell, kn_val **out)
 {
     if (cell->kind != V_CELL)
-        return kn_brk(r, "closure variable is not a cell");
+        return kn_brk(r, KN_BRK_CLOSURE_VARIABLE_CELL);
     if (cell->content == LAZY) {
         PyObject *c = PyCell_GET(cell->obj);
         if (c == NULL)
-            return kn_brk(r, "free variable referenced before assignment");
+            return kn_brk(r, KN_BRK_FREE_VARIABLE_REFERENCED_BEFORE);
         int s = cell->src >= 0 ? kn_src_add(r, KN_SRC_CELL, cell->src, NULL, 0) : -1;
         kn_val *v = kn_wrap(r, c, s);
         if (v == NULL)
@@ -803,7 +821,7 @@ cell_load(kn_rec *r, kn_val *cell, kn_val **out)
         cell->content = v;
     }
     if (cell->content == NULL)
-        return kn_brk(r, "free variable referenced before assignment");
+        return kn_brk(r, KN_BRK_FREE_VARIABLE_REFERENCED_BEFORE);
     *out = cell->content;
     return 0;
 }
@@ -825,10 +843,10 @@ static int
 cell_store(kn_rec *r, kn_val *cell, kn_val *v)
 {
     if (cell->kind != V_CELL)
-        return kn_brk(r, "closure variable is not a cell");
+        return kn_brk(r, KN_BRK_CLOSURE_VARIABLE_CELL);
     if (cell->obj) {   /* a real cell: the store is a side effect */
         if (cell->src < 0)
-            return kn_brk(r, "store to a closure cell kiln cannot reach again");
+            return kn_brk(r, KN_BRK_STORE_CLOSURE_CELL_REACH);
         if (kn_effect_add(r, E_CELL, cell, v, NULL) < 0)
             return KN_FAIL;
     }
@@ -880,7 +898,7 @@ global_load(kn_rec *r, rframe *fr, PyObject *name, kn_val **out)
     if (v == NULL) {
         if (PyErr_Occurred())
             return KN_FAIL;
-        return kn_brk(r, "name %s is not defined", PyUnicode_AsUTF8(name));
+        return kn_brk(r, KN_BRK_NAME_NOT_DEFINED, PyUnicode_AsUTF8(name));
     }
     *out = kn_wrap(r, v, s);
     return *out ? 0 : KN_ERR;
@@ -894,13 +912,13 @@ unpack(kn_rec *r, rframe *fr, kn_val *seq, int n, int before, int after)
     int total = it->n;
     if (before < 0) {             /* UNPACK_SEQUENCE */
         if (total != n)
-            return kn_brk(r, "unpacking %d values into %d names", total, n);
+            return kn_brk(r, KN_BRK_UNPACK_MISMATCH, total, n);
         for (int i = n - 1; i >= 0; i--)
             PUSH(it->items[i]);
         return 0;
     }
     if (total < before + after)
-        return kn_brk(r, "not enough values to unpack");
+        return kn_brk(r, KN_BRK_UNPACK_TOO_FEW);
     for (int i = total - 1; i >= total - after; i--)
         PUSH(it->items[i]);
     kn_val *mid = kn_v_new(r, V_LIST);
@@ -931,7 +949,7 @@ subscr(kn_rec *r, rframe *fr, kn_val *c, kn_val *k, kn_val **out)
             if (i < 0)
                 i += c->n;
             if (i < 0 || i >= c->n)
-                return kn_brk(r, "index out of range");
+                return kn_brk(r, KN_BRK_INDEX_OUT_RANGE);
             *out = c->items[i];
             return 0;
         }
@@ -959,17 +977,17 @@ subscr(kn_rec *r, rframe *fr, kn_val *c, kn_val *k, kn_val **out)
                 return 0;
             }
         }
-        return kn_brk(r, "KeyError %s", "in a dict subscript");
+        return kn_brk(r, KN_BRK_KEY_ERROR, "in a dict subscript");
     }
     if (c->kind == V_CONST && k->kind == V_CONST) {
         PyObject *res = PyObject_GetItem(c->obj, k->obj);
         if (res == NULL) {
             PyErr_Clear();
-            return kn_brk(r, "subscript raises");
+            return kn_brk(r, KN_BRK_SUBSCRIPT_RAISES);
         }
         if ((PyObject *)Py_TYPE(res) == kn_cenv.torch_tensor) {
             Py_DECREF(res);
-            return kn_brk(r, "tensor inside a constant container");
+            return kn_brk(r, KN_BRK_TENSOR_INSIDE_CONSTANT_CONTAINER);
         }
         *out = kn_v_const_steal(r, res);
         return *out ? 0 : KN_ERR;
@@ -998,11 +1016,11 @@ subscr(kn_rec *r, rframe *fr, kn_val *c, kn_val *k, kn_val **out)
             return rc;
         return kn_call(r, fr, fn, &k, 1, NULL, out);
     }
-    return kn_brk(r, "subscript of this kind of value");
+    return kn_brk(r, KN_BRK_SUBSCRIPT_KIND_VALUE);
 }
 
-static int
-store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v)
+int
+kn_store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v)
 {
     if (c->kind == V_TENSOR) {
         PyObject *si = opfn("setitem");
@@ -1016,7 +1034,7 @@ store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v)
         if (i < 0)
             i += c->n;
         if (i < 0 || i >= c->n)
-            return kn_brk(r, "list assignment index out of range");
+            return kn_brk(r, KN_BRK_LIST_ASSIGNMENT_INDEX_OUT);
         c->items[i] = v;
         c->mutated = 1;
         return 0;
@@ -1038,7 +1056,7 @@ store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v)
         c->mutated = 1;
         return 0;
     }
-    return kn_brk(r, "item assignment on this kind of value");
+    return kn_brk(r, KN_BRK_ITEM_ASSIGNMENT_KIND_VALUE);
 }
 
 /* A store the recording may read back as the value stored: no data
@@ -1050,10 +1068,10 @@ kn_plain_store(kn_rec *r, kn_val *o, PyObject *name)
     PyTypeObject *tp = Py_TYPE(o->obj);
     PyObject *d = _PyType_Lookup(tp, name);
     if (d && Py_TYPE(d)->tp_descr_set)
-        return kn_brk(r, "attribute store through a descriptor (%s)", PyUnicode_AsUTF8(name));
+        return kn_brk(r, KN_BRK_ATTRIBUTE_STORE_THROUGH_DESCRIPTOR, PyUnicode_AsUTF8(name));
     if (tp->tp_setattro != PyObject_GenericSetAttr && PyObject_IsInstance(o->obj, kn_cenv.nn_module) != 1) {
         PyErr_Clear();
-        return kn_brk(r, "attribute store on a %s, which has its own __setattr__", tp->tp_name);
+        return kn_brk(r, KN_BRK_ATTRIBUTE_STORE_HAS_OWN, tp->tp_name);
     }
     return 0;
 }
@@ -1076,7 +1094,7 @@ compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
         Py_DECREF(y);
         if (res == NULL) {
             PyErr_Clear();
-            return kn_brk(r, "comparison raises");
+            return kn_brk(r, KN_BRK_COMPARISON_RAISES);
         }
         *out = kn_v_const_steal(r, res);
         return *out ? 0 : KN_ERR;
@@ -1097,7 +1115,7 @@ compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
         *out = kn_v_const(r, which == 3 ? Py_True : Py_False);
         return *out ? 0 : KN_ERR;
     }
-    return kn_brk(r, "comparison of non-constant Python values");
+    return kn_brk(r, KN_BRK_COMPARISON_NON_CONSTANT_PYTHON);
 }
 
 static int
@@ -1145,7 +1163,7 @@ is_op(kn_rec *r, kn_val *a, kn_val *b, int *out)
         *out = 0;
         return 0;
     }
-    return kn_brk(r, "identity test on values kiln cannot compare");
+    return kn_brk(r, KN_BRK_IDENTITY_TEST_VALUES_COMPARE);
 }
 
 static int
@@ -1169,7 +1187,7 @@ contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
         Py_DECREF(y);
         if (e < 0) {
             PyErr_Clear();
-            return kn_brk(r, "`in` raises");
+            return kn_brk(r, KN_BRK_IN_RAISES);
         }
         *out = e;
         return 0;
@@ -1180,7 +1198,7 @@ contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
         *out = 0;
         for (int i = 0; i < c->n; i++) {
             if (c->items[i]->kind != V_CONST)
-                return kn_brk(r, "`in` over non-constant items");
+                return kn_brk(r, KN_BRK_IN_NONCONST_ITEMS);
             int e = PyObject_RichCompareBool(c->items[i]->obj, item->obj, Py_EQ);
             if (e < 0)
                 return KN_FAIL;
@@ -1227,7 +1245,7 @@ contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
         }
         Py_XDECREF(name);
     }
-    return kn_brk(r, "`in` on non-constant values");
+    return kn_brk(r, KN_BRK_IN_NONCONST);
 }
 
 int
@@ -1313,30 +1331,36 @@ kn_run_frame(kn_rec *r, rframe *fr)
     for (;;) {
         int sp0 = fr->sp;
         int rc = run_one(r, fr);
-        if (rc == KN_NEXT)  /* the instruction completed */
+        if (rc == KN_NEXT) {  /* the instruction completed */
+            KN_ASSERT(fr->sp >= 0 && fr->sp <= fr->stackcap);
             continue;
+        }
         if (rc == KN_BREAK)
             fr->sp = sp0;
         return rc;
     }
 }
 
-/* One instruction: KN_NEXT done, 0 the frame returned, KN_BREAK, KN_ERR. */
+/* One instruction: KN_NEXT done, 0 the frame returned, KN_BREAK, KN_ERR.
+ * This is the recorder's one interpreter switch (a case per HANDLED opcode of
+ * opcodes.def, the BREAK rows generated from the table); the larger opcode
+ * families live in record_ops.c, one function each, so that a case here
+ * stays a few lines. */
 static int
 run_one(kn_rec *r, rframe *fr)
 {
     PyCodeObject *co = fr->code;
     {
         if (++r->steps > 400000)
-            return kn_brk(r, "recording ran too long (an unbounded loop?)");
+            return kn_brk(r, KN_BRK_RECORDING_RAN_TOO_LONG);
         int op, arg, next;
         int pc = kn_decode(fr, fr->pc, &op, &arg, &next);
         if (pc < 0)
-            return kn_brk(r, "ran off the end of the code");
+            return kn_brk(r, KN_BRK_RAN_OFF_END_CODE);
         fr->lastpc = pc;
         fr->pc = pc;
         if (op < 0)
-            return kn_brk(r, "unknown opcode %d", fr->ins[2 * pc]);
+            return kn_brk(r, KN_BRK_UNKNOWN_OPCODE, fr->ins[2 * pc]);
         /* try blocks are recorded on their no-exception path: a graph that
          * raises sends the frame back to CPython at the segment's start (see
          * hook.c), where the user's handlers run */
@@ -1372,7 +1396,7 @@ run_one(kn_rec *r, rframe *fr)
             if (a == NULL)
                 return KN_FAIL;
             if (a->kind == V_NULL && op != KN_OP_LOAD_FAST_AND_CLEAR)
-                return kn_brk(r, "local variable referenced before assignment");
+                return kn_brk(r, KN_BRK_LOCAL_VARIABLE_REFERENCED_BEFORE);
             PUSH(a);
             if (op == KN_OP_LOAD_FAST_AND_CLEAR)
                 fr->locals[arg] = kn_v_new(r, V_NULL);
@@ -1401,7 +1425,7 @@ run_one(kn_rec *r, rframe *fr)
             break;
         case KN_OP_STORE_GLOBAL:
             if (fr->globals != r->root_globals)
-                return kn_brk(r, "global store from an inlined function of another module");
+                return kn_brk(r, KN_BRK_GLOBAL_STORE_INLINED_FUNCTION);
             name = PyTuple_GET_ITEM(co->co_names, arg);
             a = POP();
             if (kn_effect_add(r, E_GLOBAL, a, NULL, name) < 0)
@@ -1415,57 +1439,10 @@ run_one(kn_rec *r, rframe *fr)
             }
             break;
         case KN_OP_LOAD_ATTR:
-        case KN_OP_LOAD_METHOD: {
-            int method = op == KN_OP_LOAD_METHOD || (KN_PY312 && (arg & 1));
-            name = PyTuple_GET_ITEM(co->co_names, KN_PY312 && op == KN_OP_LOAD_ATTR ? arg >> 1 : arg);
-            a = POP();
-            CHECK(kn_getattr(r, fr, a, name, &res));
-            if (method)
-                PUSH(kn_v_new(r, V_NULL));
-            PUSH(res);
-            break;
-        }
-        case KN_OP_LOAD_SUPER_ATTR: {
-            name = PyTuple_GET_ITEM(co->co_names, arg >> 2);
-            a = POP();   /* self */
-            b = POP();   /* class */
-            (void)POP(); /* super */
-            if (b->kind != V_CONST || !PyType_Check(b->obj))
-                return kn_brk(r, "super() with a non-constant class");
-            c = kn_v_new(r, V_SUPER);
-            if (c == NULL)
-                return KN_FAIL;
-            c->obj = b->obj;
-            c->self = a;
-            CHECK(kn_getattr(r, fr, c, name, &res));
-            if (arg & 1)
-                PUSH(kn_v_new(r, V_NULL));
-            PUSH(res);
-            break;
-        }
+        case KN_OP_LOAD_METHOD:
+        case KN_OP_LOAD_SUPER_ATTR:
         case KN_OP_STORE_ATTR:
-            name = PyTuple_GET_ITEM(co->co_names, arg);
-            a = POP();   /* object */
-            b = POP();   /* value */
-            if (a->kind == V_OBJ && a->newobj) {
-                CHECK(kn_newobj_setattr(r, a, name, b));
-                break;
-            }
-            if (a->kind != V_OBJ || !kn_rebuildable(a))
-                return kn_brk(r, "attribute store on a %s",
-                              a->kind == V_TENSOR ? "tensor" : "value kiln does not track");
-            CHECK(kn_plain_store(r, a, name));
-            {
-                kn_attr *at = kn_alloc(&r->arena, sizeof *at);
-                if (at == NULL)
-                    return KN_FAIL;
-                at->name = name;
-                at->val = b;
-                at->next = a->attrs;
-                a->attrs = at;
-            }
-            if (kn_effect_add(r, E_SETATTR, a, b, name) < 0)
-                return KN_FAIL;
+            CHECK(kn_op_attr(r, fr, op, arg));
             break;
         case KN_OP_LOAD_DEREF:
         case KN_OP_LOAD_CLOSURE:
@@ -1488,7 +1465,7 @@ run_one(kn_rec *r, rframe *fr)
             break;
         case KN_OP_BINARY_OP: {
             if (arg < 0 || arg > 25)
-                return kn_brk(r, "unknown binary operator %d", arg);
+                return kn_brk(r, KN_BRK_UNKNOWN_BINARY_OPERATOR, arg);
             b = PEEK(1);
             a = PEEK(2);
             /* `a op= b` on an immutable or non-tensor left side is `a = a op b` */
@@ -1526,7 +1503,7 @@ run_one(kn_rec *r, rframe *fr)
             b = POP();   /* key */
             a = POP();   /* container */
             c = POP();   /* value */
-            CHECK(store_subscr(r, a, b, c));
+            CHECK(kn_store_subscr(r, a, b, c));
             break;
         case KN_OP_BINARY_SLICE:
         case KN_OP_STORE_SLICE: {
@@ -1548,14 +1525,14 @@ run_one(kn_rec *r, rframe *fr)
                 PUSH(res);
             } else {
                 c = POP();
-                CHECK(store_subscr(r, cont, sl, c));
+                CHECK(kn_store_subscr(r, cont, sl, c));
             }
             break;
         }
         case KN_OP_COMPARE_OP: {
             int which = KN_PY312 ? arg >> 4 : arg;
             if (which < 0 || which > 5)
-                return kn_brk(r, "unknown comparison");
+                return kn_brk(r, KN_BRK_UNKNOWN_COMPARISON);
             b = POP();
             a = POP();
             CHECK(compare(r, which, a, b, &res));
@@ -1577,145 +1554,20 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_BUILD_TUPLE:
         case KN_OP_BUILD_LIST:
         case KN_OP_BUILD_SET:
-            res = kn_v_new(r, op == KN_OP_BUILD_TUPLE ? V_TUPLE : V_LIST);
-            if (res == NULL)
-                return KN_FAIL;
-            for (int i = arg; i >= 1; i--)
-                if (kn_v_add(r, res, PEEK(i)) < 0)
-                    return KN_FAIL;
-            fr->sp -= arg;
-            if (op == KN_OP_BUILD_SET) {
-                PyObject *x = kn_const_of(r, res);
-                if (x == NULL)
-                    return kn_brk(r, "a set of non-constant values");
-                PyObject *s = PySet_New(x);
-                Py_DECREF(x);
-                if (s == NULL)
-                    return KN_FAIL;
-                res = kn_v_const_steal(r, s);
-            }
-            PUSH(res);
-            break;
         case KN_OP_LIST_TO_TUPLE:
-            a = POP();
-            PUSH(as_tuple(r, a));
-            break;
         case KN_OP_BUILD_MAP:
-        case KN_OP_BUILD_CONST_KEY_MAP: {
-            res = kn_v_new(r, V_DICT);
-            if (res == NULL)
-                return KN_FAIL;
-            kn_val *keys = op == KN_OP_BUILD_CONST_KEY_MAP ? POP() : NULL;
-            for (int i = arg; i >= 1; i--) {
-                kn_val *k = keys ? NULL : PEEK(2 * i), *v = keys ? PEEK(i) : PEEK(2 * i - 1);
-                PyObject *kobj = keys ? PyTuple_GET_ITEM(keys->obj, arg - i) : (k->kind == V_CONST ? k->obj : NULL);
-                if (kobj == NULL)
-                    return kn_brk(r, "dict key that is not a constant");
-                if (kn_v_add(r, res, v) < 0)
-                    return KN_FAIL;
-                res->keys[res->n - 1] = kobj;
-            }
-            fr->sp -= keys ? arg : 2 * arg;
-            PUSH(res);
-            break;
-        }
+        case KN_OP_BUILD_CONST_KEY_MAP:
         case KN_OP_BUILD_SLICE:
-            res = kn_v_new(r, V_SLICE);
-            if (res == NULL)
-                return KN_FAIL;
-            c = arg == 3 ? POP() : kn_v_const(r, Py_None);
-            b = POP();
-            a = POP();
-            if (kn_v_add(r, res, a) < 0 || kn_v_add(r, res, b) < 0 || kn_v_add(r, res, c) < 0)
-                return KN_FAIL;
-            if (kn_v_is_const(a) && kn_v_is_const(b) && kn_v_is_const(c)) {
-                PyObject *s = PySlice_New(a->obj, b->obj, c->obj);
-                res = kn_v_const_steal(r, s);
-            }
-            PUSH(res);
-            break;
-        case KN_OP_BUILD_STRING: {
-            PyObject *parts = PyTuple_New(arg);
-            if (parts == NULL)
-                return KN_FAIL;
-            for (int i = 0; i < arg; i++) {
-                kn_val *p = PEEK(arg - i);
-                if (p->kind != V_CONST || !PyUnicode_Check(p->obj)) {
-                    Py_DECREF(parts);
-                    return kn_brk(r, "string built from non-constant parts");
-                }
-                PyTuple_SET_ITEM(parts, i, Py_NewRef(p->obj));
-            }
-            fr->sp -= arg;
-            PyObject *empty = PyUnicode_New(0, 0);
-            PyObject *s = empty ? PyUnicode_Join(empty, parts) : NULL;
-            Py_XDECREF(empty);
-            Py_DECREF(parts);
-            PUSH(kn_v_const_steal(r, s));
-            break;
-        }
-        case KN_OP_FORMAT_VALUE: {
-            kn_val *spec = (arg & 4) ? POP() : NULL;
-            a = POP();
-            if (a->kind != V_CONST || (spec && spec->kind != V_CONST))
-                return kn_brk(r, "f-string of a non-constant value");
-            PyObject *v = Py_NewRef(a->obj), *x;
-            if ((arg & 3) == 1)
-                x = PyObject_Str(v);
-            else if ((arg & 3) == 2)
-                x = PyObject_Repr(v);
-            else if ((arg & 3) == 3)
-                x = PyObject_ASCII(v);
-            else
-                x = Py_NewRef(v);
-            Py_DECREF(v);
-            if (x == NULL)
-                return KN_FAIL;
-            PyObject *s = PyObject_Format(x, spec ? spec->obj : NULL);
-            Py_DECREF(x);
-            PUSH(kn_v_const_steal(r, s));
-            break;
-        }
+        case KN_OP_BUILD_STRING:
+        case KN_OP_FORMAT_VALUE:
         case KN_OP_LIST_APPEND:
         case KN_OP_SET_ADD:
-            a = POP();
-            c = PEEK(arg);
-            if (c->kind != V_LIST)
-                return kn_brk(r, "set comprehension");
-            if (kn_v_add(r, c, a) < 0)
-                return KN_FAIL;
-            break;
         case KN_OP_LIST_EXTEND:
         case KN_OP_SET_UPDATE:
-            a = POP();
-            c = PEEK(arg);
-            if (c->kind != V_LIST)
-                return kn_brk(r, "set update");
-            CHECK(kn_iter_items(r, a, &b));
-            for (int i = 0; i < b->n; i++)
-                if (kn_v_add(r, c, b->items[i]) < 0)
-                    return KN_FAIL;
-            break;
         case KN_OP_MAP_ADD:
-            b = POP();   /* value */
-            a = POP();   /* key */
-            c = PEEK(arg);
-            if (a->kind != V_CONST || c->kind != V_DICT)
-                return kn_brk(r, "dict comprehension with a non-constant key");
-            CHECK(store_subscr(r, c, a, b));
-            break;
         case KN_OP_DICT_UPDATE:
         case KN_OP_DICT_MERGE:
-            a = POP();
-            c = PEEK(arg);
-            if (a->kind != V_DICT || c->kind != V_DICT)
-                return kn_brk(r, "** of a mapping kiln does not model");
-            for (int i = 0; i < a->n; i++) {
-                kn_val *k = kn_v_const(r, a->keys[i]);
-                if (k == NULL)
-                    return KN_FAIL;
-                CHECK(store_subscr(r, c, k, a->items[i]));
-            }
+            CHECK(kn_op_build(r, fr, op, arg));
             break;
         case KN_OP_UNPACK_SEQUENCE:
             a = POP();
@@ -1733,7 +1585,7 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_FOR_ITER:
             a = TOP();
             if (a->kind != V_ITER)
-                return kn_brk(r, "for loop over an iterator kiln cannot see into");
+                return kn_brk(r, KN_BRK_LOOP_OVER_ITERATOR_SEE);
             if (a->pos < a->n) {
                 PUSH(a->items[a->pos++]);
                 break;
@@ -1775,7 +1627,7 @@ run_one(kn_rec *r, rframe *fr)
             a = POP();
             int isnone = a->kind == V_CONST && a->obj == Py_None;
             if (a->kind == V_NULL)
-                return kn_brk(r, "None test on NULL");
+                return kn_brk(r, KN_BRK_NONE_TEST_NULL);
             int want_none = op == KN_OP_POP_JUMP_IF_NONE || op == KN_OP_POP_JUMP_FORWARD_IF_NONE ||
                             op == KN_OP_POP_JUMP_BACKWARD_IF_NONE;
             fr->pc = (isnone == want_none) ? kn_jump_target(op, arg, next) : next;
@@ -1796,89 +1648,11 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_KW_NAMES:
             fr->kwnames = PyTuple_GET_ITEM(co->co_consts, arg);
             break;
-        case KN_OP_CALL: {
-            int n = arg;
-            kn_val *A = PEEK(n + 2), *B = PEEK(n + 1);
-            kn_val **args = &fr->stack[fr->sp - n];
-            kn_val *callable = B;
-            kn_val *argbuf[64];
-            int total = n;
-            if (A->kind != V_NULL) {
-                if (n + 1 > 64)
-                    return kn_brk(r, "call with too many arguments");
-                callable = A;
-                argbuf[0] = B;
-                memcpy(argbuf + 1, args, sizeof(kn_val *) * n);
-                args = argbuf;
-                total = n + 1;
-            }
-            PyObject *kw = fr->kwnames;
-            fr->kwnames = NULL;
-            int rc = kn_call(r, fr, callable, args, total, kw, &res);
-            if (rc) {
-                fr->kwnames = kw;   /* the break leaves the call for real: keep its names */
-                return rc;
-            }
-            fr->sp -= n + 2;
-            PUSH(res);
+        case KN_OP_CALL:
+        case KN_OP_CALL_FUNCTION_EX:
+        case KN_OP_MAKE_FUNCTION:
+            CHECK(kn_op_call(r, fr, op, arg));
             break;
-        }
-        case KN_OP_CALL_FUNCTION_EX: {
-            kn_val *kwd = (arg & 1) ? TOP() : NULL;
-            kn_val *pargs = PEEK((arg & 1) + 1), *fn = PEEK((arg & 1) + 2);
-            kn_val *items;
-            CHECK(kn_iter_items(r, pargs, &items));
-            int np = items->n, nk = 0;
-            kn_val *argv[64];
-            PyObject *kwn = NULL;
-            if (kwd) {
-                if (kwd->kind != V_DICT)
-                    return kn_brk(r, "** of a mapping kiln does not model");
-                nk = kwd->n;
-            }
-            if (np + nk > 64)
-                return kn_brk(r, "call with too many arguments");
-            memcpy(argv, items->items, sizeof(kn_val *) * np);
-            if (nk) {
-                kwn = PyTuple_New(nk);
-                if (kwn == NULL)
-                    return KN_FAIL;
-                for (int i = 0; i < nk; i++) {
-                    PyTuple_SET_ITEM(kwn, i, Py_NewRef(kwd->keys[i]));
-                    argv[np + i] = kwd->items[i];
-                }
-                if (pin(r, kwn) == NULL) {
-                    Py_DECREF(kwn);
-                    return KN_FAIL;
-                }
-                Py_DECREF(kwn);
-            }
-            CHECK(kn_call(r, fr, fn, argv, np + nk, kwn, &res));
-            fr->sp -= (arg & 1) + 3;   /* NULL, fn, args[, kwargs] */
-            PUSH(res);
-            break;
-        }
-        case KN_OP_MAKE_FUNCTION: {
-            a = POP();   /* code */
-            res = kn_v_new(r, V_FUNC);
-            if (res == NULL)
-                return KN_FAIL;
-            res->obj = a->obj;
-            res->globals = fr->globals;
-            if (arg & 8) {
-                c = POP();
-                res->items = c->items;
-                res->n = c->n;
-            }
-            if (arg & 4)
-                (void)POP();
-            if (arg & 2)
-                res->self = POP();   /* kwdefaults */
-            if (arg & 1)
-                res->fn = POP();     /* defaults */
-            PUSH(res);
-            break;
-        }
         case KN_OP_CALL_INTRINSIC_1:
             if (arg == 5) {          /* unary + */
                 a = POP();
@@ -1886,15 +1660,15 @@ run_one(kn_rec *r, rframe *fr)
                 PUSH(res);
             } else if (arg == 6) {   /* list -> tuple */
                 a = POP();
-            PUSH(as_tuple(r, a));
+            PUSH(kn_as_tuple(r, a));
             } else {
-                return kn_brk(r, "intrinsic %d", arg);
+                return kn_brk(r, KN_BRK_INTRINSIC, arg);
             }
             break;
         case KN_OP_BEFORE_WITH:
             a = POP();
             if (a->kind != V_CTX)
-                return kn_brk(r, "a with block on a context manager kiln does not model");
+                return kn_brk(r, KN_BRK_WITH_UNKNOWN_CONTEXT);
             if (with_enter(r, a) < 0)
                 return KN_FAIL;
             fr->nwith++;
@@ -1911,7 +1685,7 @@ run_one(kn_rec *r, rframe *fr)
             break;
         case KN_OP_YIELD_VALUE:
             if (fr->yields == NULL)
-                return kn_brk(r, "yield outside a generator kiln runs");
+                return kn_brk(r, KN_BRK_YIELD_OUTSIDE_GENERATOR_RUNS);
             a = POP();
             if (kn_v_add(r, fr->yields, a) < 0)
                 return KN_FAIL;
@@ -1919,48 +1693,26 @@ run_one(kn_rec *r, rframe *fr)
             break;
         case KN_OP_RETURN_GENERATOR:
             if (fr->yields == NULL)
-                return kn_brk(r, "generator");
+                return kn_brk(r, KN_BRK_GENERATOR);
             PUSH(kn_v_const(r, Py_None));
             break;
-        case KN_OP_IMPORT_NAME: {
-            /* an import of a module already loaded has no effect but the binding */
-            name = PyTuple_GET_ITEM(co->co_names, arg);
-            b = POP();   /* fromlist */
-            a = POP();   /* level */
-            if (a->kind != V_CONST || b->kind != V_CONST)
-                return kn_brk(r, "import with computed arguments");
-            long level = PyLong_AsLong(a->obj);
-            if (level == 0) {
-                PyObject *mods = PyImport_GetModuleDict();
-                PyObject *hit = PyDict_GetItemWithError(mods, name);
-                if (hit == NULL)
-                    return PyErr_Occurred() ? KN_ERR : kn_brk(r, "import of a module not yet loaded");
-            }
-            PyObject *m = PyImport_ImportModuleLevelObject(name, fr->globals, NULL, b->obj, (int)level);
-            if (m == NULL) {
-                PyErr_Clear();
-                return kn_brk(r, "import raises");
-            }
-            PUSH(kn_v_const_steal(r, m));
+        case KN_OP_IMPORT_NAME:
+        case KN_OP_IMPORT_FROM:
+            CHECK(kn_op_import(r, fr, op, arg));
             break;
-        }
-        case KN_OP_IMPORT_FROM: {
-            name = PyTuple_GET_ITEM(co->co_names, arg);
-            a = TOP();
-            if (a->kind != V_CONST || !PyModule_Check(a->obj))
-                return kn_brk(r, "from-import of a non-module");
-            PyObject *v = PyObject_GetAttr(a->obj, name);
-            if (v == NULL) {
-                PyErr_Clear();
-                return kn_brk(r, "from-import of a submodule not yet loaded");
-            }
-            PUSH(kn_v_const_steal(r, v));
-            break;
-        }
         case KN_OP_RAISE_VARARGS:
-            return kn_brk(r, "raise");
-        default:
-            return kn_brk(r, "opcode %s is not recorded", "(graph-break opcode)");
+            return kn_brk(r, KN_BRK_RAISE);
+        /* the opcodes opcodes.def marks BREAK: recording stops there */
+#define OPC_HANDLED(name)
+#define OPC_BREAK(name) case KN_OP_##name:
+#define OPC(name, how) OPC_##how(name)
+#include "capture/opcodes.def"
+#undef OPC
+#undef OPC_BREAK
+#undef OPC_HANDLED
+            return kn_brk(r, KN_BRK_OPCODE_NOT_RECORDED, kn_opcode_names[op]);
+        default:   /* HANDLED in opcodes.def but no case here (EXTENDED_ARG is decoded away) */
+            return KN_INTERNAL("opcode %s is HANDLED in opcodes.def but run_one has no case", kn_opcode_names[op]);
         }
         fr->pc = next;
         return KN_NEXT;

@@ -1,4 +1,5 @@
-/* record.h — the recorder's private declarations (record.c, record_call.c).
+/* record.h — the recorder's private declarations (record.c, record_value.c,
+ * record_call.c, builtins.c, segment.c).
  *
  * Symbolic values (kn_val) live in the recording's arena; every Python object
  * they point at is pinned in rec->pins, so an abort from any depth releases
@@ -8,6 +9,7 @@
 #define KILN_RECORD_H
 
 #include "capture/capture.h"
+#include "error.h"
 
 typedef enum {
     V_NULL,      /* CPython's NULL stack marker, or an unbound local */
@@ -115,7 +117,8 @@ typedef struct {
     int ninputs, capinputs;
     int nops;                /* op nodes in the graph */
     int steps;               /* instruction budget */
-    char reason[300];
+    char reason[300];        /* the break's message, formatted */
+    int brk;                 /* its kn_break code; -1 none */
     int unrebuildable;       /* 1 + the kind of a value finish cannot rebuild after the graph; 0 none */
     PyCodeObject *break_code;
     int break_pc;
@@ -124,7 +127,13 @@ typedef struct {
     rframe *root;
 } kn_rec;
 
-/* break: returns this with rec->reason set */
+static inline const char *
+kn_break_name(kn_rec *r)
+{
+    return r->brk >= 0 && r->brk < KN_NBREAKS ? kn_break_names[r->brk] : "NONE";
+}
+
+/* break: returns this with rec->brk and rec->reason set (kn_brk) */
 #define KN_BREAK 1
 #define KN_ERR (-1)
 /* return a step's non-zero status (break or error) to the caller */
@@ -151,7 +160,8 @@ int kn_src_add(kn_rec *r, int kind, int parent, PyObject *key, Py_ssize_t idx);
 int kn_guard_add(kn_rec *r, int kind, int src, PyObject *obj, PyObject *obj2, PyObject *obj3, PyObject *obj4,
                  Py_ssize_t n);
 kn_val *kn_wrap(kn_rec *r, PyObject *obj, int src);
-int kn_brk(kn_rec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int kn_brk(kn_rec *r, kn_break why, ...);                   /* KN_BREAK; args: why's format */
+void kn_brk_clear(kn_rec *r);                               /* forget a break taken back */
 PyObject *kn_to_py(kn_rec *r, kn_val *v, int fake);         /* new ref; NULL + reason on unsupported */
 int kn_v_is_const(kn_val *v);
 PyObject *kn_const_of(kn_rec *r, kn_val *v);                /* new ref or NULL (not constant) */
@@ -171,10 +181,42 @@ kn_val *kn_load_local(kn_rec *r, rframe *fr, int i);        /* a local, read fro
 int kn_cell_load(kn_rec *r, kn_val *cell, kn_val **out);    /* a cell's contents (guarded through its source) */
 extern _Thread_local PyObject **kn_root_locals;
 
+/* record.c: the recorded frame's symbolic stack, inside a step of fr
+ * (PUSH of NULL fails the step: an error if one is set, else a break) */
+#define PUSH(v)                                                  \
+    do {                                                         \
+        kn_val *_v = (v);                                        \
+        if (_v == NULL)                                          \
+            return PyErr_Occurred() ? KN_ERR : KN_BREAK;         \
+        if (fr->sp >= fr->stackcap)                              \
+            return kn_brk(r, KN_BRK_SYMBOLIC_STACK_OVERFLOW);         \
+        fr->stack[fr->sp++] = _v;                                \
+    } while (0)
+#define POP() (fr->stack[--fr->sp])
+#define TOP() (fr->stack[fr->sp - 1])
+#define PEEK(i) (fr->stack[fr->sp - (i)])
+
+kn_val *kn_as_tuple(kn_rec *r, kn_val *a);                  /* tuple(a) for a list built while recording */
+int kn_store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v);
+PyObject *kn_pin(kn_rec *r, PyObject *o);                   /* borrows o; kept alive by the recording */
+
+/* record_ops.c: opcode families of run_one (0, KN_BREAK or KN_ERR) */
+int kn_op_attr(kn_rec *r, rframe *fr, int op, int arg);      /* LOAD_ATTR, LOAD_METHOD, LOAD_SUPER_ATTR, STORE_ATTR */
+int kn_op_build(kn_rec *r, rframe *fr, int op, int arg);     /* BUILD_*, FORMAT_VALUE, LIST_APPEND ... DICT_MERGE */
+int kn_op_call(kn_rec *r, rframe *fr, int op, int arg);      /* CALL, CALL_FUNCTION_EX, MAKE_FUNCTION */
+int kn_op_import(kn_rec *r, rframe *fr, int op, int arg);    /* IMPORT_NAME, IMPORT_FROM */
+
 /* record_value.c */
 int kn_has_tensor(PyObject *o);
 int kn_any_tensor_arg(kn_val **args, int n);
 PyObject *kn_builtin(const char *name);                     /* borrowed */
+
+/* record_call.c: call f for real on constant arguments (a break when one is not constant) */
+int kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out);
+
+/* builtins.c: a call to a modelled builtin (*handled 0: f is none, or not with these arguments) */
+int kn_builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out,
+                    int *handled);
 
 /* record_call.c, record_value.c */
 int kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *kwnames, kn_val **out);

@@ -2,7 +2,8 @@
  *
  * Consumes: a callable value and argument values.  Produces: inlined frames
  * for Python functions, methods and module forwards (with their hooks),
- * graph nodes for torch functions (record_value.c), modelled builtins,
+ * graph nodes for torch functions (record_value.c), modelled builtins
+ * (builtins.c),
  * objects made while recording (plain classes modelled with their __init__
  * inlined, namedtuples, torch/transformers containers built at record time),
  * generators run to the end where they are made (only when the caller's next
@@ -32,8 +33,8 @@ depth_of(rframe *fr)
 static void
 note_inline_break(kn_rec *r, rframe *fr)
 {
-    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOi", r->reason, fr->code->co_filename,
-                                          PyCode_Addr2Line(fr->code, fr->lastpc * 2));
+    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOis", r->reason, fr->code->co_filename,
+                                          PyCode_Addr2Line(fr->code, fr->lastpc * 2), kn_break_name(r));
     Py_XDECREF(res);
     PyErr_Clear();
 }
@@ -406,19 +407,19 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
 {
     PyCodeObject *co = (PyCodeObject *)(func ? PyFunction_GET_CODE(func) : funcv->obj);
     if (caller && kn_rec_noinline(r, caller))
-        return kn_brk(r, "a call kiln leaves to run for real (it breaks inside)");
+        return kn_brk(r, KN_BRK_CALL_LEFT_TO_RUN);
     if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
-        return kn_brk(r, "coroutine");
+        return kn_brk(r, KN_BRK_COROUTINE);
     if (depth_of(caller) > 40)
-        return kn_brk(r, "call depth");
+        return kn_brk(r, KN_BRK_CALL_DEPTH);
     gen_loop loop;
     int use = GEN_NOW, nops0 = r->nops, neff0 = r->neff;
     if (co->co_flags & CO_GENERATOR) {
         use = caller ? gen_use(r, caller, &loop) : GEN_LATER;
         if (use == GEN_LATER)
-            return kn_brk(r, "a generator not consumed where it is made (kiln would run it early)");
+            return kn_brk(r, KN_BRK_GENERATOR_CONSUMED_WHERE_MADE);
         if (use == GEN_LOOP && !gen_loop_body_ok(&loop, 0))
-            return kn_brk(r, "a loop over a generator stores to a cell, global, attribute or item");
+            return kn_brk(r, KN_BRK_LOOP_OVER_GENERATOR_STORES);
     }
     int argc = co->co_argcount, kwonly = co->co_kwonlyargcount, posonly = co->co_posonlyargcount;
     int hasva = (co->co_flags & CO_VARARGS) != 0, haskw = (co->co_flags & CO_VARKEYWORDS) != 0;
@@ -452,7 +453,7 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
     int rc = 0;
     /* positional */
     if (npos > argc && !hasva) {
-        rc = kn_brk(r, "too many positional arguments");
+        rc = kn_brk(r, KN_BRK_TOO_MANY_POSITIONAL_ARGUMENTS);
         goto done;
     }
     for (int i = 0; i < npos && i < argc; i++)
@@ -490,7 +491,7 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
         }
         if (found >= 0) {
             if (fr->locals[found]) {
-                rc = kn_brk(r, "argument given twice");
+                rc = kn_brk(r, KN_BRK_ARGUMENT_GIVEN_TWICE);
                 goto done;
             }
             fr->locals[found] = args[npos + k];
@@ -501,7 +502,7 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
             }
             kwd->keys[kwd->n - 1] = kn;
         } else {
-            rc = kn_brk(r, "unexpected keyword argument %s", PyUnicode_AsUTF8(kn));
+            rc = kn_brk(r, KN_BRK_UNEXPECTED_KEYWORD_ARGUMENT, PyUnicode_AsUTF8(kn));
             goto done;
         }
     }
@@ -539,7 +540,7 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
         }
         for (int i = 0; i < argc + kwonly; i++) {
             if (fr->locals[i] == NULL) {
-                rc = kn_brk(r, "missing argument %s", PyUnicode_AsUTF8(PyTuple_GET_ITEM(varnames, i)));
+                rc = kn_brk(r, KN_BRK_MISSING_ARGUMENT, PyUnicode_AsUTF8(PyTuple_GET_ITEM(varnames, i)));
                 goto done;
             }
         }
@@ -554,7 +555,7 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
                 if (func) {
                     PyObject *cl = PyFunction_GET_CLOSURE(func);
                     if (cl == NULL || j >= PyTuple_GET_SIZE(cl)) {
-                        rc = kn_brk(r, "closure mismatch");
+                        rc = kn_brk(r, KN_BRK_CLOSURE_MISMATCH);
                         goto done;
                     }
                     kn_val *c = kn_v_new(r, V_CELL);
@@ -571,7 +572,7 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
                     fr->locals[i] = c;
                 } else {
                     if (j >= funcv->n) {
-                        rc = kn_brk(r, "closure mismatch");
+                        rc = kn_brk(r, KN_BRK_CLOSURE_MISMATCH);
                         goto done;
                     }
                     fr->locals[i] = funcv->items[j];
@@ -615,7 +616,7 @@ kn_inline(kn_rec *r, rframe *caller, PyObject *func, kn_val *funcv, kn_val **arg
         !gen_loop_body_ok(&loop, 1)) {
         /* the generator computed tensors or had effects, and the loop over it may
          * mutate what it reads: leave the call to run for real */
-        rc = kn_brk(r, "a loop over a generator that computes tensors calls or updates what it may read");
+        rc = kn_brk(r, KN_BRK_LOOP_OVER_GENERATOR_COMPUTES);
         note_inline_break(r, fr);
         if (r->break_code == NULL) {
             r->break_code = r->root->code;
@@ -648,18 +649,18 @@ const_items(kn_rec *r, kn_val **args, int n)
     return 1;
 }
 
-static int
-call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+int
+kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
     PyObject *small[16] = {0};
     if (nargs > 16)
-        return kn_brk(r, "call with too many arguments");
+        return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
     for (int i = 0; i < nargs; i++) {
         small[i] = kn_const_of(r, args[i]);
         if (small[i] == NULL) {
             for (int j = 0; j < i; j++)
                 Py_DECREF(small[j]);
-            return kn_brk(r, "non-constant argument");
+            return kn_brk(r, KN_BRK_NON_CONSTANT_ARGUMENT);
         }
     }
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
@@ -668,7 +669,7 @@ call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, k
         Py_DECREF(small[i]);
     if (res == NULL) {
         PyErr_Clear();
-        return kn_brk(r, "a Python call raises");
+        return kn_brk(r, KN_BRK_PYTHON_CALL_RAISES);
     }
     if (PyDictKeys_Check(res) || PyDictValues_Check(res) || PyDictItems_Check(res) ||
         Py_TYPE(res)->tp_name[0] == 'o') {   /* dict views (and OrderedDict's) -> a list */
@@ -773,7 +774,7 @@ kn_newobj_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v)
 {
     PyObject *d = _PyType_Lookup(Py_TYPE(o->obj), name);
     if (d && Py_TYPE(d)->tp_descr_set)
-        return kn_brk(r, "attribute store through a descriptor (%s)", PyUnicode_AsUTF8(name));
+        return kn_brk(r, KN_BRK_ATTRIBUTE_STORE_THROUGH_DESCRIPTOR, PyUnicode_AsUTF8(name));
     kn_val *dict = o->idict;
     for (int i = 0; i < dict->n; i++) {
         if (PyUnicode_Compare(dict->keys[i], name) == 0) {
@@ -796,7 +797,7 @@ construct_modelled(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs,
     Py_XDECREF(empty);
     if (shell == NULL) {   /* an abstract class, say: the constructor raises for real */
         PyErr_Clear();
-        return kn_brk(r, "object.__new__(%s) raises", tp->tp_name);
+        return kn_brk(r, KN_BRK_OBJECT_NEW_RAISES, tp->tp_name);
     }
     kn_val *v = kn_v_new(r, V_OBJ), *d = kn_v_new(r, V_DICT);
     int rc = v && d && PyList_Append(r->pins, shell) == 0 ? 0 : KN_FAIL;
@@ -813,13 +814,13 @@ construct_modelled(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs,
         return KN_FAIL;
     if (tp->tp_init == PyBaseObject_Type.tp_init) {
         if (nargs)
-            return kn_brk(r, "%s() takes no arguments", tp->tp_name);
+            return kn_brk(r, KN_BRK_TAKES_NO_ARGUMENTS, tp->tp_name);
     } else {
         PyObject *nm = PyUnicode_FromString("__init__");
         PyObject *init = nm ? _PyType_Lookup(tp, nm) : NULL;
         Py_XDECREF(nm);
         if (init == NULL || !PyFunction_Check(init) || nargs + 1 > 64)
-            return kn_brk(r, "constructing a %s: its __init__ is not a Python function", tp->tp_name);
+            return kn_brk(r, KN_BRK_CONSTRUCTING_INIT_PYTHON_FUNCTION, tp->tp_name);
         kn_val *argv[65], *res, *iv = kn_v_const(r, init);
         if (iv == NULL)
             return KN_FAIL;
@@ -827,7 +828,7 @@ construct_modelled(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs,
         memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
         CHECK(kn_inline(r, fr, init, iv, argv, nargs + 1, kwnames, &res));
         if (res->kind != V_CONST || res->obj != Py_None)
-            return kn_brk(r, "__init__ of %s returns a value", tp->tp_name);
+            return kn_brk(r, KN_BRK_INIT_RETURNS_VALUE, tp->tp_name);
     }
     *out = v;
     return 0;
@@ -851,7 +852,7 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
         memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
         return kn_inline(r, fr, nt, fv, argv, nargs + 1, kwnames, out);
     }
-    return kn_brk(r, "constructing a %s, whose constructor kiln cannot model: it runs for real", tp->tp_name);
+    return kn_brk(r, KN_BRK_CONSTRUCTING_WHOSE_CONSTRUCTOR_MODEL, tp->tp_name);
 }
 
 /* A library container (library_class), built at record time over fake
@@ -882,7 +883,7 @@ construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObj
     Py_CLEAR(fk);
     if (obj == NULL) {
         PyErr_Clear();
-        return kn_brk(r, "constructing a %s raises at record time", ((PyTypeObject *)cls->obj)->tp_name);
+        return kn_brk(r, KN_BRK_CONSTRUCTING_RAISES_AT_RECORD, ((PyTypeObject *)cls->obj)->tp_name);
     }
     kn_val *v = kn_v_new(r, V_OBJ), *ct = kn_v_new(r, V_TUPLE);
     if (v == NULL || ct == NULL || PyList_Append(r->pins, obj) < 0 || kn_v_add(r, ct, cls) < 0) {
@@ -969,7 +970,7 @@ call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
         Py_DECREF(a[i]);
     if (res == NULL) {
         PyErr_Clear();
-        *rc = kn_brk(r, "a standard-library call raises");
+        *rc = kn_brk(r, KN_BRK_STANDARD_LIBRARY_CALL_RAISES);
         return 1;
     }
     *out = kn_wrap(r, res, -1);
@@ -986,7 +987,7 @@ make_ctx(kn_rec *r, int mode, int immediate, kn_val **out)
         return KN_FAIL;
     c->mode = mode;
     if (immediate && mode && !r->grad_start)   /* see kn_torch_op: the call is done for real */
-        return kn_brk(r, "torch.set_grad_enabled(True) inside a graph entered without grad");
+        return kn_brk(r, KN_BRK_GRAD_ENABLED_IN_NO_GRAD);
     if (immediate) {   /* torch.set_grad_enabled(x) as a call changes the mode now */
         c->prev = r->grad_cur;
         c->entered = 1;
@@ -999,407 +1000,13 @@ make_ctx(kn_rec *r, int mode, int immediate, kn_val **out)
 }
 
 static int
-tensor_type_of(kn_rec *r, kn_val *v, PyObject **tp)
-{
-    (void)r;
-    *tp = kn_cenv.torch_tensor;
-    if (v->src >= 0) {
-        for (int i = 0; i < r->nguard; i++)
-            if (r->guards[i].kind == KN_G_TENSOR && r->guards[i].src == v->src)
-                *tp = r->guards[i].obj;
-    }
-    return 0;
-}
-
-static int
-value_type(kn_rec *r, kn_val *v, PyObject **tp)
-{
-    switch (v->kind) {
-    case V_CONST: *tp = (PyObject *)Py_TYPE(v->obj); return 0;
-    case V_OBJ: *tp = (PyObject *)Py_TYPE(v->obj); return 0;
-    case V_TENSOR: return tensor_type_of(r, v, tp);
-    case V_TUPLE: *tp = (PyObject *)&PyTuple_Type; return 0;
-    case V_LIST: *tp = (PyObject *)&PyList_Type; return 0;
-    case V_DICT: *tp = (PyObject *)&PyDict_Type; return 0;
-    case V_FUNC: *tp = (PyObject *)&PyFunction_Type; return 0;
-    case V_METHOD: *tp = (PyObject *)&PyMethod_Type; return 0;
-    default: return kn_brk(r, "type of a value kiln does not model");
-    }
-}
-
-static int
-builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out,
-             int *handled)
-{
-    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
-    *handled = 1;
-    if (f == kn_builtin("len") && npos == 1) {
-        kn_val *a = args[0], *it;
-        if (a->kind == V_TENSOR) {
-            PyObject *n = PyObject_CallMethod(a->obj, "__len__", NULL);
-            if (n == NULL) {
-                PyErr_Clear();
-                return kn_brk(r, "len() of a 0-d tensor");
-            }
-            *out = kn_v_const_steal(r, n);
-            return *out ? 0 : KN_FAIL;
-        }
-        if (a->kind == V_CONST)
-            return call_real(r, f, args, nargs, kwnames, out);
-        CHECK(kn_iter_items(r, a, &it));
-        *out = kn_v_const_steal(r, PyLong_FromLong(it->n - it->pos));
-        return *out ? 0 : KN_FAIL;
-    }
-    if ((f == kn_builtin("isinstance") || f == kn_builtin("issubclass")) && npos == 2 && kn_v_is_const(args[1])) {
-        if (f == kn_builtin("issubclass"))
-            return call_real(r, f, args, nargs, kwnames, out);
-        PyObject *tp, *cls = kn_const_of(r, args[1]);
-        if (cls == NULL)
-            return KN_ERR;
-        int rc0 = value_type(r, args[0], &tp);
-        if (rc0) {
-            Py_DECREF(cls);
-            return rc0;
-        }
-        int res = PyObject_IsSubclass(tp, cls);
-        Py_DECREF(cls);
-        if (res < 0) {
-            PyErr_Clear();
-            return kn_brk(r, "isinstance raises");
-        }
-        *out = kn_v_const(r, res ? Py_True : Py_False);
-        return *out ? 0 : KN_FAIL;
-    }
-    if (f == kn_builtin("getattr") && (npos == 2 || npos == 3) && args[1]->kind == V_CONST &&
-        PyUnicode_Check(args[1]->obj)) {
-        int rc = kn_getattr(r, fr, args[0], args[1]->obj, out);
-        if (rc == KN_BREAK && npos == 3 && (args[0]->kind == V_OBJ || args[0]->kind == V_CONST) &&
-            !PyObject_HasAttr(args[0]->obj, args[1]->obj)) {
-            *out = args[2];
-            return 0;
-        }
-        return rc;
-    }
-    if (f == kn_builtin("hasattr") && npos == 2 && args[1]->kind == V_CONST && PyUnicode_Check(args[1]->obj)) {
-        kn_val *a = args[0];
-        PyObject *o = a->kind == V_TENSOR || a->kind == V_CONST || a->kind == V_OBJ ? a->obj : NULL;
-        if (o == NULL)
-            return kn_brk(r, "hasattr on a value kiln does not model");
-        if (a->kind == V_OBJ && a->newobj) {
-            kn_val *tmp;
-            int rc = kn_getattr(r, fr, a, args[1]->obj, &tmp);
-            if (rc == KN_ERR)
-                return rc;
-            if (rc == KN_BREAK && PyObject_HasAttr(o, args[1]->obj))
-                return rc;   /* there, but not readable by kiln */
-            r->reason[0] = 0;
-            *out = kn_v_const(r, rc == 0 ? Py_True : Py_False);
-            return *out ? 0 : KN_FAIL;
-        }
-        int h = PyObject_HasAttr(o, args[1]->obj);
-        if (h && a->kind == V_OBJ) {   /* guard it through a load */
-            kn_val *tmp;
-            int rc = kn_getattr(r, fr, a, args[1]->obj, &tmp);
-            if (rc == KN_ERR)
-                return rc;
-            if (rc == KN_BREAK)
-                r->reason[0] = 0;
-        }
-        *out = kn_v_const(r, h ? Py_True : Py_False);
-        return *out ? 0 : KN_FAIL;
-    }
-    if (f == kn_builtin("setattr") && npos == 3 && args[1]->kind == V_CONST && args[0]->kind == V_OBJ &&
-        args[0]->newobj && PyUnicode_Check(args[1]->obj)) {
-        CHECK(kn_newobj_setattr(r, args[0], args[1]->obj, args[2]));
-        *out = kn_v_const(r, Py_None);
-        return *out ? 0 : KN_FAIL;
-    }
-    if (f == kn_builtin("setattr") && npos == 3 && args[1]->kind == V_CONST) {
-        kn_val *o = args[0];
-        if (o->kind != V_OBJ || o->src < 0 || !PyUnicode_Check(args[1]->obj))
-            return kn_brk(r, "setattr on a value kiln does not track");
-        CHECK(kn_plain_store(r, o, args[1]->obj));
-        kn_attr *at = kn_alloc(&r->arena, sizeof *at);
-        if (at == NULL)
-            return KN_FAIL;
-        at->name = args[1]->obj;
-        at->val = args[2];
-        at->next = o->attrs;
-        o->attrs = at;
-        if (kn_effect_add(r, E_SETATTR, o, args[2], args[1]->obj) < 0)
-            return KN_FAIL;
-        *out = kn_v_const(r, Py_None);
-        return *out ? 0 : KN_FAIL;
-    }
-    if (f == (PyObject *)&PyRange_Type || f == kn_builtin("abs") || f == kn_builtin("round") || f == kn_builtin("divmod") ||
-        f == kn_builtin("pow") || f == kn_builtin("chr") || f == kn_builtin("ord") || f == kn_builtin("repr") ||
-        f == kn_builtin("format") || f == kn_builtin("hash") || f == kn_builtin("sorted") || f == kn_builtin("callable")) {
-        if (f == kn_builtin("abs") && npos == 1 && args[0]->kind == V_TENSOR) {
-            PyObject *opm = PyImport_ImportModule("operator");
-            PyObject *absf = opm ? PyObject_GetAttrString(opm, "abs") : NULL;
-            Py_XDECREF(opm);
-            int rc = absf ? kn_torch_op(r, absf, 0, args, 1, NULL, out) : KN_ERR;
-            Py_XDECREF(absf);
-            return rc;
-        }
-        if (f == kn_builtin("callable") && npos == 1 && !kn_v_is_const(args[0])) {
-            int c = args[0]->kind == V_FUNC || args[0]->kind == V_METHOD ||
-                    (args[0]->kind == V_OBJ && PyCallable_Check(args[0]->obj));
-            *out = kn_v_const(r, c ? Py_True : Py_False);
-            return *out ? 0 : KN_FAIL;
-        }
-        if (f == kn_builtin("sorted") && npos == 1 && nkw == 0 && !kn_v_is_const(args[0])) {
-            kn_val *it;
-            CHECK(kn_iter_items(r, args[0], &it));
-            kn_val *t = kn_v_new(r, V_TUPLE);
-            if (t == NULL)
-                return KN_FAIL;
-            for (int i = it->pos; i < it->n; i++)
-                if (kn_v_add(r, t, it->items[i]) < 0)
-                    return KN_FAIL;
-            kn_val *tv[1] = {t};
-            return call_real(r, f, tv, 1, NULL, out);
-        }
-        return call_real(r, f, args, nargs, kwnames, out);
-    }
-    if ((f == kn_builtin("min") || f == kn_builtin("max") || f == kn_builtin("all") || f == kn_builtin("any") ||
-         f == kn_builtin("sum")) &&
-        nkw == 0) {
-        kn_val *items;
-        if (npos == 1) {
-            CHECK(kn_iter_items(r, args[0], &items));
-        } else {
-            items = kn_v_new(r, V_ITER);
-            if (items == NULL)
-                return KN_FAIL;
-            for (int i = 0; i < npos; i++)
-                if (kn_v_add(r, items, args[i]) < 0)
-                    return KN_FAIL;
-        }
-        if (f == kn_builtin("sum")) {
-            kn_val *acc = npos == 2 ? args[1] : kn_v_const_steal(r, PyLong_FromLong(0));
-            if (acc == NULL)
-                return KN_FAIL;
-            if (npos == 2) {
-                CHECK(kn_iter_items(r, args[0], &items));
-            }
-            PyObject *add = PyObject_GetAttrString(PyImport_AddModule("operator"), "add");
-            if (add == NULL)
-                return KN_ERR;
-            for (int i = items->pos; i < items->n; i++) {
-                int rc = kn_binop(r, add, acc, items->items[i], &acc);
-                if (rc) {
-                    Py_DECREF(add);
-                    return rc;
-                }
-            }
-            Py_DECREF(add);
-            *out = acc;
-            return 0;
-        }
-        kn_val *t = kn_v_new(r, V_TUPLE);
-        if (t == NULL)
-            return KN_FAIL;
-        for (int i = items->pos; i < items->n; i++) {
-            if (!kn_v_is_const(items->items[i])) {
-                if (f == kn_builtin("all") || f == kn_builtin("any")) {
-                    int tv;
-                    CHECK(kn_truth(r, items->items[i], &tv));
-                    items->items[i] = kn_v_const(r, tv ? Py_True : Py_False);
-                } else {
-                    return kn_brk(r, "min/max over non-constant values");
-                }
-            }
-            if (kn_v_add(r, t, items->items[i]) < 0)
-                return KN_FAIL;
-        }
-        kn_val *tv[1] = {t};
-        return call_real(r, f, tv, 1, NULL, out);
-    }
-    if (f == (PyObject *)&PyEnum_Type || f == (PyObject *)&PyZip_Type || f == (PyObject *)&PyReversed_Type) {
-        if (nkw && f != (PyObject *)&PyEnum_Type)
-            return kn_brk(r, "keyword arguments to zip/reversed");
-        kn_val *res = kn_v_new(r, V_ITER);
-        if (res == NULL)
-            return KN_FAIL;
-        if (f == (PyObject *)&PyEnum_Type) {
-            kn_val *it;
-            long start = 0;
-            if (nargs == 2 && args[1]->kind == V_CONST)
-                start = PyLong_AsLong(args[1]->obj);
-            CHECK(kn_iter_items(r, args[0], &it));
-            for (int i = it->pos; i < it->n; i++) {
-                kn_val *t = kn_v_new(r, V_TUPLE), *idx = kn_v_const_steal(r, PyLong_FromLong(start + i - it->pos));
-                if (t == NULL || idx == NULL || kn_v_add(r, t, idx) < 0 || kn_v_add(r, t, it->items[i]) < 0 ||
-                    kn_v_add(r, res, t) < 0)
-                    return KN_FAIL;
-            }
-        } else if (f == (PyObject *)&PyZip_Type) {
-            kn_val *its[16];
-            if (npos > 16)
-                return kn_brk(r, "zip of many iterables");
-            int n = INT32_MAX;
-            for (int k = 0; k < npos; k++) {
-                CHECK(kn_iter_items(r, args[k], &its[k]));
-                if (its[k]->n - its[k]->pos < n)
-                    n = its[k]->n - its[k]->pos;
-            }
-            if (npos == 0)
-                n = 0;
-            for (int i = 0; i < n; i++) {
-                kn_val *t = kn_v_new(r, V_TUPLE);
-                if (t == NULL)
-                    return KN_FAIL;
-                for (int k = 0; k < npos; k++)
-                    if (kn_v_add(r, t, its[k]->items[its[k]->pos + i]) < 0)
-                        return KN_FAIL;
-                if (kn_v_add(r, res, t) < 0)
-                    return KN_FAIL;
-            }
-        } else {
-            kn_val *it;
-            CHECK(kn_iter_items(r, args[0], &it));
-            for (int i = it->n - 1; i >= it->pos; i--)
-                if (kn_v_add(r, res, it->items[i]) < 0)
-                    return KN_FAIL;
-        }
-        *out = res;
-        return 0;
-    }
-    if (f == (PyObject *)&PyList_Type || f == (PyObject *)&PyTuple_Type) {
-        kn_val *res = kn_v_new(r, f == (PyObject *)&PyList_Type ? V_LIST : V_TUPLE);
-        if (res == NULL)
-            return KN_FAIL;
-        if (npos == 1) {
-            kn_val *it;
-            CHECK(kn_iter_items(r, args[0], &it));
-            for (int i = it->pos; i < it->n; i++)
-                if (kn_v_add(r, res, it->items[i]) < 0)
-                    return KN_FAIL;
-            if (it == args[0])
-                it->pos = it->n;   /* consumed */
-        }
-        *out = res;
-        return 0;
-    }
-    if (f == (PyObject *)&PyDict_Type) {
-        kn_val *res = kn_v_new(r, V_DICT);
-        if (res == NULL)
-            return KN_FAIL;
-        if (npos == 1) {
-            kn_val *src = args[0];
-            if (src->kind != V_DICT)
-                return kn_brk(r, "dict() of a non-dict");
-            for (int i = 0; i < src->n; i++) {
-                if (kn_v_add(r, res, src->items[i]) < 0)
-                    return KN_FAIL;
-                res->keys[res->n - 1] = src->keys[i];
-            }
-        }
-        for (int k = 0; k < nkw; k++) {
-            if (kn_v_add(r, res, args[npos + k]) < 0)
-                return KN_FAIL;
-            res->keys[res->n - 1] = PyTuple_GET_ITEM(kwnames, k);
-        }
-        *out = res;
-        return 0;
-    }
-    if (f == kn_builtin("iter") && npos == 1) {
-        kn_val *it;
-        CHECK(kn_iter_items(r, args[0], &it));
-        *out = it;
-        return 0;
-    }
-    if (f == kn_builtin("next") && (npos == 1 || npos == 2) && args[0]->kind == V_ITER) {
-        kn_val *it = args[0];
-        if (it->pos < it->n) {
-            *out = it->items[it->pos++];
-            return 0;
-        }
-        if (npos == 2) {
-            *out = args[1];
-            return 0;
-        }
-        return kn_brk(r, "StopIteration");
-    }
-    if (f == (PyObject *)&PyType_Type && npos == 1) {
-        PyObject *tp;
-        CHECK(value_type(r, args[0], &tp));
-        *out = kn_v_const(r, tp);
-        return *out ? 0 : KN_FAIL;
-    }
-    if (f == (PyObject *)&PySuper_Type) {
-        kn_val *s = kn_v_new(r, V_SUPER);
-        if (s == NULL)
-            return KN_FAIL;
-        if (npos == 2 && args[0]->kind == V_CONST) {
-            s->obj = args[0]->obj;
-            s->self = args[1];
-        } else if (npos == 0 && fr) {
-            /* zero-argument super(): __class__ cell and the first argument */
-            PyCodeObject *co = fr->code;
-            PyObject *fv = PyObject_GetAttrString((PyObject *)co, "co_freevars");
-            Py_ssize_t j = -1;
-            for (Py_ssize_t i = 0; fv && i < PyTuple_GET_SIZE(fv); i++)
-                if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(fv, i), "__class__") == 0)
-                    j = i;
-            Py_XDECREF(fv);
-            if (j < 0 || co->co_argcount < 1)
-                return kn_brk(r, "super() outside a method");
-            /* in the recorded frame itself the cells are read from the real
-             * frame (its prologue made them); the class is guarded through
-             * its cell, so one code object shared by several classes (a
-             * class made in a function) gets the right one */
-            kn_val *cell = kn_load_local(r, fr, co->co_nlocalsplus - co->co_nfreevars + (int)j), *cls = NULL;
-            if (cell == NULL)
-                return KN_FAIL;
-            if (cell->kind != V_CELL)
-                return kn_brk(r, "super() without a __class__ cell");
-            if (cell->obj && cell->content == LAZY && PyCell_GET(cell->obj) == NULL)
-                return kn_brk(r, "empty __class__ cell");
-            CHECK(kn_cell_load(r, cell, &cls));
-            kn_val *self = kn_load_local(r, fr, 0);
-            if (self == NULL)
-                return KN_FAIL;
-            if (self->kind == V_CELL)
-                CHECK(kn_cell_load(r, self, &self));
-            if (cls == NULL || cls->kind != V_CONST || !PyType_Check(cls->obj) || self == NULL)
-                return kn_brk(r, "super() arguments");
-            s->obj = cls->obj;
-            s->self = self;
-        } else {
-            return kn_brk(r, "super() form");
-        }
-        *out = s;
-        return 0;
-    }
-    if ((f == (PyObject *)&PyLong_Type || f == (PyObject *)&PyFloat_Type || f == (PyObject *)&PyBool_Type ||
-         f == (PyObject *)&PyUnicode_Type) &&
-        npos <= 1) {
-        if (npos == 1 && args[0]->kind == V_TENSOR)
-            return kn_brk(r, "%s() of a tensor depends on tensor data", ((PyTypeObject *)f)->tp_name);
-        if (npos == 1 && f == (PyObject *)&PyBool_Type) {
-            int t;
-            CHECK(kn_truth(r, args[0], &t));
-            *out = kn_v_const(r, t ? Py_True : Py_False);
-            return *out ? 0 : KN_FAIL;
-        }
-        return call_real(r, f, args, nargs, kwnames, out);
-    }
-    if (f == kn_builtin("print"))
-        return kn_brk(r, "print()");
-    *handled = 0;
-    return 0;
-}
-
-static int
 bmethod_call(kn_rec *r, kn_val *m, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
     kn_val *c = m->self;
     const char *nm = PyUnicode_AsUTF8(m->obj);
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
     if (nkw)
-        return kn_brk(r, "keyword arguments to %s", nm);
+        return kn_brk(r, KN_BRK_KEYWORD_ARGUMENTS_TO, nm);
     kn_val *none = kn_v_const(r, Py_None);
     if (none == NULL)
         return KN_FAIL;
@@ -1425,13 +1032,13 @@ bmethod_call(kn_rec *r, kn_val *m, kn_val **args, int nargs, PyObject *kwnames, 
             long i = c->n - 1;
             if (nargs == 1) {
                 if (args[0]->kind != V_CONST)
-                    return kn_brk(r, "pop with a non-constant index");
+                    return kn_brk(r, KN_BRK_POP_NON_CONSTANT_INDEX);
                 i = PyLong_AsLong(args[0]->obj);
                 if (i < 0)
                     i += c->n;
             }
             if (i < 0 || i >= c->n)
-                return kn_brk(r, "pop from an empty list");
+                return kn_brk(r, KN_BRK_POP_EMPTY_LIST);
             *out = c->items[i];
             memmove(c->items + i, c->items + i + 1, sizeof(kn_val *) * (c->n - i - 1));
             c->n--;
@@ -1491,11 +1098,11 @@ bmethod_call(kn_rec *r, kn_val *m, kn_val **args, int nargs, PyObject *kwnames, 
             Py_XDECREF(co);
             if (meth == NULL)
                 return KN_ERR;
-            int rc = call_real(r, meth, args, nargs, NULL, out);
+            int rc = kn_call_real(r, meth, args, nargs, NULL, out);
             Py_DECREF(meth);
             return rc;
         }
-        return kn_brk(r, "list.%s", nm);
+        return kn_brk(r, KN_BRK_LIST_METHOD, nm);
     }
     if (c->kind == V_DICT) {
         if ((!strcmp(nm, "keys") || !strcmp(nm, "values") || !strcmp(nm, "items")) && nargs == 0) {
@@ -1539,7 +1146,7 @@ bmethod_call(kn_rec *r, kn_val *m, kn_val **args, int nargs, PyObject *kwnames, 
             }
             kn_val *dflt = nargs >= 2 ? args[1] : none;
             if (nm[0] == 'p' && nargs < 2)
-                return kn_brk(r, "dict.pop of a missing key");
+                return kn_brk(r, KN_BRK_DICT_POP_MISSING_KEY);
             if (nm[0] == 's') {
                 if (kn_v_add(r, c, dflt) < 0)
                     return KN_FAIL;
@@ -1590,9 +1197,9 @@ bmethod_call(kn_rec *r, kn_val *m, kn_val **args, int nargs, PyObject *kwnames, 
             *out = none;
             return 0;
         }
-        return kn_brk(r, "dict.%s", nm);
+        return kn_brk(r, KN_BRK_DICT_METHOD, nm);
     }
-    return kn_brk(r, "method %s", nm);
+    return kn_brk(r, KN_BRK_METHOD_UNMODELLED, nm);
 }
 
 static int
@@ -1633,13 +1240,13 @@ module_call(kn_rec *r, rframe *fr, kn_val *m, kn_val **args, int nargs, PyObject
         if (k >= 2) {
             Py_DECREF(empty);
             Py_DECREF(idict);
-            return kn_brk(r, "module with backward hooks");
+            return kn_brk(r, KN_BRK_MODULE_BACKWARD_HOOKS);
         }
         kn_val *hv = kn_wrap(r, d, s);
         if (hv == NULL || hv->kind != V_DICT) {
             Py_DECREF(empty);
             Py_DECREF(idict);
-            return hv ? kn_brk(r, "hooks dict") : KN_FAIL;
+            return hv ? kn_brk(r, KN_BRK_HOOKS_DICT) : KN_FAIL;
         }
         if (k == 0)
             pre = hv;
@@ -1664,19 +1271,19 @@ module_call(kn_rec *r, rframe *fr, kn_val *m, kn_val **args, int nargs, PyObject
         PyObject *d = PyDict_GetItemString(idict, flagnames[k]);
         if (d && PyDict_Check(d) && PyDict_GET_SIZE(d) > 0) {
             Py_DECREF(idict);
-            return kn_brk(r, "module hooks with kwargs");
+            return kn_brk(r, KN_BRK_MODULE_HOOKS_KWARGS);
         }
     }
     PyObject *fwd = PyDict_GetItemWithError(idict, kn_cenv.s_forward);
     Py_DECREF(idict);
     if (fwd)
-        return kn_brk(r, "instance-level forward override");
+        return kn_brk(r, KN_BRK_INSTANCE_LEVEL_FORWARD_OVERRIDE);
     /* global hooks */
     PyObject *gh = kn_cenv.s_global_hooks;
     for (Py_ssize_t i = 0; gh && i < PyTuple_GET_SIZE(gh); i++) {
         PyObject *d = PyTuple_GET_ITEM(gh, i);
         if (PyDict_GET_SIZE(d) > 0)
-            return kn_brk(r, "global module hooks");
+            return kn_brk(r, KN_BRK_GLOBAL_MODULE_HOOKS);
         int cs = kn_src_add(r, KN_SRC_CONST, -1, d, 0);
         if (cs < 0 || kn_guard_add(r, KN_G_LEN, cs, NULL, NULL, NULL, NULL, 0) < 0)
             return KN_ERR;
@@ -1685,7 +1292,7 @@ module_call(kn_rec *r, rframe *fr, kn_val *m, kn_val **args, int nargs, PyObject
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
     if (pre || post) {
         if (nkw)
-            return kn_brk(r, "module hooks and keyword arguments");
+            return kn_brk(r, KN_BRK_MODULE_HOOKS_KEYWORD_ARGUMENTS);
         argt = kn_v_new(r, V_TUPLE);
         if (argt == NULL)
             return KN_FAIL;
@@ -1712,13 +1319,13 @@ module_call(kn_rec *r, rframe *fr, kn_val *m, kn_val **args, int nargs, PyObject
     }
     PyObject *f = _PyType_Lookup(Py_TYPE(m->obj), kn_cenv.s_forward);
     if (f == NULL || !PyFunction_Check(f))
-        return kn_brk(r, "module without a Python forward");
+        return kn_brk(r, KN_BRK_MODULE_WITHOUT_PYTHON_FORWARD);
     kn_val *fv = kn_v_const(r, f);
     if (fv == NULL)
         return KN_FAIL;
     kn_val *argv[64];
     if (nargs + 1 > 64)
-        return kn_brk(r, "call with too many arguments");
+        return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
     argv[0] = m;
     memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
     kn_val *res;
@@ -1742,13 +1349,13 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     switch (fn->kind) {
     case V_METHOD:
         if (nargs + 1 > 64)
-            return kn_brk(r, "call with too many arguments");
+            return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
         argv[0] = fn->self;
         memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
         return kn_call(r, fr, fn->fn, argv, nargs + 1, kwnames, out);
     case V_TMETHOD:
         if (nargs + 1 > 64)
-            return kn_brk(r, "call with too many arguments");
+            return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
         argv[0] = fn->self;
         memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
         return kn_torch_op(r, fn->obj, 1, argv, nargs + 1, kwnames, out);
@@ -1764,7 +1371,7 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
             *out = kn_v_const(r, Py_None);
             return *out ? 0 : KN_FAIL;
         }
-        return kn_brk(r, "calling a context manager");
+        return kn_brk(r, KN_BRK_CALLING_CONTEXT_MANAGER);
     case V_OBJ:
         if (PyObject_IsInstance(fn->obj, kn_cenv.nn_module) == 1)
             return module_call(r, fr, fn, args, nargs, kwnames, out);
@@ -1783,15 +1390,15 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
                 return kn_inline(r, fr, c, cv, argv, nargs + 1, kwnames, out);
             }
         }
-        return kn_brk(r, "calling a %s", Py_TYPE(fn->obj)->tp_name);
+        return kn_brk(r, KN_BRK_CALLING_TYPE, Py_TYPE(fn->obj)->tp_name);
     case V_CONST:
         break;
     default:
-        return kn_brk(r, "calling a value kiln does not model");
+        return kn_brk(r, KN_BRK_CALLING_VALUE_MODEL);
     }
     PyObject *f = fn->obj;
     int handled;
-    CHECK(builtin_call(r, fr, f, args, nargs, kwnames, out, &handled));
+    CHECK(kn_builtin_call(r, fr, f, args, nargs, kwnames, out, &handled));
     if (handled)
         return 0;
     if (f == kn_cenv.is_grad) {
@@ -1800,7 +1407,7 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     }
     if (f == kn_cenv.no_grad || f == kn_cenv.enable_grad) {
         if (nargs)
-            return kn_brk(r, "no_grad used as a decorator");
+            return kn_brk(r, KN_BRK_NO_GRAD_USED_DECORATOR);
         return make_ctx(r, f == kn_cenv.enable_grad, 0, out);
     }
     if (f == kn_cenv.nullcontext && nargs == 0) {
@@ -1819,7 +1426,7 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
         for (int i = 0; i < nargs; i++) {
             if (args[i]->kind != V_CONST)
-                return kn_brk(r, "autocast with non-constant arguments");
+                return kn_brk(r, KN_BRK_AUTOCAST_NON_CONSTANT_ARGUMENTS);
             int slot = i;
             if (i >= npos) {
                 slot = -1;
@@ -1828,11 +1435,11 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
                         slot = k;
             }
             if (slot < 0 || slot > 3)
-                return kn_brk(r, "autocast argument");
+                return kn_brk(r, KN_BRK_AUTOCAST_ARGUMENT);
             vals[slot] = args[i]->obj;
         }
         if (vals[0] == NULL)
-            return kn_brk(r, "autocast without a device type");
+            return kn_brk(r, KN_BRK_AUTOCAST_WITHOUT_DEVICE_TYPE);
         kn_val *c = kn_v_new(r, V_CTX);
         PyObject *t = c ? PyTuple_Pack(4, vals[0], vals[1], vals[2], vals[3]) : NULL;
         if (t == NULL || PyList_Append(r->pins, t) < 0) {
@@ -1875,7 +1482,7 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     }
     if (f == kn_cenv.set_grad_enabled_cls) {
         if (nargs != 1 || args[0]->kind != V_CONST)
-            return kn_brk(r, "set_grad_enabled with a non-constant mode");
+            return kn_brk(r, KN_BRK_SET_GRAD_ENABLED_NONCONST);
         int mode = PyObject_IsTrue(args[0]->obj);
         return make_ctx(r, mode, 1, out);
     }
@@ -1908,11 +1515,11 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
                 return KN_FAIL;
             return kn_call(r, fr, m, args, nargs, kwnames, out);
         }
-        return kn_brk(r, "inline of a non-function");
+        return kn_brk(r, KN_BRK_INLINE_NON_FUNCTION);
     case 3:   /* pure Python function of constants */
         if (const_items(r, args, nargs))
-            return call_real(r, f, args, nargs, kwnames, out);
-        return kn_brk(r, "a Python builtin with non-constant arguments");
+            return kn_call_real(r, f, args, nargs, kwnames, out);
+        return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
     case 4: { /* functools.partial */
         PyObject *pf = PyObject_GetAttrString(f, "func"), *pa = PyObject_GetAttrString(f, "args"),
                  *pk = PyObject_GetAttrString(f, "keywords");
@@ -1920,12 +1527,12 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         if (pf == NULL || pa == NULL || pk == NULL || !PyTuple_Check(pa) || !PyDict_Check(pk)) {
             /* a partial (or subclass) whose parts are not what functools makes */
             PyErr_Clear();
-            rc = kn_brk(r, "functools.partial whose args/keywords are not a tuple/dict");
+            rc = kn_brk(r, KN_BRK_FUNCTOOLS_PARTIAL_WHOSE_ARGS);
         } else {
             Py_ssize_t na = PyTuple_GET_SIZE(pa), nk = PyDict_GET_SIZE(pk);
             int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
             if (na + nargs + nk > 64) {
-                rc = kn_brk(r, "partial with many arguments");
+                rc = kn_brk(r, KN_BRK_PARTIAL_MANY_ARGUMENTS);
             } else {
                 kn_val *av[64];
                 int k = 0;
@@ -1981,7 +1588,7 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         PyErr_Clear();
         nmo = PyObject_Repr(f);
     }
-    int rc = kn_brk(r, "call to %s, which kiln does not record", nmo ? PyUnicode_AsUTF8(nmo) : "?");
+    int rc = kn_brk(r, KN_BRK_CALL_NOT_RECORDED, nmo ? PyUnicode_AsUTF8(nmo) : "?");
     Py_XDECREF(nmo);
     PyErr_Clear();
     return rc;

@@ -292,12 +292,12 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         /* a compiled graph runs under the grad mode it is entered with (AOT
          * autograd records no backward for a call made without grad): ops
          * under grad enabled inside a graph entered without it run outside */
-        return kn_brk(r, "a tensor operation with grad enabled inside a graph entered without grad");
+        return kn_brk(r, KN_BRK_TENSOR_OPERATION_GRAD_ENABLED);
     if (method) {
         const char *nm = PyUnicode_AsUTF8(target);
         for (int i = 0; nm && denied_methods[i]; i++)
             if (strcmp(nm, denied_methods[i]) == 0)
-                return kn_brk(r, "Tensor.%s() leaves the graph", nm);
+                return kn_brk(r, KN_BRK_TENSOR_METHOD_LEAVES_GRAPH, nm);
     }
     PyObject *fa = PyTuple_New(npos), *na = PyTuple_New(npos), *fk = PyDict_New(), *nk = PyDict_New();
     PyObject *res = NULL, *node = NULL;
@@ -350,9 +350,9 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         }
         const char *tname = tn ? PyUnicode_AsUTF8(tn) : "?";
         if (dd)
-            kn_brk(r, "%s depends on tensor data", tname ? tname : "?");
+            kn_brk(r, KN_BRK_DATA_DEPENDENT, tname ? tname : "?");
         else
-            kn_brk(r, "%s raised on fake tensors (%s: %.160s)", tname ? tname : "?",
+            kn_brk(r, KN_BRK_FAKE_RAISES, tname ? tname : "?",
                    et ? ((PyTypeObject *)et)->tp_name : "?", m ? m : "?");
         PyErr_Clear();
         Py_XDECREF(tn);
@@ -398,7 +398,7 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
             }
             Py_DECREF(y);
             if (real == NULL) {
-                rc = kn_brk(r, "a torch query raises");
+                rc = kn_brk(r, KN_BRK_TORCH_QUERY_RAISES);
                 goto done;
             }
             *out = kn_v_const(r, real);
@@ -406,7 +406,7 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
             rc = *out ? 0 : KN_FAIL;
             goto done;
         }
-        rc = kn_brk(r, "a torch function returning Python values");
+        rc = kn_brk(r, KN_BRK_TORCH_FUNCTION_RETURNING_PYTHON);
         goto done;
     }
     {
@@ -418,7 +418,7 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         if (why != Py_None) {
             PyObject *tn = method ? Py_NewRef(target) : PyObject_GetAttrString(target, "__name__");
             PyErr_Clear();
-            rc = kn_brk(r, "%s returns %s", tn && PyUnicode_Check(tn) ? PyUnicode_AsUTF8(tn) : "a torch function",
+            rc = kn_brk(r, KN_BRK_TORCH_RETURNS, tn && PyUnicode_Check(tn) ? PyUnicode_AsUTF8(tn) : "a torch function",
                         PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "an unsupported tensor");
             Py_XDECREF(tn);
             Py_DECREF(why);
@@ -476,7 +476,7 @@ module_children(kn_rec *r, kn_val *m, int values, kn_val **out)
     int ds;
     PyObject *d = module_dict(r, m, kn_cenv.s_modules, &ds);
     if (d == NULL)
-        return kn_brk(r, "module without _modules");
+        return kn_brk(r, KN_BRK_MODULE_WITHOUT_MODULES);
     PyObject *keys = PyDict_Keys(d), *kt = keys ? PyList_AsTuple(keys) : NULL;
     Py_XDECREF(keys);
     kn_val *it = kn_v_new(r, V_ITER);
@@ -530,7 +530,7 @@ iter_real(kn_rec *r, PyObject *o, int wrap, kn_val **out)
         Py_XDECREF(iter);
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();
-            return kn_brk(r, "iteration over a %s", Py_TYPE(o)->tp_name);
+            return kn_brk(r, KN_BRK_ITERATION_OVER_TYPE, Py_TYPE(o)->tp_name);
         }
         return KN_FAIL;
     }
@@ -538,7 +538,7 @@ iter_real(kn_rec *r, PyObject *o, int wrap, kn_val **out)
         if (!wrap && is_tensor_obj(x)) {
             Py_DECREF(x);
             Py_DECREF(iter);
-            return kn_brk(r, "tensor inside a constant container");
+            return kn_brk(r, KN_BRK_TENSOR_INSIDE_CONSTANT_CONTAINER);
         }
         kn_val *xv = wrap ? kn_wrap(r, x, -1) : kn_v_const(r, x);
         Py_DECREF(x);
@@ -585,11 +585,11 @@ kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
         PyObject *o = v->obj;
         if (!(PyTuple_Check(o) || PyList_Check(o) || PyRange_Check(o) || PyUnicode_Check(o) || PyDict_Check(o) ||
               PyAnySet_Check(o) || PyDictKeys_Check(o) || PyDictValues_Check(o) || PyDictItems_Check(o)))
-            return kn_brk(r, "iteration over a %s", Py_TYPE(o)->tp_name);
+            return kn_brk(r, KN_BRK_ITERATION_OVER_TYPE, Py_TYPE(o)->tp_name);
         Py_ssize_t n = PyObject_Length(o);
         if (n < 0 || n > 100000) {
             PyErr_Clear();
-            return kn_brk(r, "iteration over a very long constant");
+            return kn_brk(r, KN_BRK_ITERATION_OVER_VERY_LONG);
         }
         return iter_real(r, o, 0, out);
     }
@@ -601,7 +601,7 @@ kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
         long n = nd ? PyLong_AsLong(PyTuple_GET_ITEM(shape, 0)) : -1;
         Py_DECREF(shape);
         if (nd == 0)
-            return kn_brk(r, "iteration over a 0-d tensor");
+            return kn_brk(r, KN_BRK_ITERATION_OVER_0D);
         it = kn_v_new(r, V_ITER);
         if (it == NULL)
             return KN_FAIL;
@@ -624,9 +624,9 @@ kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
             return module_children(r, v, 1, out);
         if (isinstance_of(v->obj, "ModuleDict"))
             return module_children(r, v, 0, out);
-        return kn_brk(r, "iteration over a %s", Py_TYPE(v->obj)->tp_name);
+        return kn_brk(r, KN_BRK_ITERATION_OVER_TYPE, Py_TYPE(v->obj)->tp_name);
     default:
-        return kn_brk(r, "iteration over a value kiln does not model");
+        return kn_brk(r, KN_BRK_ITERATION_OVER_VALUE_MODEL);
     }
 }
 
@@ -638,7 +638,7 @@ kn_truth(kn_rec *r, kn_val *v, int *out)
         int t = PyObject_IsTrue(v->obj);
         if (t < 0) {
             PyErr_Clear();
-            return kn_brk(r, "truth value raises");
+            return kn_brk(r, KN_BRK_TRUTH_VALUE_RAISES);
         }
         *out = t;
         return 0;
@@ -649,9 +649,9 @@ kn_truth(kn_rec *r, kn_val *v, int *out)
         *out = v->n > 0;
         return 0;
     case V_TENSOR:
-        return kn_brk(r, "a branch on tensor data");
+        return kn_brk(r, KN_BRK_BRANCH_TENSOR_DATA);
     case V_NULL:
-        return kn_brk(r, "truth of NULL");
+        return kn_brk(r, KN_BRK_TRUTH_NULL);
     case V_OBJ: {
         PyTypeObject *t = Py_TYPE(v->obj);
         if (isinstance_of(v->obj, "ModuleList") || isinstance_of(v->obj, "Sequential") ||
@@ -663,7 +663,7 @@ kn_truth(kn_rec *r, kn_val *v, int *out)
         }
         if ((t->tp_as_number && t->tp_as_number->nb_bool) || (t->tp_as_mapping && t->tp_as_mapping->mp_length) ||
             (t->tp_as_sequence && t->tp_as_sequence->sq_length))
-            return kn_brk(r, "truth of a %s", t->tp_name);
+            return kn_brk(r, KN_BRK_TRUTH_OF_TYPE, t->tp_name);
         *out = 1;
         return 0;
     }
@@ -701,7 +701,7 @@ kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out)
         Py_DECREF(y);
         if (res == NULL) {
             PyErr_Clear();
-            return kn_brk(r, "a Python operator raises");
+            return kn_brk(r, KN_BRK_PYTHON_OPERATOR_RAISES);
         }
         *out = kn_v_const_steal(r, res);
         return *out ? 0 : KN_FAIL;
@@ -722,7 +722,7 @@ kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out)
             return 0;
         }
         if (a->kind != b->kind && b->kind != V_CONST)
-            return kn_brk(r, "concatenating a list and a tuple");
+            return kn_brk(r, KN_BRK_CONCATENATING_LIST_TUPLE);
         kn_val *res = kn_v_new(r, a->kind);
         if (res == NULL)
             return KN_FAIL;
@@ -762,7 +762,7 @@ kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out)
         *out = res;
         return 0;
     }
-    return kn_brk(r, "a Python operator on values kiln does not model");
+    return kn_brk(r, KN_BRK_PYTHON_OPERATOR_VALUES_MODEL);
 }
 
 /* ------------------------------------------------------------------ attributes */
@@ -888,12 +888,12 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             return KN_ERR;
     } else if (PyUnicode_Compare(name, kn_cenv.s_dict) == 0) {
         /* attribute stores to it are tracked one by one, not through its dict */
-        return kn_brk(r, "reading __dict__ of a %s", tp->tp_name);
+        return kn_brk(r, KN_BRK_READING_INSTANCE_DICT, tp->tp_name);
     }
     for (kn_attr *at = v->attrs; at; at = at->next) {
         if (PyUnicode_Compare(at->name, name) == 0) {
             if (at->val == NULL)
-                return kn_brk(r, "attribute deleted while recording");
+                return kn_brk(r, KN_BRK_ATTRIBUTE_DELETED_WHILE_RECORDING);
             *out = at->val;
             return 0;
         }
@@ -906,7 +906,7 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                 return KN_ERR;
             if (fget == Py_None) {
                 Py_DECREF(fget);
-                return kn_brk(r, "write-only property");
+                return kn_brk(r, KN_BRK_WRITE_ONLY_PROPERTY);
             }
             kn_val *fv = kn_v_const(r, fget);
             Py_DECREF(fget);
@@ -918,14 +918,14 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             PyObject *val = PyObject_GetAttr(o, name);
             if (val == NULL) {
                 PyErr_Clear();
-                return kn_brk(r, "attribute raises");
+                return kn_brk(r, KN_BRK_ATTRIBUTE_RAISES);
             }
             int s = v->src >= 0 ? kn_src_add(r, KN_SRC_ATTR, v->src, name, 0) : -1;
             *out = kn_wrap(r, val, s);
             Py_DECREF(val);
             return *out ? 0 : KN_FAIL;
         }
-        return kn_brk(r, "data descriptor %s.%s", tp->tp_name, PyUnicode_AsUTF8(name));
+        return kn_brk(r, KN_BRK_DATA_DESCRIPTOR, tp->tp_name, PyUnicode_AsUTF8(name));
     }
     /* the instance dict */
     if (tp->tp_dictoffset != 0 || (tp->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
@@ -962,10 +962,10 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             return *out ? 0 : KN_FAIL;
         }
         if (Py_TYPE(d)->tp_descr_get)
-            return kn_brk(r, "descriptor %s on %s", Py_TYPE(d)->tp_name, tp->tp_name);
+            return kn_brk(r, KN_BRK_DESCRIPTOR_ON, Py_TYPE(d)->tp_name, tp->tp_name);
         /* a plain class attribute */
         if (is_tensor_obj(d))
-            return kn_brk(r, "tensor class attribute");
+            return kn_brk(r, KN_BRK_TENSOR_CLASS_ATTRIBUTE);
         *out = kn_wrap(r, d, class_attr_src(r, (PyObject *)tp, name));
         return *out ? 0 : KN_FAIL;
     }
@@ -988,7 +988,7 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             Py_DECREF(dd);
         }
     }
-    return kn_brk(r, "%s has no attribute %s kiln can see", tp->tp_name, PyUnicode_AsUTF8(name));
+    return kn_brk(r, KN_BRK_NO_VISIBLE_ATTRIBUTE, tp->tp_name, PyUnicode_AsUTF8(name));
 }
 
 static const char *const list_methods[] = {"append", "extend", "pop", "insert", "index", "count", "copy",
@@ -1015,7 +1015,7 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
     case V_TENSOR: {
         if (!strcmp(nm, "grad") || !strcmp(nm, "data") || !strcmp(nm, "_version") || !strcmp(nm, "grad_fn") ||
             !strcmp(nm, "_base"))
-            return kn_brk(r, "Tensor.%s", nm);
+            return kn_brk(r, KN_BRK_TENSOR_ATTRIBUTE, nm);
         PyObject *d = _PyType_Lookup((PyTypeObject *)kn_cenv.torch_tensor, name);
         if (d && (Py_TYPE(d) == &PyMethodDescr_Type || PyFunction_Check(d) || PyCFunction_Check(d) ||
                   Py_TYPE(d) == &PyWrapperDescr_Type)) {
@@ -1036,7 +1036,7 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
         PyObject *val = PyObject_GetAttr(v->obj, name);
         if (val == NULL) {
             PyErr_Clear();
-            return kn_brk(r, "Tensor attribute %s raises on a fake tensor", nm);
+            return kn_brk(r, KN_BRK_TENSOR_ATTRIBUTE_RAISES_FAKE, nm);
         }
         if (is_tensor_obj(val)) {
             PyObject *ga = kn_builtin("getattr");
@@ -1068,7 +1068,7 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
         PyObject *val = PyObject_GetAttr(o, name);
         if (val == NULL) {
             PyErr_Clear();
-            return kn_brk(r, "attribute %s raises", nm);
+            return kn_brk(r, KN_BRK_NAMED_ATTRIBUTE_RAISES, nm);
         }
         if (PyModule_Check(o)) {
             const char *mn = PyModule_GetName(o);
@@ -1100,7 +1100,7 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
         }
         if (is_tensor_obj(val)) {
             Py_DECREF(val);
-            return kn_brk(r, "tensor attribute of a constant");
+            return kn_brk(r, KN_BRK_TENSOR_ATTRIBUTE_CONSTANT);
         }
         *out = kn_v_const_steal(r, val);
         return *out ? 0 : KN_FAIL;
@@ -1109,7 +1109,7 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
         kn_val *self = v->self;
         PyObject *obj = self->kind == V_OBJ || self->kind == V_CONST ? self->obj : NULL;
         if (obj == NULL)
-            return kn_brk(r, "super() of a value kiln does not model");
+            return kn_brk(r, KN_BRK_SUPER_VALUE_MODEL);
         PyObject *tp = PyType_Check(obj) && self->kind == V_CONST ? obj : (PyObject *)Py_TYPE(obj);
         PyObject *mro = ((PyTypeObject *)tp)->tp_mro;
         Py_ssize_t i = 0, n = PyTuple_GET_SIZE(mro);
@@ -1145,7 +1145,7 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                 Py_XDECREF(sup);
                 if (b == NULL) {
                     PyErr_Clear();
-                    return kn_brk(r, "super attribute raises");
+                    return kn_brk(r, KN_BRK_SUPER_ATTRIBUTE_RAISES);
                 }
                 *out = kn_v_const_steal(r, b);
                 return *out ? 0 : KN_FAIL;
@@ -1155,7 +1155,7 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
         }
         if (PyErr_Occurred())
             return KN_ERR;
-        return kn_brk(r, "super() has no attribute %s", nm);
+        return kn_brk(r, KN_BRK_SUPER_HAS_NO_ATTRIBUTE, nm);
     }
     case V_TUPLE:
     case V_LIST:
@@ -1185,14 +1185,14 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             *out = m;
             return 0;
         }
-        return kn_brk(r, "method %s of a container", nm);
+        return kn_brk(r, KN_BRK_METHOD_CONTAINER, nm);
     case V_FUNC:
         if (!strcmp(nm, "__name__") || !strcmp(nm, "__qualname__")) {
             *out = kn_v_const(r, ((PyCodeObject *)v->obj)->co_name);
             return *out ? 0 : KN_FAIL;
         }
-        return kn_brk(r, "attribute of a nested function");
+        return kn_brk(r, KN_BRK_ATTRIBUTE_NESTED_FUNCTION);
     default:
-        return kn_brk(r, "attribute %s of a value kiln does not model", nm);
+        return kn_brk(r, KN_BRK_ATTRIBUTE_VALUE_MODEL, nm);
     }
 }

@@ -389,7 +389,7 @@ slot_flags(rframe *fr, PyObject *helper, PyObject *arg)
                       : PyObject_CallOneArg(helper, (PyObject *)fr->code);
     char *flags = t && PyTuple_Check(t) ? PyMem_Calloc(fr->nlocals + 1, 1) : NULL;
     if (t && !PyTuple_Check(t))
-        PyErr_SetString(PyExc_SystemError, "kiln: a slot helper returned a non-tuple");
+        KN_INTERNAL("a slot helper returned a non-tuple");
     else if (t && flags == NULL)
         PyErr_NoMemory();
     for (Py_ssize_t k = 0; flags && k < PyTuple_GET_SIZE(t); k++) {
@@ -504,7 +504,7 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
         Py_XDECREF(hf);
         if (bad) {
             if (bad > 0)
-                PyErr_SetString(PyExc_SystemError, "kiln: a fake tensor would reach the frame after the graph");
+                KN_INTERNAL("a fake tensor would reach the frame after the graph");
             goto error;
         }
     }
@@ -567,7 +567,7 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
             seg->term_off = offset;
         }
     } else if (PyList_GET_SIZE(e.outs) > 0) {
-        PyErr_SetString(PyExc_SystemError, "kiln: graph outputs without graph ops");
+        KN_INTERNAL("graph outputs without graph ops");
         goto error;
     }
     /* distinct tensor inputs must stay distinct (aliasing changes what in-place ops do) */
@@ -627,9 +627,7 @@ static void note_break(kn_rec *r, PyCodeObject *code, int pc);
 static kn_seg *
 python_segment(kn_rec *r, PyCodeObject *code, int offset)
 {
-    snprintf(r->reason, sizeof r->reason,
-             "a value kiln cannot rebuild after the graph (kind %d): this code runs as Python",
-             r->unrebuildable - 1);
+    kn_brk(r, KN_BRK_UNREBUILDABLE, r->unrebuildable - 1);
     note_break(r, code, offset);
     kn_seg *seg = PyMem_Calloc(1, sizeof *seg);
     if (seg == NULL)
@@ -711,10 +709,10 @@ kn_rec_noinline(kn_rec *r, rframe *fr)
 static void
 note_break(kn_rec *r, PyCodeObject *code, int pc)
 {
-    if (strncmp(r->reason, "a call kiln leaves", 18) == 0)
+    if (r->brk == KN_BRK_CALL_LEFT_TO_RUN)
         return;   /* the break inside was noted where it happened */
-    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOi", r->reason, code->co_filename,
-                                          PyCode_Addr2Line(code, pc * 2));
+    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOis", r->reason, code->co_filename,
+                                          PyCode_Addr2Line(code, pc * 2), kn_break_name(r));
     Py_XDECREF(res);
     PyErr_Clear();
 }
@@ -741,6 +739,7 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
         kn_rec R = {0}, *r = &R;
         r->ctx = ctx;
         r->info = info;
+        r->brk = -1;
         r->grad_start = r->grad_cur = grad0;
         r->root_globals = globals;
         r->root_builtins = builtins;
@@ -829,6 +828,10 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
                 PyErr_Clear();
                 PyErr_SetRaisedException_compat(pending);
             }
+        }
+        if (rc == KN_BREAK && r->brk < 0) {   /* a step declined without saying why */
+            KN_INTERNAL("a recording step broke without a reason from breaks.def");
+            rc = KN_ERR;
         }
         if (rc == KN_ERR) {
             rec_free(r);
