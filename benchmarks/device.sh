@@ -3,7 +3,7 @@
 #
 # Run from the repository root on the GPU machine, with $OUT the folder whose
 # files come back (at most 8 of them: pick stages so their files stay under
-# that; the default stages write 6):
+# that; "build fuzz bench tests" write 6):
 #
 #   STAGES="build fuzz bench tests" FUZZ_COUNT=6000 FUZZ_SEED=900000 \
 #     BENCH_MODELS=resnet18,resnet50 bash benchmarks/device.sh
@@ -50,8 +50,9 @@
 #               COMMIT src kiln setup.py pyproject.toml | tar -x -C _old`,
 #               then carry it) built in place, then REGRESS_ROUNDS (3) rounds
 #               alternating each checkout and this tree through
-#               benchmarks/diag/regress.py on REGRESS_MODELS (resnet18,resnet50):
-#               eager/kiln ratios measured in the same process
+#               benchmarks/diag/regress.py on REGRESS_MODELS (resnet18,resnet50)
+#               with REGRESS_ARGS (e.g. "--rounds 5"): eager/kiln ratios
+#               measured in the same process
 #                                                REGRESS_S=500 regress.txt
 set -u
 OUT=${OUT:-/tmp/out}
@@ -177,15 +178,17 @@ stage_index_errors() {
 }
 
 stage_regress() {
-    local d i rc=0 dirs=(${REGRESS_DIRS:-_old} .)
+    local d i p tag rc=0 dirs=(${REGRESS_DIRS:-_old} .)
     local each=$(( ${REGRESS_S:-500} / (${REGRESS_ROUNDS:-3} * ${#dirs[@]}) ))
     for d in ${REGRESS_DIRS:-_old}; do
         (cd "$d" && python3 setup.py -q build_ext --inplace > build.log 2>&1) || { echo "$d: build failed"; rc=1; }
     done
     for i in $(seq "${REGRESS_ROUNDS:-3}"); do
         for d in "${dirs[@]}"; do
-            KILN_CACHE_DIR=/tmp/kc-$(basename "$(cd "$d" && pwd)") PYTHONPATH=$REPO/$d timeout "$each" \
-                python3 benchmarks/diag/regress.py --models "${REGRESS_MODELS:-resnet18,resnet50}" --tag "$d.$i" || rc=1
+            tag=$(basename "$d"); [ "$d" = . ] && tag=tree
+            p=$d; [ "${d#/}" = "$d" ] && p=$REPO/$d
+            KILN_CACHE_DIR=/tmp/kc-$tag PYTHONPATH=$p timeout "$each" \
+                python3 benchmarks/diag/regress.py --models "${REGRESS_MODELS:-resnet18,resnet50}" --tag "$tag.$i" ${REGRESS_ARGS:-} || rc=1
         done
     done > "$OUT/regress.txt" 2> /tmp/regress.err
     cut -c1-250 "$OUT/regress.txt"
