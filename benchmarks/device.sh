@@ -77,11 +77,11 @@ stage_build() {
 }
 
 stage_fuzz() {
-    rm -rf /tmp/fuzz
+    rm -rf /tmp/kiln-device-fuzz
     timeout "${FUZZ_S:-300}" python3 -m tests.fuzz --kind all --entry both --workers "${FUZZ_WORKERS:-15}" \
-        --seed "${FUZZ_SEED:-900000}" --count "${FUZZ_COUNT:-6000}" --out /tmp/fuzz ${FUZZ_ARGS:-} > "$OUT/fuzz.txt" 2>&1
+        --seed "${FUZZ_SEED:-900000}" --count "${FUZZ_COUNT:-6000}" --out /tmp/kiln-device-fuzz ${FUZZ_ARGS:-} > "$OUT/fuzz.txt" 2>&1
     local rc=$?
-    cp /tmp/fuzz/summary.json "$OUT/fuzz-summary.json" 2>/dev/null
+    cp /tmp/kiln-device-fuzz/summary.json "$OUT/fuzz-summary.json" 2>/dev/null
     show "$OUT/fuzz.txt" 25
     return $rc
 }
