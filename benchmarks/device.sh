@@ -60,6 +60,7 @@ mkdir -p "$OUT"
 REPO=$(pwd)
 export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-cache}
+WORK=$(mktemp -d /tmp/kiln-device.XXXXXX)   # logs that do not come back
 TEN=encoder,bert,gpt2,llama,t5,resnet18,resnet50,mobilenet_v3,efficientnet_b0,vit_small
 
 # show FILE [N]: the last N lines of FILE without progress bars, 250 columns
@@ -77,21 +78,21 @@ stage_build() {
 }
 
 stage_fuzz() {
-    rm -rf /tmp/kiln-device-fuzz
+    rm -rf $WORK/fuzz
     timeout "${FUZZ_S:-300}" python3 -m tests.fuzz --kind all --entry both --workers "${FUZZ_WORKERS:-15}" \
-        --seed "${FUZZ_SEED:-900000}" --count "${FUZZ_COUNT:-6000}" --out /tmp/kiln-device-fuzz ${FUZZ_ARGS:-} > "$OUT/fuzz.txt" 2>&1
+        --seed "${FUZZ_SEED:-900000}" --count "${FUZZ_COUNT:-6000}" --out $WORK/fuzz ${FUZZ_ARGS:-} > "$OUT/fuzz.txt" 2>&1
     local rc=$?
-    cp /tmp/kiln-device-fuzz/summary.json "$OUT/fuzz-summary.json" 2>/dev/null
+    cp $WORK/fuzz/summary.json "$OUT/fuzz-summary.json" 2>/dev/null
     show "$OUT/fuzz.txt" 25
     return $rc
 }
 
 stage_bench() {
     timeout "${BENCH_S:-540}" python3 -m kiln.bench --device cuda --dtype bfloat16 --models "${BENCH_MODELS:-$TEN}" \
-        --repeat "${BENCH_REPEAT:-20}" ${BENCH_ARGS:-} --json "$OUT/bench.json" > "$OUT/bench.txt" 2> /tmp/bench.err
+        --repeat "${BENCH_REPEAT:-20}" ${BENCH_ARGS:-} --json "$OUT/bench.json" > "$OUT/bench.txt" 2> $WORK/bench.err
     local rc=$?
     grep -v -e '^wrote' -e '^$' "$OUT/bench.txt" | tail -n 20 | cut -c1-250
-    show /tmp/bench.err 3
+    show $WORK/bench.err 3
     return $rc
 }
 
@@ -108,12 +109,12 @@ stage_opinfo() {
     local dt p rc=0 pids=()
     for dt in ${OPINFO_DTYPES:-float32 bfloat16 int64 bool}; do
         timeout "${OPINFO_S:-360}" python3 -m pytest tests/ops/test_opinfo.py -k "cuda and not emulated and $dt" \
-            -q -p no:cacheprovider -rA > "/tmp/opinfo-$dt.txt" 2>&1 &
+            -q -p no:cacheprovider -rA > "$WORK/opinfo-$dt.txt" 2>&1 &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     for dt in ${OPINFO_DTYPES:-float32 bfloat16 int64 bool}; do
-        echo "== $dt"; grep -E "kiln opinfo|failures:|^  |passed|failed" "/tmp/opinfo-$dt.txt" | head -n 30
+        echo "== $dt"; grep -E "kiln opinfo|failures:|^  |passed|failed" "$WORK/opinfo-$dt.txt" | head -n 30
     done > "$OUT/opinfo.txt"
     cat "$OUT/opinfo.txt" | cut -c1-250
     return $rc
@@ -187,12 +188,12 @@ stage_regress() {
         for d in "${dirs[@]}"; do
             tag=$(basename "$d"); [ "$d" = . ] && tag=tree
             p=$d; [ "${d#/}" = "$d" ] && p=$REPO/$d
-            KILN_CACHE_DIR=/tmp/kc-$tag PYTHONPATH=$p timeout "$each" \
+            KILN_CACHE_DIR=$WORK/kc-$tag PYTHONPATH=$p timeout "$each" \
                 python3 benchmarks/diag/regress.py --models "${REGRESS_MODELS:-resnet18,resnet50}" --tag "$tag.$i" ${REGRESS_ARGS:-} || rc=1
         done
-    done > "$OUT/regress.txt" 2> /tmp/regress.err
+    done > "$OUT/regress.txt" 2> $WORK/regress.err
     cut -c1-250 "$OUT/regress.txt"
-    show /tmp/regress.err 3
+    show $WORK/regress.err 3
     return $rc
 }
 
