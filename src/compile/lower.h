@@ -112,6 +112,12 @@ kn_expr *kn_in_bounds(kn_ctx *c, kn_expr *i, int64_t n);
 kn_expr *kn_clamp_index(kn_ctx *c, kn_expr *i, int64_t n);
 
 /* ---------------------------------------------------------------- lower_buf.c */
+/* (the first four are also in kiln.h, which no file outside lower*.c needs
+   them from: kiln.h can drop them) */
+kn_buf *kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *size);
+void kn_contiguous_strides(int ndim, const int64_t *size, int64_t *stride);
+kn_expr *kn_buf_load(kn_ctx *c, kn_buf *b, kn_expr *const *idx);
+int kn_realize(kn_ctx *c, kn_buf *b);
 kn_buf *kn_lazy_buf(kn_ctx *c, kn_dtype dt, int ndim, const int64_t *size, kn_expr **idx);
 void kn_set_layout_from_meta(kn_buf *b, const kn_meta *m);
 int kn_expensive(kn_expr *e);

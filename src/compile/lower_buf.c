@@ -1,11 +1,12 @@
 /* lower_buf.c — buffers of the lowering (see lower.c).
  *
- * Consumes: a kn_ctx being lowered.  Produces: new buffers (kn_buf_new),
- * schedule steps (kn_add_step), lazy buffers made stored (kn_realize,
- * kn_store_view_root), and the value of a buffer at an index (kn_buf_load:
- * inlines a lazy body, keeps index checks, reads aliases through their
- * strides).  The policy that stores a multi-use lazy value instead of
- * recomputing it (worth_storing, shared_libm) lives here.  No op lowerings.
+ * Consumes: a kn_ctx being lowered.  Produces: new buffers (kn_buf_new,
+ * kn_lazy_buf), schedule steps (kn_add_step), lazy buffers made stored
+ * (kn_realize, kn_store_view_root), and the value of a buffer at an index
+ * (kn_buf_load: inlines a lazy body, keeps index checks, reads aliases
+ * through their strides).  The policy that stores a multi-use lazy value
+ * instead of recomputing it (worth_storing, shared_libm) lives here.  No op
+ * lowerings.
  */
 #include "lower.h"
 #include <string.h>
