@@ -1,0 +1,472 @@
+/* kn_lower_reduce.c — reductions (see lower.c): sum, prod, amax/amin, argmax,
+ * any/all, max.dim/min.dim, mean, var/var_mean, cumsum/cumprod.
+ *
+ * Consumes: a graph node.  Produces: REDUCTION buffers, each with its kernel
+ * step (its body over P vars for the output and R vars reduced), split in
+ * two stages on a GPU when the rows are few and long (split_reduction), and
+ * lazy buffers for what follows a reduction (mean's division).  Add a
+ * reduction here (its OP line in src/graph/ops.def, param a kn_rop).
+ */
+#include "lower.h"
+#include <math.h>
+#include <string.h>
+/* ---------------------------------------------------------------- reductions */
+/* A reduction buffer of shape osize whose body reduces over R vars of
+   extents rsize, with its kernel step.  NULL on failure. */
+static kn_buf *
+reduction_buf(kn_ctx *c, kn_dtype dt, int on, const int64_t *osize, kn_expr *body, kn_rop rop, int rn,
+              const int64_t *rsize, kn_dtype acc)
+{
+    kn_buf *b = kn_buf_new(c, KN_B_REDUCTION, dt, on, osize);
+    if (b == NULL)
+        return NULL;
+    b->body = body;
+    b->rop = rop;
+    b->nred = rn;
+    memcpy(b->rsize, rsize, sizeof(int64_t) * (size_t)rn);
+    b->acc_dt = acc;
+    kn_step st = {0};
+    st.kind = KN_ST_KERNEL;
+    st.kernel = b->id;
+    return kn_add_step(c, &st) < 0 ? NULL : b;
+}
+
+/* The value that leaves a reduction rop unchanged, in dtype dt. */
+static kn_expr *
+reduce_identity(kn_ctx *c, kn_rop rop, kn_dtype dt)
+{
+    int fl = kn_dtype_is_float(dt);
+    int64_t lo = 0, hi = 1;   /* bool */
+    switch (dt) {
+    case KN_U8: lo = 0; hi = 255; break;
+    case KN_I8: lo = -128; hi = 127; break;
+    case KN_I16: lo = -32768; hi = 32767; break;
+    case KN_I32: lo = INT32_MIN; hi = INT32_MAX; break;
+    case KN_I64: lo = INT64_MIN; hi = INT64_MAX; break;
+    default: break;
+    }
+    switch (rop) {
+    case KN_R_PROD:
+    case KN_R_ALL: return fl ? kn_const_f(c, dt, 1.0) : kn_const_i(c, dt, 1);
+    case KN_R_MAX: return fl ? kn_const_f(c, dt, -INFINITY) : kn_const_i(c, dt, lo);
+    case KN_R_MIN: return fl ? kn_const_f(c, dt, INFINITY) : kn_const_i(c, dt, hi);
+    default: return fl ? kn_const_f(c, dt, 0.0) : kn_const_i(c, dt, 0);
+    }
+}
+
+/* Split form of a reduction on a GPU.  A kernel gives each output element (a
+   row) to at most one block, so a reduction of few long rows (a loss, a norm
+   of a whole tensor, batch statistics per channel) would leave most of the
+   multiprocessors idle.  When the rows are few and long, the reduction body
+   `*v` (over P vars 0..on-1 and R vars 0..rn-1 of extents rsize) is split:
+   a partial reduction P of shape osize ++ [chunks] reduces each chunk of a
+   row (the chunks are the leading reduction dims, the last of them possibly
+   cut in `a` equal parts), and the reduction asked for becomes the same
+   reduction over P's chunk dims, in the accumulator dtype.  Two kernels and
+   no atomics: the result does not depend on scheduling.  On success *v, *rn
+   and rsize describe the second stage; returns 0 (also when nothing is
+   split) or -1. */
+static int
+split_reduction(kn_ctx *c, kn_expr **v, int on, const int64_t *osize, int *rnp, int64_t *rsize, kn_rop rop,
+                kn_dtype acc)
+{
+    int rn = *rnp;
+    if (!c->cuda || rn == 0 || !(rop == KN_R_SUM || rop == KN_R_PROD || rop == KN_R_MAX || rop == KN_R_MIN ||
+                                 rop == KN_R_ANY || rop == KN_R_ALL))
+        return 0;
+    int64_t rows = 1, len = 1;
+    for (int d = 0; d < on; d++)
+        rows *= osize[d];
+    for (int d = 0; d < rn; d++)
+        len *= rsize[d];
+    int64_t sms = c->cuda_sms > 0 ? c->cuda_sms : 132;
+    /* a row per block already fills the device, or the rows are short */
+    if (rows >= 2 * sms || len < 65536)
+        return 0;
+    /* chunks per row: about four blocks per multiprocessor in all, each
+       chunk at least 4096 elements, at most 1024 chunks */
+    int64_t want = (4 * sms + rows - 1) / rows, most = len / 4096;
+    if (most > 1024)
+        most = 1024;
+    if (want > most)
+        want = most;
+    if (want < 2)
+        return 0;
+    /* leading reduction dims [0, k) whole, dim k cut in `a` parts */
+    int k = 0, best_k = -1;
+    int64_t pre = 1, best_a = 1, best_n = 0;
+    for (; k < rn; k++) {
+        for (int64_t a = 1; a <= rsize[k] && pre * a <= 2 * want; a++) {
+            if (rsize[k] % a)
+                continue;
+            int64_t n = pre * a;
+            /* closest to `want` from above or below (ratio), at least 2 */
+            if (n >= 2 && (best_n == 0 || (n >= want ? (double)n / want : (double)want / n) <
+                                              (best_n >= want ? (double)best_n / want : (double)want / best_n))) {
+                best_n = n;
+                best_k = k;
+                best_a = a;
+            }
+        }
+        pre *= rsize[k];
+        if (pre > 2 * want)
+            break;
+    }
+    /* no good divisor (a prime length): the first reduction dim cut in `a`
+       parts of `part`, the last one short; positions past the end read a
+       clamped index and reduce the identity instead */
+    int64_t ragged = 0;
+    if (best_k < 0 || best_n < want / 2) {
+        int64_t part = (rsize[0] + want - 1) / want, a = (rsize[0] + part - 1) / part;
+        if (a < 2 || rsize[0] % part == 0 || part * (a - 1) >= rsize[0])
+            return 0;
+        best_k = 0;
+        best_a = a;
+        ragged = part;
+    }
+    if (on + best_k + (best_a > 1) > KN_MAXDIM || on + best_k + 1 > 16)
+        return 0;
+    k = best_k;
+    int64_t a = best_a;
+    int extra = k + (a > 1);                 /* P's chunk dims */
+    int64_t psize[KN_MAXDIM];
+    memcpy(psize, osize, sizeof(int64_t) * (size_t)on);
+    for (int j = 0; j < k; j++)
+        psize[on + j] = rsize[j];
+    if (a > 1)
+        psize[on + k] = a;
+    /* P's body: R_j (j < k) -> P(on+j); R_k -> P(on+k) * (rsize[k]/a) + R_0;
+       R_j (j > k) -> R_(j-k) */
+    kn_subst s;
+    memset(&s, 0, sizeof s);
+    int64_t prs[KN_MAXDIM];
+    int prn = 0;
+    for (int j = 0; j < k; j++)
+        s.to[KN_VAR_R(j)] = kn_var(c, KN_VAR_P(on + j), rsize[j]);
+    kn_expr *pos = NULL;                     /* ragged: the position along dim 0 */
+    if (ragged) {
+        pos = kn_iadd(c, kn_imul(c, kn_var(c, KN_VAR_P(on), a), ragged), kn_var(c, KN_VAR_R(0), ragged));
+        s.to[KN_VAR_R(0)] = kn_clamp_index(c, pos, rsize[0]);
+        prs[prn++] = ragged;
+    } else if (a > 1) {
+        int64_t part = rsize[k] / a;
+        s.to[KN_VAR_R(k)] = kn_iadd(c, kn_imul(c, kn_var(c, KN_VAR_P(on + k), a), part),
+                                    kn_var(c, KN_VAR_R(0), part));
+        prs[prn++] = part;
+    } else {
+        s.to[KN_VAR_R(k)] = kn_var(c, KN_VAR_R(0), rsize[k]);
+        prs[prn++] = rsize[k];
+    }
+    for (int j = k + 1; j < rn; j++) {
+        s.to[KN_VAR_R(j)] = kn_var(c, KN_VAR_R(prn), rsize[j]);
+        prs[prn++] = rsize[j];
+    }
+    kn_expr *pbody = kn_substitute(c, *v, &s);
+    if (pbody && ragged)
+        pbody = kn_op3(c, KN_S_WHERE, (kn_dtype)pbody->dt, kn_op2(c, KN_S_LT, KN_BOOL, pos, kn_iconst(c, rsize[0])),
+                       pbody, reduce_identity(c, rop, (kn_dtype)pbody->dt));
+    if (pbody == NULL)
+        return -1;
+    kn_buf *p = reduction_buf(c, acc, on + extra, psize, pbody, rop, prn, prs, acc);
+    if (p == NULL)
+        return -1;
+    /* the second stage reduces P over its chunk dims */
+    kn_expr *pi[KN_MAXDIM];
+    for (int j = 0; j < on; j++)
+        pi[j] = kn_var(c, KN_VAR_P(j), osize[j]);
+    for (int j = 0; j < extra; j++) {
+        pi[on + j] = kn_var(c, KN_VAR_R(j), psize[on + j]);
+        rsize[j] = psize[on + j];
+    }
+    *rnp = extra;
+    *v = kn_cast(c, kn_buf_load(c, p, pi), acc);
+    return *v ? 0 : -1;
+}
+
+/* Build a reduction buffer over dims of x.  `dims` NULL or empty = all.  The
+   buffer's shape is the output shape with keepdim. */
+static kn_buf *
+reduction(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_rop rop, kn_dtype out_dt, kn_dtype acc,
+          kn_buf *centre)
+{
+    int red[KN_MAXDIM] = {0};
+    int nd = x->ndim;
+    if (dims == NULL || dims->kind == KN_A_NONE || (dims->kind == KN_A_LIST && dims->n == 0)) {
+        for (int d = 0; d < nd; d++)
+            red[d] = 1;
+    } else if (dims->kind == KN_A_INT) {
+        int d = wrap_dim(dims->i, nd);
+        if (nd && (d < 0 || d >= nd))
+            return NULL;
+        if (nd)
+            red[d] = 1;
+    } else if (is_int_list(dims)) {
+        for (int k = 0; k < dims->n; k++) {
+            int d = wrap_dim(dims->items[k].i, nd);
+            if (nd && (d < 0 || d >= nd))
+                return NULL;
+            if (nd)
+                red[d] = 1;
+        }
+    } else {
+        return NULL;
+    }
+    int64_t osize[KN_MAXDIM], rsize[KN_MAXDIM];
+    int on = 0, rn = 0;
+    kn_expr *si[KN_MAXDIM], *oi[KN_MAXDIM];
+    for (int d = 0; d < nd; d++) {
+        if (red[d]) {
+            rsize[rn] = x->size[d];
+            si[d] = kn_var(c, KN_VAR_R(rn), x->size[d]);
+            rn++;
+            if (keepdim) {
+                oi[on] = kn_iconst(c, 0);
+                osize[on++] = 1;
+            }
+        } else {
+            si[d] = kn_var(c, KN_VAR_P(on), x->size[d]);
+            oi[on] = si[d];
+            osize[on++] = x->size[d];
+        }
+    }
+    kn_expr *v = kn_cast(c, kn_buf_load(c, x, si), acc);
+    if (centre) {
+        /* sum of squared deviations from `centre` (indexed like the output) */
+        kn_expr *m = kn_cast(c, kn_buf_load(c, centre, oi), acc);
+        kn_expr *dv = kn_op2(c, KN_S_SUB, acc, v, m);
+        v = kn_op2(c, KN_S_MUL, acc, dv, dv);
+    }
+    if (v == NULL)
+        return NULL;
+    if (split_reduction(c, &v, on, osize, &rn, rsize, rop, acc) < 0)
+        return NULL;
+    return reduction_buf(c, out_dt, on, osize, v, rop, rn, rsize, acc);
+}
+
+static kn_dtype
+acc_dtype(kn_rop rop, kn_dtype in, kn_dtype out)
+{
+    switch (rop) {
+    case KN_R_SUM: case KN_R_PROD: case KN_R_CUMSUM: case KN_R_CUMPROD:
+        return kn_dtype_compute(out);
+    case KN_R_ANY: case KN_R_ALL:
+        return KN_BOOL;
+    default:
+        return kn_dtype_compute(in);
+    }
+}
+
+/* Position of the dims and keepdim arguments per op. */
+static void
+reduce_args(kn_ctx *c, int ni, const kn_arg **dims, int *keepdim)
+{
+    const char *t = node(c, ni)->target;
+    *dims = NULL;
+    *keepdim = 0;
+    if (strstr(t, ".default") && strncmp(t, "aten.amax", 9) != 0 && strncmp(t, "aten.amin", 9) != 0 &&
+        strncmp(t, "aten.argmax", 11) != 0 && strncmp(t, "aten.argmin", 11) != 0)
+        return; /* full reduction */
+    *dims = arg(c, ni, 1);
+    kn_arg *kd = arg(c, ni, 2);
+    *keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
+}
+
+/* x itself, or for a lazy float16/bfloat16 x a lazy copy that rounds it:
+   argmax/argmin pick among the rounded values, ties included, as eager
+   (see kn_settle_narrow). */
+static kn_buf *
+settled_buf(kn_ctx *c, kn_buf *x)
+{
+    if (x->kind != KN_B_LAZY || (x->dt != KN_F16 && x->dt != KN_BF16))
+        return x;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = kn_lazy_buf(c, x->dt, x->ndim, x->size, idx);
+    if (b == NULL)
+        return NULL;
+    b->body = kn_round(c, kn_buf_load(c, x, idx), x->dt);
+    return b->body ? b : NULL;
+}
+
+int
+kn_lower_reduce(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (x == NULL || m == NULL)
+        return 0;
+    const kn_arg *dims;
+    int keepdim;
+    reduce_args(c, ni, &dims, &keepdim);
+    kn_rop rop = (kn_rop)param;
+    if ((rop == KN_R_ARGMAX || rop == KN_R_ARGMIN) && dims && dims->kind == KN_A_NONE)
+        keepdim = 0; /* flattened argmax */
+    int64_t numel = 1;
+    for (int d = 0; d < x->ndim; d++)
+        numel *= x->size[d];
+    if (numel == 0 && rop != KN_R_SUM && rop != KN_R_PROD && rop != KN_R_ANY && rop != KN_R_ALL)
+        return 0;
+    if ((rop == KN_R_ARGMAX || rop == KN_R_ARGMIN) && (x = settled_buf(c, x)) == NULL)
+        return -1;
+    kn_buf *b = reduction(c, x, dims, keepdim, rop, m->dt, acc_dtype(rop, x->dt, m->dt), NULL);
+    if (b == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (b->ndim != m->ndim)
+        return 0; /* shape disagreement with torch: the op goes to ATen */
+    kn_set_layout_from_meta(b, m);
+    return kn_set_result(c, ni, b);
+}
+
+/* max.dim / min.dim: (values, indices) */
+int
+kn_lower_reduce_pair(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m0 = out_meta(c, ni, 0), *m1 = out_meta(c, ni, 1);
+    if (x == NULL || m0 == NULL || m1 == NULL)
+        return 0;
+    kn_arg *kd = arg(c, ni, 2);
+    int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
+    int64_t numel = 1;
+    for (int d = 0; d < x->ndim; d++)
+        numel *= x->size[d];
+    if (numel == 0)
+        return 0;
+    kn_rop arg_rop = param == KN_R_MAX ? KN_R_ARGMAX : KN_R_ARGMIN;
+    kn_buf *v = reduction(c, x, arg(c, ni, 1), keepdim, (kn_rop)param, m0->dt, acc_dtype((kn_rop)param, x->dt, m0->dt), NULL);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if ((x = settled_buf(c, x)) == NULL)
+        return -1;
+    kn_buf *ix = reduction(c, x, arg(c, ni, 1), keepdim, arg_rop, m1->dt, kn_dtype_compute(x->dt), NULL);
+    if (ix == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return kn_set_results2(c, ni, v, ix);
+}
+
+/* sum / divisor (a division, as ATen's mean and variance: a product with
+   a rounded 1/n differs in the last bit), a lazy buffer indexed like `sum`;
+   computed in float64 when the sum is. */
+static kn_buf *
+lazy_div(kn_ctx *c, kn_buf *sum, double divisor, kn_dtype out_dt)
+{
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *b = kn_lazy_buf(c, out_dt, sum->ndim, sum->size, idx);
+    if (b == NULL)
+        return NULL;
+    kn_dtype cd = sum->dt == KN_F64 ? KN_F64 : kn_dtype_compute(out_dt);
+    kn_expr *v = kn_cast(c, kn_buf_load(c, sum, idx), cd);
+    b->body = kn_cast(c, kn_op2(c, KN_S_DIV, cd, v, kn_const_f(c, cd, divisor)), out_dt);
+    return b->body ? b : NULL;
+}
+
+int
+kn_lower_mean(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (x == NULL || m == NULL || !kn_dtype_is_float(m->dt))
+        return 0;
+    const kn_arg *dims;
+    int keepdim;
+    reduce_args(c, ni, &dims, &keepdim);
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, KN_F32 == kn_dtype_compute(m->dt) ? KN_F32 : m->dt,
+                          kn_dtype_compute(m->dt), NULL);
+    if (s == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int64_t on = 1, xn = 1;
+    for (int d = 0; d < s->ndim; d++)
+        on *= s->size[d];
+    for (int d = 0; d < x->ndim; d++)
+        xn *= x->size[d];
+    kn_buf *b = lazy_div(c, s, on ? (double)xn / (double)on : 0.0, m->dt);
+    if (b == NULL)
+        return -1;
+    s->uses = 1;
+    return kn_set_result(c, ni, b);
+}
+
+/* var.correction(x, dims, correction, keepdim) and var_mean.correction:
+   two passes over the row inside one kernel: the mean, then the sum of
+   squared deviations from it.  For float32 (and float16/bfloat16) the mean
+   is summed in float64, as ATen's Welford kernel accumulates: n copies of
+   one float32 add up exactly there, so a constant row has mean exactly x
+   and variance exactly 0, as in eager (from a float32 sum / n the
+   deviations of a constant row are not 0). */
+int
+kn_lower_var_mean(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (x == NULL || m == NULL || !kn_dtype_is_float(m->dt) || !kn_dtype_is_float(x->dt))
+        return 0;
+    kn_arg *dims = arg(c, ni, 1), *corr = arg(c, ni, 2), *kd = arg(c, ni, 3);
+    int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
+    double correction = corr->kind == KN_A_INT ? (double)corr->i : corr->kind == KN_A_FLOAT ? corr->f : 1.0;
+    kn_dtype cd = kn_dtype_compute(m->dt), sd = cd == KN_F32 ? KN_F64 : cd;
+    /* mean with keepdim=1 so it indexes like the output of the second pass */
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL);
+    if (s == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int64_t on = 1, xn = 1;
+    for (int d = 0; d < s->ndim; d++)
+        on *= s->size[d];
+    for (int d = 0; d < x->ndim; d++)
+        xn *= x->size[d];
+    double n = on ? (double)xn / (double)on : 0.0;
+    kn_buf *mean = lazy_div(c, s, n, cd);
+    if (mean == NULL)
+        return -1;
+    mean->uses = 2;
+    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, mean);
+    if (ss == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
+    double denom = n - correction;
+    kn_buf *var = lazy_div(c, ss, denom > 0 ? denom : 0.0, m->dt);
+    if (var == NULL)
+        return -1;
+    if (param == 0)
+        return kn_set_result(c, ni, var);
+    const kn_meta *m1 = out_meta(c, ni, 1);
+    if (m1 == NULL)
+        return 0;
+    kn_buf *mean_out = lazy_div(c, s, n, m1->dt);
+    if (mean_out == NULL)
+        return -1;
+    return kn_set_results2(c, ni, var, mean_out);
+}
+
+/* cumsum / cumprod along one dim: a sequential scan per row. */
+int
+kn_lower_scan(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (x == NULL || m == NULL)
+        return 0;
+    int nd = x->ndim ? x->ndim : 0;
+    int d = wrap_dim(arg(c, ni, 1)->i, nd);
+    if (nd && (d < 0 || d >= nd))
+        return 0;
+    kn_buf *b = kn_buf_new(c, KN_B_REDUCTION, m->dt, x->ndim, x->size);
+    if (b == NULL)
+        return -1;
+    kn_expr *si[KN_MAXDIM];
+    for (int k = 0; k < nd; k++)
+        si[k] = k == d ? kn_var(c, KN_VAR_R(0), x->size[k]) : kn_var(c, KN_VAR_P(k), x->size[k]);
+    b->acc_dt = acc_dtype((kn_rop)param, x->dt, m->dt);
+    b->body = kn_cast(c, kn_buf_load(c, x, si), b->acc_dt);
+    if (b->body == NULL)
+        return -1;
+    b->rop = (kn_rop)param;
+    b->nred = 1;
+    b->rsize[0] = nd ? x->size[d] : 1;
+    b->scan_dim = nd ? d : -1;
+    kn_step st = {0};
+    st.kind = KN_ST_KERNEL;
+    st.kernel = b->id;
+    if (kn_add_step(c, &st) < 0)
+        return -1;
+    return kn_set_result(c, ni, b);
+}
