@@ -351,6 +351,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
 int
 kn_codegen_c(kn_ctx *c, kn_str *out)
 {
+    KN_ASSERT(!c->cuda);
     for (int k = 0; k < c->nkernels; k++)
         if (gen_kernel(c, k, out) < 0)
             return -1;

@@ -24,6 +24,7 @@
  * Index arithmetic is 32-bit when every buffer and the iteration space fit.
  */
 #include "emit.h"
+#include "../error.h"
 #include <string.h>
 
 #include "prelude_cuda.inc" /* kn_prelude_cuda_text (from prelude_cuda.h) */
@@ -1226,6 +1227,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
 int
 kn_codegen_cuda(kn_ctx *c, kn_str *out)
 {
+    KN_ASSERT(c->cuda);
     for (int k = 0; k < c->nkernels; k++)
         if (gen_kernel(c, k, out) < 0)
             return -1;

@@ -476,6 +476,7 @@ int
 kn_cg_scan(kn_gen *g, kn_buf *b)
 {
     kn_ctx *c = g->c;
+    KN_ASSERT(b->kind == KN_B_REDUCTION && (b->rop == KN_R_CUMSUM || b->rop == KN_R_CUMPROD));
     kn_subst s;
     memset(&s, 0, sizeof s);
     int o = 0;
