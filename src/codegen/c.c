@@ -190,7 +190,7 @@ gen_reduction(kn_gen *g, kn_buf *b)
         break;
     }
     default:
-        return KN_INTERNAL("reduction %d in a C kernel", (int)b->rop);
+        return KN_INTERNAL("reduction %d in a %s kernel", (int)b->rop, g->t->name);
     }
     /* the result: a register r<id>, stored unless local */
     kn_dtype rdt = kn_dtype_compute(b->dt);
