@@ -8,9 +8,11 @@ import operator
 
 import torch
 
-# Order shared with src/kiln.h (KN_DTYPES).
-DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-          torch.float16, torch.bfloat16, torch.float32, torch.float64)
+from . import _C
+
+# The dtype codes of the C core: kiln._C.DTYPES names them in the order of
+# src/kiln.h's KN_DTYPES table (the one place the order is written).
+DTYPES = tuple(getattr(torch, name) for name in _C.DTYPES)
 DTYPE_CODE = {d: i for i, d in enumerate(DTYPES)}
 
 

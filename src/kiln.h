@@ -1,18 +1,31 @@
 /* kiln.h — shared declarations of kiln's C core, one section per stage.
  *
  *   Python description of an ATen graph (kiln/fx_bridge.py)
- *     │  graph/graph.c     parse into kn_graph (nodes, args, output metadata)
+ *     │  graph/graph.c     parse into kn_graph (nodes, args, output metadata);
+ *     │                    graph/ops.def: the ATen ops lowered in C
  *     ▼
  *   kn_graph ──compile/lower.c──▶ buffers: lazy pointwise bodies, reductions,
  *     │                            externs (expression DAGs from compile/expr.c)
  *     ▼
+ *   compile/expr.c   hash-consed expressions, index algebra, the dtype table
  *   compile/fuse.c   group realized buffers into kernels sharing an iteration space
  *   compile/plan.c   lifetimes, arena offsets for intermediates, extern frees
+ *   compile/print.c  readable dumps of the loop IR (KILN_DUMP=loops)
  *     ▼
+ *   codegen/emit.c   the expression emitter both renderers share, driven by a
+ *                    target descriptor (codegen/emit.h); scalar.def's table
  *   codegen/c.c      C source with OpenMP + SIMD loops, one function per kernel
+ *   codegen/cuda.c   CUDA C source for NVRTC, one __global__ function per kernel
+ *                    (codegen/prelude.h, prelude_cuda.h: text heading each unit)
  *     ▼
  *   runtime/load.c   system C compiler, content-hashed disk cache, dlopen
  *   runtime/run.c    the step loop: allocate, call kernels, call ATen externs
+ *   runtime/cuda.c   NVRTC and the CUDA driver (dlopen), launches, the device
+ *                    error record             (API of all three: runtime/runtime.h)
+ *
+ *   module.c         the kiln._C module: compile() drives the stages above
+ *   error.c          the three kinds of failure in C (error.h)
+ *   capture/         the PEP 523 frame hook and bytecode recorder (capture/capture.h)
  *
  * Compile-time memory lives in one arena per compilation (kn_arena), freed in
  * one call, so an error from any depth leaks nothing.
@@ -29,21 +42,25 @@
 #define KN_MAXARGS 16
 
 /* ---------------------------------------------------------------- dtypes */
-/* Order is shared with kiln/fx_bridge.py (DTYPES). */
-#define KN_DTYPES(X)                                   \
-    X(BOOL, "bool", "uint8_t", 1)                      \
-    X(U8, "uint8", "uint8_t", 1)                       \
-    X(I8, "int8", "int8_t", 1)                         \
-    X(I16, "int16", "int16_t", 2)                      \
-    X(I32, "int32", "int32_t", 4)                      \
-    X(I64, "int64", "int64_t", 8)                      \
-    X(F16, "float16", "_Float16", 2)                   \
-    X(BF16, "bfloat16", "uint16_t", 2)                 \
-    X(F32, "float32", "float", 4)                      \
-    X(F64, "float64", "double", 8)
+/* One row per dtype: name, storage type in C, bytes, compute type in
+   generated code (f16/bf16 compute in float, bool in the prelude's b_t) and
+   the tag naming the prelude's helpers for it (kn_max_f32, ...).  The order
+   is the dtype code kiln/fx_bridge.py uses: it reads it from kiln._C.DTYPES
+   (module.c), so it is written only here. */
+#define KN_DTYPES(X)                                              \
+    X(BOOL, "bool", "uint8_t", 1, "b_t", "b")                     \
+    X(U8, "uint8", "uint8_t", 1, "uint8_t", "u8")                 \
+    X(I8, "int8", "int8_t", 1, "int8_t", "i8")                    \
+    X(I16, "int16", "int16_t", 2, "int16_t", "i16")               \
+    X(I32, "int32", "int32_t", 4, "int32_t", "i32")               \
+    X(I64, "int64", "int64_t", 8, "int64_t", "i64")               \
+    X(F16, "float16", "_Float16", 2, "float", "f32")              \
+    X(BF16, "bfloat16", "uint16_t", 2, "float", "f32")            \
+    X(F32, "float32", "float", 4, "float", "f32")                 \
+    X(F64, "float64", "double", 8, "double", "f64")
 
 typedef enum {
-#define X(n, s, c, b) KN_##n,
+#define X(n, s, c, b, cc, tag) KN_##n,
     KN_DTYPES(X)
 #undef X
     KN_NDTYPES
@@ -52,6 +69,8 @@ typedef enum {
 extern const char *const kn_dtype_name[KN_NDTYPES];
 extern const char *const kn_dtype_ctype[KN_NDTYPES];   /* storage type in C */
 extern const int kn_dtype_size[KN_NDTYPES];
+extern const char *const kn_dtype_cctype[KN_NDTYPES];  /* compute type in generated code */
+extern const char *const kn_dtype_tag[KN_NDTYPES];     /* prelude helper suffix: f32, i64, ... */
 int kn_dtype_is_float(kn_dtype d);
 int kn_dtype_is_int(kn_dtype d);                       /* integral, not bool */
 kn_dtype kn_dtype_compute(kn_dtype d);                 /* f16/bf16 -> f32 */
@@ -79,7 +98,7 @@ void kn_str_free(kn_str *s);
 
 /* ---------------------------------------------------------------- scalar ops */
 typedef enum {
-#define SOP(name, nargs, cls, tmpl) KN_S_##name,
+#define SOP(name, nargs, cls, flags, tmpl) KN_S_##name,
 #include "codegen/scalar.def"
 #undef SOP
     KN_S__COUNT
@@ -87,11 +106,15 @@ typedef enum {
 
 /* Classes of scalar op, from scalar.def. */
 enum { KN_SC_SPECIAL, KN_SC_ARITH, KN_SC_FLOAT, KN_SC_CMP, KN_SC_LOGIC, KN_SC_BITS, KN_SC_PRED };
+/* Flags of scalar op, from scalar.def. */
+enum { KN_SF_COMM = 1 };
 
+/* scalar.def's table (defined in codegen/emit.c) */
 typedef struct {
     const char *name;
     int nargs;
     int cls;
+    int flags;            /* KN_SF_* */
     const char *tmpl;
 } kn_sop_info;
 extern const kn_sop_info kn_sops[KN_S__COUNT];
@@ -364,7 +387,7 @@ int kn_plan(kn_ctx *c);
 void kn_print_expr(kn_str *s, kn_expr *e);
 void kn_dump_loops(kn_ctx *c, kn_str *s);
 
-/* codegen/c.c */
+/* codegen/c.c: one C function per kernel */
 int kn_codegen_c(kn_ctx *c, kn_str *out);
 const char *kn_codegen_prelude(void);
 /* codegen/cuda.c: one extern "C" __global__ function per kernel; fills each
@@ -372,11 +395,6 @@ const char *kn_codegen_prelude(void);
 int kn_codegen_cuda(kn_ctx *c, kn_str *out);
 const char *kn_codegen_prelude_cuda(void);
 
-/* runtime/load.c */
-PyObject *kn_py_build(PyObject *self, PyObject *args);
-/* runtime/run.c */
-extern PyTypeObject kn_RunnerType;
-PyObject *kn_runner_from_ctx(kn_ctx *c, PyObject *so_path);
-int kn_run_init(PyObject *module);
+/* runtime/: declared in runtime/runtime.h */
 
 #endif

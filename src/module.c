@@ -13,24 +13,15 @@
  *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref[, reorder, linear])
  *   set_linear_mode(-1 | 0 | 1)                     how linear layers choose oneDNN or ATen
  *   Library(path), Program, CompilerError, InternalError (src/error.h)
+ *   DTYPES                                          dtype names in code order (kiln.h:
+ *                                                   KN_DTYPES; kiln/fx_bridge.py reads it)
  */
 #include "kiln.h"
 #include "error.h"
 
-int kn_capture_init(PyObject *module);   /* capture/hook.c */
-extern PyTypeObject kn_CudaModuleType;  /* runtime/cuda.c */
-PyObject *kn_py_cuda_available(PyObject *self, PyObject *args);
-PyObject *kn_py_nvrtc_compile(PyObject *self, PyObject *args);
+#include "runtime/runtime.h"
+#include "capture/capture.h"   /* kn_capture_init */
 #include <string.h>
-
-PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops);
-PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
-int kn_runtime_packed_linear(void);
-PyObject *kn_py_set_linear_mode(PyObject *self, PyObject *arg);
-PyObject *kn_py_set_cuda_stream(PyObject *self, PyObject *fn);
-PyObject *kn_py_set_fast_runtime(PyObject *self, PyObject *args);
-PyObject *kn_compiler_error_type(void);
-extern PyTypeObject kn_LibraryType, kn_ProgramType;
 
 static void
 ctx_free(kn_ctx *c)
@@ -97,8 +88,8 @@ done:
     kn_str_free(&src);
     kn_str_free(&loops);
     ctx_free(&c);
-    if (prog == NULL && !PyErr_Occurred())   /* a stage failed without saying why: still an error */
-        PyErr_Format(kn_compiler_error_type(), "kiln: internal error: %s failed without a message (kiln bug)", stage);
+    if (prog == NULL && !PyErr_Occurred())   /* a stage failed without saying why: a kiln bug */
+        KN_INTERNAL("%s failed without setting an exception", stage);
     return prog;
 }
 
@@ -151,6 +142,24 @@ static struct PyModuleDef moddef = {
     methods, NULL, NULL, NULL, NULL,
 };
 
+/* kn_dtype's names in code order, for kiln/fx_bridge.py's DTYPES. */
+static PyObject *
+dtype_names(void)
+{
+    PyObject *t = PyTuple_New(KN_NDTYPES);
+    if (t == NULL)
+        return NULL;
+    for (int i = 0; i < KN_NDTYPES; i++) {
+        PyObject *n = PyUnicode_FromString(kn_dtype_name[i]);
+        if (n == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, n);
+    }
+    return t;
+}
+
 PyMODINIT_FUNC
 PyInit__C(void)
 {
@@ -160,8 +169,10 @@ PyInit__C(void)
     PyObject *m = PyModule_Create(&moddef);
     if (m == NULL)
         return NULL;
-    PyObject *ce = kn_compiler_error_type(), *ie = kn_internal_error_type();
-    if (ce == NULL || ie == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
+    PyObject *ce = kn_compiler_error_type(), *ie = kn_internal_error_type(), *dts = dtype_names();
+    int bad = dts == NULL || PyModule_AddObjectRef(m, "DTYPES", dts) < 0;
+    Py_XDECREF(dts);
+    if (bad || ce == NULL || ie == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
         PyModule_AddObjectRef(m, "InternalError", ie) < 0 ||
         PyModule_AddObjectRef(m, "Library", (PyObject *)&kn_LibraryType) < 0 ||
         PyModule_AddObjectRef(m, "Program", (PyObject *)&kn_ProgramType) < 0 ||

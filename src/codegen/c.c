@@ -11,454 +11,34 @@
  * (with a reduction clause for sums, products, max/min, any/all, so the
  * compiler keeps several accumulators in vector lanes).  float16/bfloat16 are
  * loaded into float, computed in float and rounded once when stored.
+ * Expressions, stores, loop headers and scans are emitted by codegen/emit.c
+ * from the C target descriptor below; this file holds the kernel function,
+ * its OpenMP parallelisation, the reductions and the vectorisable index
+ * checks.
  */
 #include "../kiln.h"
+#include "../error.h"
 #include <math.h>
 #include <string.h>
 
 #include "emit.h"
 #include "prelude.inc" /* static const char kn_prelude_text[] (from prelude.h) */
-#include "prelude_cuda.inc" /* kn_prelude_cuda_text (from prelude_cuda.h) */
 
-const kn_sop_info kn_sops[KN_S__COUNT] = {
-#define SOP(name, nargs, cls, tmpl) {#name, nargs, KN_SC_##cls, tmpl},
-#include "scalar.def"
-#undef SOP
+/* What C spells its own way (emit.h).  float16 is the compiler's _Float16
+   (converted by casts), bfloat16 its bits (the prelude's kn_bf2f/kn_f2bf). */
+const kn_target kn_target_c = {
+    .name = "C",
+    .ix_type = "int64_t",
+    .load = {[KN_F16] = "(float)%0", [KN_BF16] = "kn_bf2f(%0)"},
+    .store = {[KN_F16] = "(_Float16)(%0)", [KN_BF16] = "kn_f2bf(%0)"},
+    .round = {[KN_F16] = "(float)(_Float16)%0", [KN_BF16] = "kn_bf2f(kn_f2bf((float)%0))"},
+    .exact_f2i = 1,
 };
 
 const char *
 kn_codegen_prelude(void)
 {
     return kn_prelude_text;
-}
-
-const char *
-kn_codegen_prelude_cuda(void)
-{
-    return kn_prelude_cuda_text;
-}
-
-
-static const char *ctype_of[KN_NDTYPES] = {"b_t", "uint8_t", "int8_t", "int16_t", "int32_t", "int64_t",
-                                            "float", "float", "float", "double"};
-static const char *tag_of[KN_NDTYPES] = {"b", "u8", "i8", "i16", "i32", "i64", "f32", "f32", "f32", "f64"};
-
-const char *
-kn_cg_ctype(kn_dtype dt)
-{
-    return ctype_of[dt];
-}
-
-const char *
-kn_cg_tag(kn_dtype dt)
-{
-    return tag_of[dt];
-}
-
-static int
-active(kn_gen *g, int mark)
-{
-    for (int i = 0; i < g->nscope; i++)
-        if (g->scope[i] == mark)
-            return 1;
-    return 0;
-}
-
-/* Scope tokens are unique across kernels and stay clear of the generation
-   numbers that fuse.c and plan.c leave in kn_expr.mark. */
-static int token_counter = 100000000;
-
-void
-kn_cg_open_scope(kn_gen *g)
-{
-    g->scope[g->nscope++] = ++token_counter;
-    g->indent++;
-}
-
-void
-kn_cg_close_scope(kn_gen *g)
-{
-    g->nscope--;
-    g->indent--;
-}
-
-void
-kn_cg_ind(kn_gen *g)
-{
-    for (int i = 0; i < g->indent; i++)
-        kn_str_printf(g->s, "  ");
-}
-
-/* CUDA: a pure index expression whose range fits in int32 is computed in
-   32-bit arithmetic (64-bit division is a long instruction sequence on GPUs). */
-static int
-fits32(kn_expr *e)
-{
-    int64_t lo, hi;
-    if (!kn_expr_range(e, &lo, &hi) || lo < INT32_MIN || hi > INT32_MAX)
-        return 0;
-    /* every intermediate too: a sum can fit while a term does not */
-    for (int j = 0; j < e->n; j++)
-        if (e->a[j]->dt == KN_I64 && !fits32(e->a[j]))
-            return 0;
-    return 1;
-}
-
-static int
-is32(kn_gen *g, kn_expr *e)
-{
-    if (!g->cuda || !g->ix32 || e->dt != KN_I64)
-        return 0;
-    return fits32(e);
-}
-
-static void
-render_const(kn_str *s, kn_expr *e, int plain)
-{
-    switch ((kn_dtype)e->dt) {
-    case KN_F32:
-    case KN_F64: {
-        double v = e->f;
-        /* a negative constant is parenthesised: an operator template
-           before it ("(-%s)") must not make "--1.5f", a decrement */
-        if (isnan(v))
-            kn_str_printf(s, "%s", e->dt == KN_F32 ? "NAN" : "((double)NAN)");
-        else if (isinf(v))
-            kn_str_printf(s, "%s%s%s", v < 0 ? "(-" : "", e->dt == KN_F32 ? "INFINITY" : "((double)INFINITY)",
-                          v < 0 ? ")" : "");
-        else {
-            char buf[64];
-            snprintf(buf, sizeof buf, e->dt == KN_F32 ? "%.9g" : "%.17g", v);
-            kn_str_printf(s, "%s%s%s%s%s", buf[0] == '-' ? "(" : "", buf, strpbrk(buf, ".e") ? "" : ".0",
-                          e->dt == KN_F32 ? "f" : "", buf[0] == '-' ? ")" : "");
-        }
-        break;
-    }
-    case KN_BOOL:
-        kn_str_printf(s, "%d", e->i ? 1 : 0);
-        break;
-    case KN_I64:
-        if (plain)
-            kn_str_printf(s, e->i < 0 ? "(%lld)" : "%lld", (long long)e->i);
-        else if (e->i == INT64_MIN)
-            kn_str_printf(s, "INT64_MIN");
-        else
-            kn_str_printf(s, "INT64_C(%lld)", (long long)e->i);
-        break;
-    default:
-        kn_str_printf(s, "((%s)%lld)", ctype_of[e->dt], (long long)e->i);
-    }
-}
-
-static void emit_ref(kn_gen *g, kn_expr *e, kn_str *out);
-
-/* Values computed once per outer point of this kernel (reductions and outer
-   pointwise members) live in registers r<id>. */
-int
-kn_cg_in_register(kn_gen *g, const kn_buf *b)
-{
-    if (b->kernel != g->kid)
-        return 0;
-    if (b->kind == KN_B_REDUCTION)
-        return b->rop != KN_R_CUMSUM && b->rop != KN_R_CUMPROD;
-    return kn_cg_is_outer_member(g->k, b);
-}
-
-static const char *
-lane_of(kn_gen *g, kn_expr *e)
-{
-    for (int q = 0; q < g->nlanes; q++)
-        if (g->lane_e[q] == e)
-            return g->lane_txt[q];
-    return NULL;
-}
-
-/* Emit the statements needed for e in the current scope; afterwards
-   emit_ref renders a reference to its value. */
-void
-kn_cg_emit(kn_gen *g, kn_expr *e)
-{
-    if (e->op == KN_S_CONST || e->op == KN_S_VAR || e->op == KN_S_LOCAL)
-        return;
-    if (e->mark > 0 && active(g, e->mark))
-        return;
-    int lane = e->op == KN_S_LOAD && g->nlanes && lane_of(g, e);
-    for (int j = 0; j < e->n && !lane; j++)
-        kn_cg_emit(g, e->a[j]);
-    /* A load of a value kept in a register by this kernel is that register. */
-    if (e->op == KN_S_LOAD && kn_cg_in_register(g, g->c->bufs[e->i]))
-        return;
-    /* index arithmetic stays inline; everything else becomes a temporary */
-    if (e->dt == KN_I64 && (e->op == KN_S_ADD || e->op == KN_S_MUL) && e->depth > 0)
-        return;
-    kn_str rhs = {0};
-    switch (e->op) {
-    case KN_S_LOAD: {
-        kn_buf *b = g->c->bufs[e->i];
-        kn_str ix = {0};
-        const char *lane = lane_of(g, e);
-        if (lane) {   /* one lane of a vector load */
-            kn_dtype lt = (kn_dtype)e->ext;
-            kn_str_printf(&rhs, lt == KN_BF16 ? "kn_bf2f(%s)" : lt == KN_F16 ? "kn_h2f(%s)" : "%s", lane);
-            break;
-        }
-        emit_ref(g, e->a[0], &ix);
-        kn_dtype st = (kn_dtype)e->ext;
-        if (st == KN_BF16)
-            kn_str_printf(&rhs, "kn_bf2f(b%d[%s])", b->id, ix.p ? ix.p : "0");
-        else if (st == KN_F16)
-            kn_str_printf(&rhs, g->cuda ? "kn_h2f(b%d[%s])" : "(float)b%d[%s]", b->id, ix.p ? ix.p : "0");
-        else
-            kn_str_printf(&rhs, "b%d[%s]", b->id, ix.p ? ix.p : "0");
-        kn_str_free(&ix);
-        break;
-    }
-    case KN_S_CAST: {
-        kn_str a = {0};
-        emit_ref(g, e->a[0], &a);
-        if (e->dt == KN_BOOL)
-            kn_str_printf(&rhs, "(%s != 0)", a.p);
-        else if (e->i == KN_BF16)
-            kn_str_printf(&rhs, "kn_bf2f(kn_f2bf((float)%s))", a.p);
-        else if (e->i == KN_F16)
-            kn_str_printf(&rhs, g->cuda ? "kn_h2f(kn_f2h((float)%s))" : "(float)(_Float16)%s", a.p);
-        else if (!g->cuda && kn_dtype_is_float((kn_dtype)e->a[0]->dt) && kn_dtype_is_int((kn_dtype)e->dt))
-            /* a C cast of an out-of-range float is undefined (gcc folds
-               (float)(int)x to trunc(x)): the prelude's kn_f2* give eager's values */
-            kn_str_printf(&rhs, "kn_f2%s_%s(%s)", tag_of[e->dt], tag_of[e->a[0]->dt], a.p);
-        else
-            kn_str_printf(&rhs, "(%s)%s", ctype_of[e->dt], a.p);
-        kn_str_free(&a);
-        break;
-    }
-    case KN_S_CHECK: {
-        int k = 0;
-        while (k < g->nchk && g->chk[k] != e)
-            k++;
-        if (k == g->nchk)
-            goto templ; /* outside a checked inner loop: kn_chk's branch */
-        /* a flag and the bad value, reduced over the loop (no branch) */
-        kn_str v = {0};
-        emit_ref(g, e->a[0], &v);
-        int64_t n = e->a[1]->i, lo = (e->a[2]->i & KN_E_WRAP) ? -n : 0;
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "const int64_t t%u = %s;\n", e->id, v.p);
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "const int64_t q%u = (t%u < INT64_C(%lld)) | (t%u >= INT64_C(%lld));\n", e->id, e->id,
-                      (long long)lo, e->id, (long long)n);
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "kb%u_%d |= q%u;\n", e->id, g->chkgen, e->id);
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "const int64_t w%u = q%u ? t%u : INT64_MIN;\n", e->id, e->id, e->id);
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "kv%u_%d = kv%u_%d > w%u ? kv%u_%d : w%u;\n", e->id, g->chkgen, e->id, g->chkgen, e->id,
-                      e->id, g->chkgen, e->id);
-        kn_str_free(&v);
-        e->mark = g->scope[g->nscope - 1];
-        return;
-    }
-    case KN_S_WHERE: {
-        kn_str a = {0}, b = {0}, d = {0};
-        emit_ref(g, e->a[0], &a);
-        emit_ref(g, e->a[1], &b);
-        emit_ref(g, e->a[2], &d);
-        kn_str_printf(&rhs, "(%s ? %s : %s)", a.p, b.p, d.p);
-        kn_str_free(&a);
-        kn_str_free(&b);
-        kn_str_free(&d);
-        break;
-    }
-    default:
-    templ: {
-        const char *t = kn_sops[e->op].tmpl;
-        kn_dtype adt = e->n ? (kn_dtype)e->a[0]->dt : (kn_dtype)e->dt;
-        kn_str args[3] = {{0}, {0}, {0}};
-        for (int j = 0; j < e->n; j++)
-            emit_ref(g, e->a[j], &args[j]);
-        for (const char *p = t; p && *p; p++) {
-            if (*p != '%') {
-                kn_str_printf(&rhs, "%c", *p);
-                continue;
-            }
-            p++;
-            if (*p >= '0' && *p <= '2')
-                kn_str_printf(&rhs, "%s", args[*p - '0'].p ? args[*p - '0'].p : "0");
-            else if (*p == 't')
-                kn_str_printf(&rhs, "%s", tag_of[adt]);
-            else if (*p == 'f')
-                kn_str_printf(&rhs, "%s", adt == KN_F32 ? "f" : "");
-            else if (*p == '%')
-                kn_str_printf(&rhs, "%%");
-        }
-        for (int j = 0; j < 3; j++)
-            kn_str_free(&args[j]);
-    }
-    }
-    kn_cg_ind(g);
-    kn_str_printf(g->s, "const %s t%u = %s;\n", is32(g, e) ? "int" : ctype_of[e->dt], e->id, rhs.p ? rhs.p : "0");
-    kn_str_free(&rhs);
-    e->mark = g->scope[g->nscope - 1];
-}
-
-static void
-emit_ref(kn_gen *g, kn_expr *e, kn_str *out)
-{
-    switch (e->op) {
-    case KN_S_CONST:
-        render_const(out, e, is32(g, e));
-        return;
-    case KN_S_VAR:
-        kn_str_printf(out, "v%lld", (long long)e->i);
-        return;
-    case KN_S_LOAD:
-        if (kn_cg_in_register(g, g->c->bufs[e->i])) {
-            kn_str_printf(out, "r%lld", (long long)e->i);
-            return;
-        }
-        break;
-    default:
-        break;
-    }
-    if (e->dt == KN_I64 && (e->op == KN_S_ADD || e->op == KN_S_MUL) && e->depth > 0) {
-        kn_str a = {0}, b = {0};
-        emit_ref(g, e->a[0], &a);
-        emit_ref(g, e->a[1], &b);
-        /* CUDA with 32-bit loop variables: an index expression that may leave
-           int32 is computed in 64 bits */
-        int widen = g->cuda && g->ix32 && !is32(g, e);
-        kn_str_printf(out, "(%s%s %c %s)", widen ? "(long long)" : "", a.p, e->op == KN_S_ADD ? '+' : '*', b.p);
-        kn_str_free(&a);
-        kn_str_free(&b);
-        return;
-    }
-    kn_str_printf(out, "t%u", e->id);
-}
-
-/* Emit, in the current (outer) scope, every subexpression of e that does not
-   depend on inner loop variables, so inner loops hold only per-element work
-   (loop-invariant code motion; it also helps gcc's vectoriser). */
-static uint32_t hoist_gen = 1;
-
-static void
-hoist_rec(kn_gen *g, kn_expr *e, uint32_t stamp)
-{
-    if (e->visit == stamp || e->op == KN_S_CONST || e->op == KN_S_VAR)
-        return;
-    e->visit = stamp;
-    if (e->depth <= 1) {
-        kn_cg_emit(g, e);
-        return;
-    }
-    for (int j = 0; j < e->n; j++)
-        hoist_rec(g, e->a[j], stamp);
-}
-
-void
-kn_cg_hoist(kn_gen *g, kn_expr *e)
-{
-    /* an empty inner space runs no iteration: hoisting would read its
-       buffers anyway (empty tensors, maybe without storage) */
-    for (int d = 0; d < g->k->ninner; d++)
-        if (g->k->inner[d] == 0)
-            return;
-    hoist_rec(g, e, ++hoist_gen);
-}
-
-/* Emit everything e needs, then return its reference text (caller frees). */
-kn_str
-kn_cg_value(kn_gen *g, kn_expr *e)
-{
-    kn_cg_emit(g, e);
-    kn_str r = {0};
-    emit_ref(g, e, &r);
-    return r;
-}
-
-void
-kn_cg_store(kn_gen *g, kn_buf *b, kn_expr *ix, const char *val)
-{
-    kn_str i = kn_cg_value(g, ix);
-    kn_cg_ind(g);
-    switch (b->dt) {
-    case KN_BF16:
-        kn_str_printf(g->s, "b%d[%s] = kn_f2bf(%s);\n", b->id, i.p, val);
-        break;
-    case KN_F16:
-        kn_str_printf(g->s, g->cuda ? "b%d[%s] = kn_f2h(%s);\n" : "b%d[%s] = (_Float16)(%s);\n", b->id, i.p, val);
-        break;
-    default:
-        kn_str_printf(g->s, "b%d[%s] = (%s)(%s);\n", b->id, i.p, kn_dtype_ctype[b->dt], val);
-    }
-    kn_str_free(&i);
-}
-
-/* ---------------------------------------------------------------- loops */
-void
-kn_cg_open_loops(kn_gen *g, int n, const int64_t *ext, int var0, int simd_last, const char *clause)
-{
-    if (g->par_red && simd_last && clause && n > 0) {
-        /* a reduction over a large space with little outer parallelism:
-           threads split the reduction space, each with vector lanes */
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "#pragma omp parallel for simd collapse(%d) schedule(static) %s\n", n, clause);
-        simd_last = 0;
-    }
-    for (int d = 0; d < n; d++) {
-        if (d == n - 1 && simd_last) {
-            kn_cg_ind(g);
-            kn_str_printf(g->s, "#pragma omp simd%s%s\n", clause ? " " : "", clause ? clause : "");
-        }
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "for (%s v%d = 0; v%d < %lld; v%d++) {\n", g->cuda ? "kn_ix" : "int64_t", var0 + d,
-                      var0 + d, (long long)ext[d], var0 + d);
-        kn_cg_open_scope(g);
-    }
-}
-
-void
-kn_cg_close_loops(kn_gen *g, int n)
-{
-    for (int d = 0; d < n; d++) {
-        kn_cg_close_scope(g);
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "}\n");
-    }
-}
-
-const char *
-kn_cg_acc_init(kn_rop r, kn_dtype acc, int *is_float)
-{
-    *is_float = kn_dtype_is_float(acc);
-    switch (r) {
-    case KN_R_SUM: case KN_R_CUMSUM: case KN_R_ANY:
-        return "0";
-    case KN_R_PROD: case KN_R_CUMPROD: case KN_R_ALL:
-        return "1";
-    case KN_R_MAX: case KN_R_ARGMAX:
-        if (*is_float)
-            return "-INFINITY";
-        switch (acc) {
-        case KN_BOOL: return "0";
-        case KN_U8: return "0";
-        case KN_I8: return "INT8_MIN";
-        case KN_I16: return "INT16_MIN";
-        case KN_I32: return "INT32_MIN";
-        default: return "INT64_MIN";
-        }
-    case KN_R_MIN: case KN_R_ARGMIN:
-        if (*is_float)
-            return "INFINITY";
-        switch (acc) {
-        case KN_BOOL: return "1";
-        case KN_U8: return "UINT8_MAX";
-        case KN_I8: return "INT8_MAX";
-        case KN_I16: return "INT16_MAX";
-        case KN_I32: return "INT32_MAX";
-        default: return "INT64_MAX";
-        }
-    default:
-        return "0";
-    }
 }
 
 /* Flat index within the inner space (for argmax/argmin). */
@@ -483,7 +63,7 @@ collect_checks(kn_gen *g, kn_expr *e, uint32_t stamp)
     if (e->visit == stamp || e->op == KN_S_CONST || e->op == KN_S_VAR)
         return;
     e->visit = stamp;
-    if (e->mark > 0 && active(g, e->mark))
+    if (e->mark > 0 && kn_cg_active(g, e->mark))
         return; /* emitted already, before the loop */
     if (e->op == KN_S_CHECK && g->nchk < (int)(sizeof g->chk / sizeof g->chk[0]))
         g->chk[g->nchk++] = e;
@@ -493,15 +73,13 @@ collect_checks(kn_gen *g, kn_expr *e, uint32_t stamp)
 
 /* Before the inner loop over `bodies`: the index checks left inside it
    become accumulators (declared here) reduced by the loop, whose clauses
-   are appended to *clause; checks_end records what they found.  The CUDA
-   renderer keeps kn_chk's branch. */
+   are appended to *clause; checks_end records what they found.  (The CUDA
+   renderer keeps kn_chk's branch: it lists no checks in g->chk.) */
 static void
 checks_begin(kn_gen *g, kn_expr *const *bodies, int nb, kn_str *clause)
 {
     g->nchk = 0;
-    if (g->cuda)
-        return;
-    uint32_t stamp = ++hoist_gen;
+    uint32_t stamp = kn_cg_stamp();
     for (int i = 0; i < nb; i++)
         collect_checks(g, bodies[i], stamp);
     /* one kernel may hold several checked loops over the same check (two
@@ -537,7 +115,7 @@ gen_reduction(kn_gen *g, kn_buf *b)
         return -1;
     int isf;
     const char *init = kn_cg_acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
-    const char *at = b->acc_dt == KN_BOOL ? "int" : ctype_of[b->acc_dt];
+    const char *at = b->acc_dt == KN_BOOL ? "int" : kn_dtype_cctype[b->acc_dt];
     int id = b->id;
     const kn_kernel *k = g->k;
     kn_cg_hoist(g, body);
@@ -612,13 +190,12 @@ gen_reduction(kn_gen *g, kn_buf *b)
         break;
     }
     default:
-        PyErr_SetString(PyExc_RuntimeError, "kiln: unknown reduction");
-        return -1;
+        return KN_INTERNAL("reduction %d in a %s kernel", (int)b->rop, g->t->name);
     }
     /* the result: a register r<id>, stored unless local */
     kn_dtype rdt = kn_dtype_compute(b->dt);
     kn_cg_ind(g);
-    kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", ctype_of[rdt], id, ctype_of[rdt], id);
+    kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", kn_dtype_cctype[rdt], id, kn_dtype_cctype[rdt], id);
     if (!b->local) {
         kn_expr *ix = kn_store_index(c, k, b);
         if (ix == NULL)
@@ -629,62 +206,6 @@ gen_reduction(kn_gen *g, kn_buf *b)
     }
     return 0;
 }
-
-/* cumsum/cumprod: for each outer point, a sequential loop over the scan dim. */
-int
-kn_cg_scan(kn_gen *g, kn_buf *b)
-{
-    kn_ctx *c = g->c;
-    kn_subst s;
-    memset(&s, 0, sizeof s);
-    int o = 0;
-    for (int d = 0; d < b->ndim; d++) {
-        if (d == b->scan_dim || b->size[d] == 1)
-            continue;
-        s.to[KN_VAR_P(d)] = kn_var(c, KN_VAR_O(o), b->size[d]);
-        o++;
-    }
-    kn_expr *scanvar = b->scan_dim >= 0 ? kn_var(c, KN_VAR_I(0), b->size[b->scan_dim]) : kn_iconst(c, 0);
-    s.to[KN_VAR_R(0)] = scanvar;
-    kn_expr *body = kn_substitute(c, b->body, &s);
-    if (body == NULL)
-        return -1;
-    kn_expr *ix = kn_iconst(c, 0);
-    for (int d = 0; d < b->ndim; d++) {
-        if (b->size[d] == 1)
-            continue;
-        kn_expr *v = d == b->scan_dim ? scanvar : s.to[KN_VAR_P(d)];
-        ix = kn_iadd(c, ix, kn_imul(c, v, b->stride[d]));
-    }
-    int isf;
-    const char *init = kn_cg_acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
-    kn_cg_ind(g);
-    kn_str_printf(g->s, "%s a%d = %s;\n", ctype_of[b->acc_dt], b->id, init);
-    kn_cg_open_loops(g, g->k->ninner, g->k->inner, KN_VAR_I(0), 0, NULL);
-    kn_str v = kn_cg_value(g, body);
-    kn_cg_ind(g);
-    kn_str_printf(g->s, "a%d %s= %s;\n", b->id, b->rop == KN_R_CUMSUM ? "+" : "*", v.p);
-    kn_str_free(&v);
-    char name[32];
-    snprintf(name, sizeof name, "a%d", b->id);
-    kn_cg_store(g, b, ix, name);
-    kn_cg_close_loops(g, g->k->ninner);
-    return 0;
-}
-
-int
-kn_cg_is_outer_member(const kn_kernel *k, const kn_buf *b)
-{
-    if (b->kind != KN_B_POINTWISE || !k->has_reduction)
-        return 0;
-    int64_t s[KN_MAXDIM];
-    int n = 0;
-    for (int d = 0; d < b->ndim; d++)
-        if (b->size[d] != 1)
-            s[n++] = b->size[d];
-    return n == k->nouter && (n == 0 || memcmp(s, k->outer, sizeof(int64_t) * (size_t)n) == 0);
-}
-
 static int
 gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
 {
@@ -696,7 +217,7 @@ gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
     if (outer_only) {
         kn_dtype rdt = kn_dtype_compute(b->dt);
         kn_cg_ind(g);
-        kn_str_printf(g->s, "const %s r%d = %s;\n", ctype_of[rdt], b->id, v.p);
+        kn_str_printf(g->s, "const %s r%d = %s;\n", kn_dtype_cctype[rdt], b->id, v.p);
         if (!b->local)
             kn_cg_store(g, b, ix, v.p);
     } else {
@@ -706,50 +227,13 @@ gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
     return 0;
 }
 
-/* ---------------------------------------------------------------- kernels */
-static void
-collect_bufs(kn_expr *e, uint8_t *used, int nbufs, uint32_t gen)
-{
-    if (e->mark == (int)gen)
-        return;
-    e->mark = (int)gen;
-    if (e->op == KN_S_LOAD)
-        used[e->i] |= 1;
-    if (e->op == KN_S_CHECK)
-        used[nbufs] = 1;
-    for (int j = 0; j < e->n; j++)
-        collect_bufs(e->a[j], used, nbufs, gen);
-}
-
-static uint32_t cg_gen = 1u << 29;
-
-/* Per buffer id: 1 if kernel k reads it, 2 if it stores it; entry nbufs is 1
-   when the kernel checks indices (a calloc'd array the caller frees; NULL
-   with MemoryError). */
-uint8_t *
-kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k)
-{
-    uint8_t *used = calloc((size_t)c->nbufs + 1, 1);
-    if (used == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    uint32_t gg = ++cg_gen;
-    for (int m = 0; m < k->nmembers; m++) {
-        kn_buf *b = c->bufs[k->members[m]];
-        collect_bufs(b->body, used, c->nbufs, gg);
-        if (!b->local)
-            used[b->id] |= 2;
-    }
-    return used;
-}
-
 static int
 gen_kernel(kn_ctx *c, int kid, kn_str *s)
 {
     kn_kernel *k = &c->kernels[kid];
     kn_gen g = {0};
     g.c = c;
+    g.t = &kn_target_c;
     g.s = s;
     g.k = k;
     g.kid = kid;
@@ -764,13 +248,13 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
         if (b->kernel == kid && b->local)
             continue;
         kn_str_printf(s, "  %s%s *restrict b%d = (%s *)B[%d];\n", used[i] & 2 ? "" : "const ",
-                      kn_dtype_ctype[b->dt], i, kn_dtype_ctype[b->dt], i);
+                      kn_cg_storage(&g, b->dt), i, kn_cg_storage(&g, b->dt), i);
     }
     free(used);
     /* the call's error record (prelude.h: kn_flag) follows the buffers */
     kn_str_printf(s, "  int64_t *const kn_err = (int64_t *)B[%d];\n  (void)kn_err;\n", c->nbufs);
     g.indent = 1;
-    g.scope[g.nscope++] = ++token_counter;
+    g.scope[g.nscope++] = kn_cg_root_scope();
     int64_t outer_n = 1;
     for (int d = 0; d < k->nouter; d++)
         outer_n *= k->outer[d];
@@ -867,6 +351,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
 int
 kn_codegen_c(kn_ctx *c, kn_str *out)
 {
+    KN_ASSERT(!c->cuda);
     for (int k = 0; k < c->nkernels; k++)
         if (gen_kernel(c, k, out) < 0)
             return -1;

@@ -24,7 +24,29 @@
  * Index arithmetic is 32-bit when every buffer and the iteration space fit.
  */
 #include "emit.h"
+#include "../error.h"
 #include <string.h>
+
+#include "prelude_cuda.inc" /* kn_prelude_cuda_text (from prelude_cuda.h) */
+
+/* What CUDA spells its own way (emit.h).  Half is carried as its bits
+   (uint16_t, the prelude's kn_h2f/kn_f2h), bfloat16 too (kn_bf2f/kn_f2bf);
+   loop variables are kn_ix, 32-bit where the sizes allow (gen_kernel). */
+const kn_target kn_target_cuda = {
+    .name = "CUDA",
+    .ix_type = "kn_ix",
+    .storage = {[KN_F16] = "uint16_t"},
+    .load = {[KN_F16] = "kn_h2f(%0)", [KN_BF16] = "kn_bf2f(%0)"},
+    .store = {[KN_F16] = "kn_f2h(%0)", [KN_BF16] = "kn_f2bf(%0)"},
+    .round = {[KN_F16] = "kn_h2f(kn_f2h((float)%0))", [KN_BF16] = "kn_bf2f(kn_f2bf((float)%0))"},
+    .exact_f2i = 0,
+};
+
+const char *
+kn_codegen_prelude_cuda(void)
+{
+    return kn_prelude_cuda_text;
+}
 
 #define KN_CU_THREADS 256
 
@@ -85,7 +107,7 @@ gen_pointwise(kn_gen *g, kn_buf *b)
 static void
 combine(kn_str *s, const kn_buf *b, const char *x, const char *y)
 {
-    const char *tag = kn_cg_tag((kn_dtype)b->acc_dt);
+    const char *tag = kn_dtype_tag[b->acc_dt];
     switch (b->rop) {
     case KN_R_SUM: kn_str_printf(s, "%s + %s", x, y); break;
     case KN_R_PROD: kn_str_printf(s, "%s * %s", x, y); break;
@@ -101,7 +123,7 @@ acc_type(const kn_buf *b)
 {
     if (b->rop == KN_R_ANY || b->rop == KN_R_ALL)
         return "int";
-    return kn_cg_ctype((kn_dtype)b->acc_dt);
+    return kn_dtype_cctype[b->acc_dt];
 }
 
 /* Declare reduction b's accumulator(s). */
@@ -204,7 +226,7 @@ group_combine(kn_gen *g, kn_buf *b, int G)
     }
     kn_dtype rdt = kn_dtype_compute(b->dt);
     kn_cg_ind(g);
-    kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", kn_cg_ctype(rdt), id, kn_cg_ctype(rdt), id);
+    kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", kn_dtype_cctype[rdt], id, kn_dtype_cctype[rdt], id);
     if (arg) {
         kn_cg_ind(g);
         kn_str_printf(g->s, "(void)m%d;\n", id);
@@ -262,7 +284,7 @@ gen_outer_member(kn_gen *g, kn_buf *b)
     kn_str v = kn_cg_value(g, body);
     kn_dtype rdt = kn_dtype_compute(b->dt);
     kn_cg_ind(g);
-    kn_str_printf(g->s, "const %s r%d = %s;\n", kn_cg_ctype(rdt), b->id, v.p);
+    kn_str_printf(g->s, "const %s r%d = %s;\n", kn_dtype_cctype[rdt], b->id, v.p);
     if (!b->local) {
         kn_cg_ind(g);
         kn_str_printf(g->s, "if (valid && lane == 0) {\n");
@@ -538,25 +560,6 @@ scan_loads(vecscan *v, kn_expr *e)
         scan_loads(v, e->a[j]);
 }
 
-/* storage types as CUDA sees them (half is carried as its bits) */
-static const char *
-storage_type(kn_dtype dt)
-{
-    return dt == KN_F16 ? "uint16_t" : kn_dtype_ctype[dt];
-}
-
-/* The text of float value `val` converted to b's storage type. */
-static void
-to_storage(kn_str *s, const kn_buf *b, const char *val)
-{
-    if (b->dt == KN_BF16)
-        kn_str_printf(s, "kn_f2bf(%s)", val);
-    else if (b->dt == KN_F16)
-        kn_str_printf(s, "kn_f2h(%s)", val);
-    else
-        kn_str_printf(s, "(%s)(%s)", storage_type(b->dt), val);
-}
-
 /* `bool vec_ok`: every pointer the vector form reads (v's loads) or writes
    (members whose store index `six` is contiguous) as vectors is aligned. */
 static void
@@ -690,7 +693,7 @@ gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
     for (int q = 0; q < v.nvl && rc > 0; q++) {
         kn_expr *ld = v.vl[q];
         kn_buf *b = c->bufs[ld->i];
-        const char *st = storage_type(b->dt);
+        const char *st = kn_cg_storage(g, b->dt);
         kn_str ix = kn_cg_value(g, ld->a[0]);
         kn_cg_ind(g);
         kn_str_printf(g->s, "const kn_vec<%s, %d> vl%u = *(const kn_vec<%s, %d> *)(b%d + %s);\n", st, vw, ld->id,
@@ -715,14 +718,14 @@ gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
             val[j] = kn_cg_value(g, bj);
         }
         if (rc > 0 && contiguous(&v, six[m])) {
-            const char *st = storage_type(b->dt);
+            const char *st = kn_cg_storage(g, b->dt);
             kn_cg_ind(g);
             kn_str_printf(g->s, "{\n");
             kn_cg_ind(g);
             kn_str_printf(g->s, "  kn_vec<%s, %d> sv;\n", st, vw);
             for (int j = 0; j < vw; j++) {
                 kn_str t = {0};
-                to_storage(&t, b, val[j].p);
+                kn_cg_to_storage(g, &t, b->dt, val[j].p);
                 kn_cg_ind(g);
                 kn_str_printf(g->s, "  sv.v[%d] = %s;\n", j, t.p);
                 kn_str_free(&t);
@@ -991,7 +994,7 @@ gen_regs_pointwise(kn_gen *g, rowplan *p, int m)
 {
     kn_ctx *c = g->c;
     kn_buf *b = c->bufs[g->k->members[m]];
-    const char *st = storage_type(b->dt);
+    const char *st = kn_cg_storage(g, b->dt);
     int vw = p->vw, vec = contiguous(&p->v, p->six[m]);
     char arr[32];
     snprintf(arr, sizeof arr, "p%d", b->id);
@@ -1014,7 +1017,7 @@ gen_regs_pointwise(kn_gen *g, rowplan *p, int m)
         if (e == NULL)
             return -1;
         kn_str v = kn_cg_value(g, e), t = {0};
-        to_storage(&t, b, v.p);
+        kn_cg_to_storage(g, &t, b->dt, v.p);
         kn_cg_ind(g);
         kn_str_printf(g->s, "sv.v[%d] = %s;\n", l, t.p);
         kn_str_free(&v);
@@ -1087,14 +1090,14 @@ gen_rows_regs(kn_gen *g, rowplan *p, int64_t outer_n, int64_t inner_n)
     for (int q = 0; q < p->v.nvl; q++) {
         kn_buf *b = c->bufs[p->v.vl[q]->i];
         kn_cg_ind(g);
-        kn_str_printf(s, "kn_vec<%s, %d> vl%u[%d];\n", storage_type(b->dt), vw, p->v.vl[q]->id, p->nch);
+        kn_str_printf(s, "kn_vec<%s, %d> vl%u[%d];\n", kn_cg_storage(g, b->dt), vw, p->v.vl[q]->id, p->nch);
     }
     if (p->v.nvl) {
         open_chunks(g, p);
         for (int q = 0; q < p->v.nvl; q++) {
             kn_expr *ld = p->v.vl[q];
             kn_buf *b = c->bufs[ld->i];
-            const char *st = storage_type(b->dt);
+            const char *st = kn_cg_storage(g, b->dt);
             kn_str ix = kn_cg_value(g, ld->a[0]);
             kn_cg_ind(g);
             if (vw > 1)
@@ -1141,7 +1144,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     g.s = s;
     g.k = k;
     g.kid = kid;
-    g.cuda = 1;
+    g.t = &kn_target_cuda;
     uint8_t *used = kn_cg_used_bufs(c, k);
     if (used == NULL)
         return -1;
@@ -1183,7 +1186,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             continue;
         kn_buf *b = c->bufs[i];
         kn_str_printf(s, "%s%s%s *__restrict__ b%d", k->cu_nparams ? ", " : "", used[i] & 2 ? "" : "const ",
-                      storage_type(b->dt), i);
+                      kn_cg_storage(&g, b->dt), i);
         k->cu_params[k->cu_nparams++] = i;
     }
     /* a kernel that checks indices takes the call's error record (buffer
@@ -1224,6 +1227,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
 int
 kn_codegen_cuda(kn_ctx *c, kn_str *out)
 {
+    KN_ASSERT(c->cuda);
     for (int k = 0; k < c->nkernels; k++)
         if (gen_kernel(c, k, out) < 0)
             return -1;

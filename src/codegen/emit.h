@@ -1,16 +1,37 @@
-/* emit.h — expression emission shared by the C (c.c) and CUDA (cuda.c)
- * renderers.  Both walk the same loop IR; they differ in how loops map onto
- * hardware, not in how a scalar expression becomes text, so the expression
- * side (temporaries, CSE scopes, loads, stores, constants) lives once, in c.c,
- * with a `cuda` switch for the few spellings that differ (half-precision
- * storage, 32-bit index arithmetic).
+/* emit.h — the expression emitter shared by the C (c.c) and CUDA (cuda.c)
+ * renderers (codegen/emit.c).  Both walk the same loop IR; they differ in how
+ * loops map onto hardware, not in how a scalar expression becomes text, so
+ * the expression side (temporaries, CSE scopes, loads, stores, constants,
+ * loop headers, scans) lives once, in emit.c.  The few spellings that differ
+ * come from a target descriptor (kn_target) each renderer fills, as
+ * tinygrad's C-style renderer lets a target override a few ops; the emitter
+ * tests no target by name.
  */
 #ifndef KN_EMIT_H
 #define KN_EMIT_H
 #include "../kiln.h"
 
+/* What a target spells its own way.  Templates use scalar.def's language:
+   %0 is the argument text (the storage element or the value). */
+typedef struct {
+    const char *name;                    /* "C", "CUDA" (for messages) */
+    const char *ix_type;                 /* type of loop variables */
+    const char *storage[KN_NDTYPES];     /* element type of a buffer pointer */
+    const char *load[KN_NDTYPES];        /* storage element -> compute value; NULL: as is */
+    const char *store[KN_NDTYPES];       /* compute value -> storage element; NULL: a cast */
+    const char *round[KN_NDTYPES];       /* compute value rounded through a narrow dtype
+                                            (kn_round; NULL: a cast to the compute type) */
+    int exact_f2i;                       /* float -> integer casts through the prelude's
+                                            kn_f2<to>_<from> (a C cast of an out-of-range
+                                            float is undefined: gcc folds (float)(int)x) */
+} kn_target;
+
+extern const kn_target kn_target_c;      /* codegen/c.c */
+extern const kn_target kn_target_cuda;   /* codegen/cuda.c */
+
 typedef struct {
     kn_ctx *c;
+    const kn_target *t;
     kn_str *s;
     const kn_kernel *k;
     int kid;
@@ -18,7 +39,6 @@ typedef struct {
     int nscope;
     int indent;
     int par_red;         /* C: parallelise reduction loops themselves */
-    int cuda;            /* render CUDA C */
     int ix32;            /* CUDA: index arithmetic whose range fits in int32 is 32-bit */
     /* CUDA vector path: loads already fetched as lanes of a vector register
        (lane_e[i] is rendered as the raw storage value lane_txt[i]) */
@@ -27,7 +47,8 @@ typedef struct {
     kn_expr *lane_e[256];
     char lane_txt[256][40];
     /* C: index checks of the inner loop being emitted, OR-reduced into
-       kb<id> / kv<id> (the bad value, max-reduced) so the loop vectorises */
+       kb<id> / kv<id> (the bad value, max-reduced) so the loop vectorises;
+       a CHECK not listed here keeps kn_chk's branch */
     int nchk;
     int chkgen;           /* numbers each checked loop's accumulators (kb<id>_<gen>) */
     kn_expr *chk[16];
@@ -35,6 +56,9 @@ typedef struct {
 
 void kn_cg_open_scope(kn_gen *g);
 void kn_cg_close_scope(kn_gen *g);
+int kn_cg_active(kn_gen *g, int mark);   /* mark is a scope open now */
+int kn_cg_root_scope(void);              /* a fresh token for a kernel's body scope */
+uint32_t kn_cg_stamp(void);              /* a fresh kn_expr.visit stamp */
 void kn_cg_ind(kn_gen *g);
 /* Statements for e in the current scope; kn_cg_value also returns the
    reference text (caller frees). */
@@ -42,6 +66,8 @@ void kn_cg_emit(kn_gen *g, kn_expr *e);
 kn_str kn_cg_value(kn_gen *g, kn_expr *e);
 void kn_cg_hoist(kn_gen *g, kn_expr *e);
 void kn_cg_store(kn_gen *g, kn_buf *b, kn_expr *ix, const char *val);
+const char *kn_cg_storage(kn_gen *g, kn_dtype dt);   /* buffer element type */
+void kn_cg_to_storage(kn_gen *g, kn_str *out, kn_dtype dt, const char *val);
 void kn_cg_open_loops(kn_gen *g, int n, const int64_t *ext, int var0, int simd_last, const char *clause);
 void kn_cg_close_loops(kn_gen *g, int n);
 const char *kn_cg_acc_init(kn_rop r, kn_dtype acc, int *is_float);
@@ -49,6 +75,4 @@ int kn_cg_in_register(kn_gen *g, const kn_buf *b);
 int kn_cg_is_outer_member(const kn_kernel *k, const kn_buf *b);
 uint8_t *kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k);  /* 1 read, 2 stored; caller frees */
 int kn_cg_scan(kn_gen *g, kn_buf *b);
-const char *kn_cg_ctype(kn_dtype dt);   /* compute type name */
-const char *kn_cg_tag(kn_dtype dt);     /* helper suffix: f32, i64, ... */
 #endif

@@ -111,17 +111,27 @@ kn_str_free(kn_str *s)
 
 /* ---------------------------------------------------------------- dtypes */
 const char *const kn_dtype_name[KN_NDTYPES] = {
-#define X(n, s, c, b) s,
+#define X(n, s, c, b, cc, tag) s,
     KN_DTYPES(X)
 #undef X
 };
 const char *const kn_dtype_ctype[KN_NDTYPES] = {
-#define X(n, s, c, b) c,
+#define X(n, s, c, b, cc, tag) c,
     KN_DTYPES(X)
 #undef X
 };
 const int kn_dtype_size[KN_NDTYPES] = {
-#define X(n, s, c, b) b,
+#define X(n, s, c, b, cc, tag) b,
+    KN_DTYPES(X)
+#undef X
+};
+const char *const kn_dtype_cctype[KN_NDTYPES] = {
+#define X(n, s, c, b, cc, tag) cc,
+    KN_DTYPES(X)
+#undef X
+};
+const char *const kn_dtype_tag[KN_NDTYPES] = {
+#define X(n, s, c, b, cc, tag) tag,
     KN_DTYPES(X)
 #undef X
 };
@@ -708,18 +718,6 @@ kn_imod(kn_ctx *c, kn_expr *a, int64_t k)
 }
 
 /* ---------------------------------------------------------------- value ops */
-static int
-commutative(kn_sop op)
-{
-    switch (op) {
-    case KN_S_ADD: case KN_S_MUL: case KN_S_MAX: case KN_S_MIN: case KN_S_EQ: case KN_S_NE:
-    case KN_S_LAND: case KN_S_LOR: case KN_S_BAND: case KN_S_BOR: case KN_S_BXOR:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 kn_expr *
 kn_op1(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a)
 {
@@ -759,7 +757,7 @@ kn_op2(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b)
                 return truth ? k : other;   /* (an operand that can raise is kept) */
         }
     }
-    if (commutative(op) && a->id > b->id) {
+    if ((kn_sops[op].flags & KN_SF_COMM) && a->id > b->id) {
         kn_expr *t = a;
         a = b;
         b = t;

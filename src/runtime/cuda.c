@@ -17,7 +17,8 @@
  * ships).  On a machine without them, kiln._C.cuda_available() says why and
  * the caller runs on ATen.
  */
-#include "kiln.h"
+#include "runtime.h"
+#include "error.h"
 
 #include <dlfcn.h>
 #include <string.h>
@@ -457,7 +458,7 @@ kn_cuda_function(PyObject *mod, const char *name)
 {
     PyObject *cap = PyDict_GetItemString(((kn_cudamod *)mod)->funcs, name);
     if (cap == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "kiln: kernel %s missing from the CUDA module", name);
+        KN_INTERNAL("kernel %s missing from the CUDA module", name);
         return NULL;
     }
     return PyCapsule_GetPointer(cap, "kn_cufunction");
@@ -544,9 +545,6 @@ errors_load(void)
     return er.ready < 0 ? errors_load() : 1;
 }
 
-int kn_cuda_clear(void *dptr, size_t bytes, uintptr_t stream);
-int kn_cuda_read_error(void *dptr, int64_t *host, uintptr_t stream);
-
 /* Zero `bytes` of device memory at dptr, in order on `stream`. */
 int
 kn_cuda_clear(void *dptr, size_t bytes, uintptr_t stream)
@@ -605,11 +603,6 @@ typedef struct {
     int64_t *host; /* int64[3], pinned */
     CUevent done;  /* recorded after the copy */
 } kn_errcopy;
-
-void *kn_cuda_errcopy_new(void);
-void kn_cuda_errcopy_free(void *c);
-int kn_cuda_errcopy_post(void *c, void *dptr, uintptr_t stream);
-int kn_cuda_errcopy_poll(void *c, int64_t *out);
 
 void *
 kn_cuda_errcopy_new(void)
@@ -678,7 +671,6 @@ kn_cuda_errcopy_poll(void *p, int64_t *out)
 
 /* Read an error record (int64[3] at dptr) now, for a caller that has
    waited for the device (a synchronous copy: it does not clear the record). */
-int kn_cuda_read_now(void *dptr, int64_t *host);
 int
 kn_cuda_read_now(void *dptr, int64_t *host)
 {
@@ -690,8 +682,6 @@ kn_cuda_read_now(void *dptr, int64_t *host)
     Py_END_ALLOW_THREADS
     return cu_check(r, "reading the kernels' error record");
 }
-
-int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);
 
 /* Time `reps` launches of fn at one launch size on `stream` (after one
    untimed launch): milliseconds per launch in *ms.  Returns 0, 1 when the

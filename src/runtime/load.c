@@ -14,7 +14,7 @@
  * (a compiler that fails, hangs or cannot start, a full disk) removes the
  * files the build had begun: temporaries, objects, partial sources.
  */
-#include "../kiln.h"
+#include "runtime.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -240,7 +240,6 @@ run_parallel(char ***argvs, char **errpaths, int n, double timeout, int *timed_o
 
 static PyObject *CompilerError;
 
-PyObject *kn_compiler_error_type(void);
 PyObject *
 kn_compiler_error_type(void)
 {

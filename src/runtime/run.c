@@ -17,7 +17,8 @@
  * ATen for externs, release buffers after their last use, and return the
  * outputs as a list.
  */
-#include "../kiln.h"
+#include "runtime.h"
+#include "../error.h"
 #include <dlfcn.h>
 #include <time.h>
 #include <structmember.h>
@@ -29,7 +30,6 @@ static PyObject *rt_empty_strided, *rt_empty, *rt_as_strided, *rt_dtypes, *rt_ui
 /* oneDNN's weight packing and packed linear (torch.ops.mkldnn), or NULL */
 static PyObject *rt_reorder_linear, *rt_linear_pointwise, *rt_empty_list, *rt_none_str, *rt_empty_str;
 
-int kn_runtime_packed_linear(void);
 int
 kn_runtime_packed_linear(void)
 {
@@ -43,7 +43,6 @@ static PyObject *rt_cuda_stream;
    reinterpret(base, size, stride, offset_increment).  NULL: the public ones. */
 static PyObject *rt_empty_strided_cuda, *rt_reinterpret;
 
-PyObject *kn_py_set_fast_runtime(PyObject *self, PyObject *args);
 PyObject *
 kn_py_set_fast_runtime(PyObject *self, PyObject *args)
 {
@@ -55,21 +54,7 @@ kn_py_set_fast_runtime(PyObject *self, PyObject *args)
     Py_XSETREF(rt_reinterpret, re == Py_None ? NULL : Py_NewRef(re));
     Py_RETURN_NONE;
 }
-int kn_cuda_is_module(PyObject *o);
-void *kn_cuda_function(PyObject *mod, const char *name);
-int kn_cuda_capturing(uintptr_t stream);
-void *kn_cuda_errcopy_new(void);
-void kn_cuda_errcopy_free(void *c);
-int kn_cuda_errcopy_post(void *c, void *dptr, uintptr_t stream);
-int kn_cuda_errcopy_poll(void *c, int64_t *out);
-int kn_cuda_read_now(void *dptr, int64_t *host);
-int kn_cuda_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params);
-int kn_cuda_time_launch(void *fn, unsigned blocks, unsigned threads, uintptr_t stream, void **params, int reps,
-                        float *ms);
-int kn_cuda_clear(void *dptr, size_t bytes, uintptr_t stream);
-int kn_cuda_read_error(void *dptr, int64_t *host, uintptr_t stream);
 
-PyObject *kn_py_set_cuda_stream(PyObject *self, PyObject *fn);
 PyObject *
 kn_py_set_cuda_stream(PyObject *self, PyObject *fn)
 {
@@ -79,7 +64,6 @@ kn_py_set_cuda_stream(PyObject *self, PyObject *fn)
 }
 static PyObject *dtype_kwargs[KN_NDTYPES]; /* {"dtype": torch dtype}, built once */
 
-PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
 PyObject *
 kn_py_set_runtime(PyObject *self, PyObject *args)
 {
@@ -408,7 +392,6 @@ PyTypeObject kn_ProgramType;
 
 /* Build a Program from a compiled context.  Borrows c; `desc` is the graph
    description (its node tuples carry op, call args and kwargs). */
-PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops);
 PyObject *
 kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
 {
@@ -775,7 +758,7 @@ raise_kernel_error_as(const int64_t *err, const char *after)
                      (long long)err[1], (long long)err[2], after);
         break;
     default:
-        PyErr_Format(PyExc_RuntimeError, "kiln: internal error: kernel error code %lld", (long long)err[0]);
+        KN_INTERNAL("kernel error code %lld", (long long)err[0]);
     }
     return -1;
 }
@@ -962,7 +945,7 @@ buffer_object(ProgramObject *p, frame *f, int i)
         f->obj[i] = v;
         return Py_NewRef(v);
     }
-    PyErr_Format(PyExc_RuntimeError, "kiln: internal error: buffer %d has no tensor at this point", i);
+    KN_INTERNAL("buffer %d has no tensor at this point", i);
     return NULL;
 }
 
@@ -983,7 +966,7 @@ fill_args(ProgramObject *p, frame *f, rstep *st, PyObject *o)
                     return buffer_object(p, f, st->in[k]);
         if (ni < 0 || ni >= p->nnodes || p->node_buf[ni] < 0) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: bad reference in extern call");
+                KN_INTERNAL("bad reference (node %ld) in an extern call", ni);
             return NULL;
         }
         return buffer_object(p, f, p->node_buf[ni]);
@@ -1154,7 +1137,6 @@ bytes_hash(const void *p, size_t n)
 static PyObject *linear_choice;
 static int linear_force = -1; /* -1: measure; 0: always ATen; 1: always packed */
 
-PyObject *kn_py_set_linear_mode(PyObject *self, PyObject *arg);
 PyObject *
 kn_py_set_linear_mode(PyObject *self, PyObject *arg)
 {
@@ -1328,7 +1310,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         /* torch's current stream, read once per call (kiln/cuda.py sets the
            getter before any CUDA program gets kernels) */
         if (rt_cuda_stream == NULL || self->device_index == NULL) {
-            PyErr_SetString(PyExc_RuntimeError, "kiln: internal error: CUDA program run before it was loaded");
+            KN_INTERNAL("CUDA program run before it was loaded");
             goto done;
         }
         PyObject *sv = PyObject_CallOneArg(rt_cuda_stream, self->device_index);
