@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import kiln
-from kiln import _C, backends, config
+from kiln import _C, autotune, backends, config, errors, fold
 
 
 def compiled(fn):
@@ -114,8 +114,8 @@ def test_lowered_graph_cache_is_used_and_survives_corruption(tmp_path, monkeypat
     entries = glob.glob(os.path.join(str(tmp_path), "aten", "*", "*.pkl"))
     assert len(entries) == 1
     traced = []
-    real_lower = backends._lower
-    monkeypatch.setattr(backends, "_lower", lambda *a, **k: traced.append(1) or real_lower(*a, **k))
+    real_lower = kiln.trace._lower
+    monkeypatch.setattr(kiln.trace, "_lower", lambda *a, **k: traced.append(1) or real_lower(*a, **k))
     kiln.reset()
     with torch.no_grad():
         torch.testing.assert_close(kiln.compile(f)(x, w), want)
@@ -162,7 +162,7 @@ def test_input_independent_values_are_folded_at_compile_time():
         return x @ m + p, x + torch.rand(8)
 
     x = torch.randn(4, 8)
-    gm = backends._fold_constants(make_fx(f)(x))
+    gm = fold._fold_constants(make_fx(f)(x))
     ops = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
     assert not any("cumsum" in o or "tril" in o or "ones" in o for o in ops), ops
     assert any("arange" in o for o in ops) and any("rand" in o for o in ops), ops
@@ -173,7 +173,7 @@ def test_input_independent_values_are_folded_at_compile_time():
     def big(x):   # 64 MiB of input-independent values: left to run per call
         return x @ torch.ones(4096, 4096).cumsum(0)[:8, :8]
 
-    gm = backends._fold_constants(make_fx(big)(torch.randn(4, 8)))
+    gm = fold._fold_constants(make_fx(big)(torch.randn(4, 8)))
     assert any("cumsum" in str(n.target) for n in gm.graph.nodes if n.op == "call_function")
 
 
@@ -217,8 +217,8 @@ def test_a_failed_tuning_run_falls_back_to_codegen_launch_sizes(monkeypatch):
     cg = backends.CompiledGraph(Program(), (), True, {}, None)
     monkeypatch.setattr(backends.CompiledGraph, "run", lambda self, *a: 42)
     monkeypatch.setattr(kiln.cuda, "prepare_tuning", boom)
-    cg.run = backends._tuning_first_run(cg, torch.device("cuda", 0))
-    backends._warned.clear()
+    cg.run = autotune._tuning_first_run(cg, torch.device("cuda", 0))
+    errors.forget_warnings()
     with pytest.warns(RuntimeWarning, match="tuning failed"):
         assert cg.run() == 42
     assert ("tune", 0, []) in calls and ("set", 0, 10) in calls
@@ -315,7 +315,7 @@ def test_large_graph_compiles_in_parallel_chunks(tmp_path, monkeypatch):
     assert any(n.count(".") == 2 for n in sources), sources  # <key>.<i>.c: a second unit
 
 
-@pytest.mark.skipif(not kiln.backends._packed_linear_ops()[0], reason="this torch has no oneDNN linear")
+@pytest.mark.skipif(not kiln.runtime._packed_linear_ops()[0], reason="this torch has no oneDNN linear")
 def test_packed_linear_follows_weight_updates():
     """Linear layers run on oneDNN with a packed copy of the weight; changing
     the weight in place — through .data too, which bumps no version counter —
@@ -385,7 +385,7 @@ def _in_by_out():
     fast = compiled(f)
     for a, e in zip(fast(x, w, b), f(x, w, b)):
         torch.testing.assert_close(a, e)
-    if kiln.backends._packed_linear_ops()[0]:
+    if kiln.runtime._packed_linear_ops()[0]:
         assert sum("packed" in op for op in backends.compiled_graphs[-1]["extern_ops"]) == 2
     w.data[0, 0] += 3.0
     for a, e in zip(fast(x, w, b), f(x, w, b)):
