@@ -20,7 +20,7 @@ import os
 
 import torch
 
-from . import _C, config, errors, stats
+from . import _C, config, errors, fx_bridge, stats, trace
 from .captured import _writes_inputs  # noqa: F401  (_writes_inputs: kiln/_capture.py)
 from .cudagraphs import CudaGraphed
 from .autotune import _autotuning
@@ -223,6 +223,24 @@ def kiln_cudagraphs(gm, example_inputs):
     return CudaGraphed(fn, dev)
 
 
+def _inference_lowering(g, example_inputs):
+    """The front end kiln() takes for an inference graph (trace._lower: the
+    plain trace or AOT export, then constant folding and the GPU rewrites),
+    for graphs compiled in a batch: the ATen graph, or None where the graph
+    takes AOT autograd's full path (it is no inference graph, mutates its
+    inputs or returns aliases of them, or has data-dependent shapes)."""
+    if not _inference_graph(g, example_inputs):
+        return None
+    try:
+        return trace._lower(g, example_inputs)
+    except _NotInference:
+        return None
+    except Exception as e:
+        if not data_dependent(e):
+            errors.internal(e, where=f"{_graph_name(g)}, lowering for inference (kiln.backends.compile_many)")
+        return None
+
+
 def compile_many(items):
     """Compile many (gm, example_inputs) with one C compiler run.  Returns a
     callable per item (each with .kiln_stats); an item that fails runs
@@ -239,7 +257,11 @@ def compile_many(items):
 
         try:
             g, unwrap = _tupled(gm)
-            f = _aot(g, list(ex), fw)
+            aten = _inference_lowering(g, list(ex))
+            if aten is not None:   # kiln()'s inference path (plain trace, folding), built with the batch
+                f = fw(aten, None)
+            else:
+                f = _aot(g, list(ex), fw)
             if unwrap:
                 f = _Unwrap(f)
         except Exception as e:
