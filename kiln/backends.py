@@ -148,8 +148,8 @@ def _kiln(gm, example_inputs):
                 fn = _Flat(_compile_inference(g, example_inputs))
             except _NotInference:
                 fn = None   # mutation or aliasing: AOT autograd's full path
-            except _TensorifyRestart:
-                raise
+            except (_TensorifyRestart, errors.UserError, _C.CompilerError):
+                raise   # (a C compiler's failure reaches here only under debug: compile_graph falls back)
             except Exception as e:
                 # a graph with data-dependent shapes takes AOT autograd's full
                 # path too (which reports it); anything else is a kiln bug
@@ -186,6 +186,8 @@ def _kiln(gm, example_inputs):
         reason = "a restart of TorchDynamo's analysis would lose this graph's writes into its inputs"
         stats.fallback(_count_ops(gm), reason)
         return gm.forward
+    except (errors.UserError, _C.CompilerError):
+        raise
     except Exception as e:
         if data_dependent(e) or _aot_assertion(e):   # torch cannot trace it: unsupported
             errors.warn_once(f"kiln: could not lower this graph to ATen, running it eagerly: {type(e).__name__}: {e}")
