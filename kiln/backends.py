@@ -20,14 +20,14 @@ import os
 
 import torch
 
-from . import _C, config, errors, fx_bridge, stats, trace
+from . import _C, config, errors, fx_bridge, pipeline, stats, trace
 from .captured import _writes_inputs  # noqa: F401  (_writes_inputs: kiln/_capture.py)
 from .cudagraphs import CudaGraphed
 from .autotune import _autotuning
 from .decomp import decompositions  # noqa: F401  (public)
 from .index_checks import _exact_expands, _keep_index_checks
 from .lowered_cache import _compile_inference, _inference_graph, _lowered_key
-from .pipeline import __version__, _build, _prepare, compile_graph, phase  # noqa: F401  (compile_graph: public)
+from .pipeline import __version__, compile_graph, phase  # noqa: F401  (compile_graph: public)
 from .run_as_captured import _eager_only
 from .runners import CompiledGraph, EagerGraph, _Deferred, _EagerOnError, _Flat, _StatsCallable, _Unwrap  # noqa: F401
 from .stats import count_ops as _count_ops
@@ -274,7 +274,7 @@ def compile_many(items):
     for i, d in enumerate(deferred):
         try:
             dev = fx_bridge.graph_device(d.gm)
-            prog, consts, single = _prepare(d.gm, f"g{i}_", dev)
+            prog, consts, single = pipeline._prepare(d.gm, f"g{i}_", dev)
             by_device.setdefault(dev, []).append((d, prog, consts, single))
         except Exception as e:
             d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
@@ -286,7 +286,7 @@ def compile_many(items):
 
 def _build_owned(owners, dev):
     try:
-        so = _build([o[1] for o in owners], dev)
+        so = pipeline._build([o[1] for o in owners], dev)
         for d, prog, consts, single in owners:
             d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
             d.kiln_stats = d.target.kiln_stats
@@ -294,7 +294,7 @@ def _build_owned(owners, dev):
         # one bad unit must not take the others down: build each alone
         for d, prog, consts, single in owners:
             try:
-                so = _build([prog], dev)
+                so = pipeline._build([prog], dev)
                 d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
             except Exception as e:
                 d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
