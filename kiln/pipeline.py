@@ -179,13 +179,16 @@ def compile_graph(gm, example_inputs=None, described=None):
     `described`: the graph's (desc, constants, single, device) when the
     caller has it already."""
     t0 = time.perf_counter()
+    stage = "describe"
     try:
         if described is None:
             dev = fx_bridge.graph_device(gm)
-            program, constants, single = _prepare(gm, "kn_", dev)
+            desc, constants, single = _describe(gm, dev)
         else:
             desc, constants, single, dev = described
-            program = _program(desc, "kn_", dev)
+        stage = "c_core"
+        program = _program(desc, "kn_", dev)
+        stage = "cc/load"
         cg = _finish(program, constants, single, dev, t0)
         cg.fresh = _fresh_outputs(gm)
     except fx_bridge.Unsupported as e:
@@ -197,7 +200,7 @@ def compile_graph(gm, example_inputs=None, described=None):
         errors.warn_once(f"kiln: C compilation failed, running eagerly: {str(e).splitlines()[0]}")
         cg = EagerGraph(gm, str(e), _count_ops(gm))
     except Exception as e:  # a kiln bug: raised under debug, else never crashes the user's process
-        errors.internal(e, where=f"compiling an ATen graph of {_count_ops(gm)} ops (kiln.pipeline)")
+        errors.internal(e, where=f"an ATen graph of {_count_ops(gm)} ops, stage {stage} (kiln.pipeline)")
         cg = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
     stats.compiled_graphs.append(cg.kiln_stats)
     return cg
