@@ -78,6 +78,18 @@ def cc(units, compiler, flags, salt, jobs):
         raise
 
 
+@contextlib.contextmanager
+def _user_config():
+    """A ValueError of the C runtime about a kiln.config value it reads at
+    load (its message starts "kiln: config.") is the user's: a UserError."""
+    try:
+        yield
+    except ValueError as e:
+        if not isinstance(e, errors.UserError) and str(e).startswith("kiln: config."):
+            raise errors.UserError(str(e)) from e
+        raise
+
+
 def _units(prelude, source):
     """Split a graph's kernels into translation units compiled in parallel:
     as many units as compiler jobs (at least 4 kernels each, at most
@@ -148,7 +160,7 @@ def _build(programs, device=None):
     if not programs:
         return None
     if programs[0].cuda:
-        with phase("cc"):
+        with phase("cc"), _user_config():
             if device is not None and device.type == "cuda":
                 from . import cuda
                 path, cached = cuda.build(programs, device)
@@ -166,7 +178,7 @@ def _build(programs, device=None):
     stats.build_counts["cached" if cached else "compiled"] += 1
     if "code" in config.dump:
         print(f"[kiln] generated C: {so[:-3]}.c ({'cached' if cached else 'compiled'})")
-    with phase("load"):
+    with phase("load"), _user_config():
         lib = _C.Library(so)
         for p in programs:
             p.load(lib)
@@ -193,11 +205,13 @@ def compile_graph(gm, example_inputs=None, described=None):
         cg.fresh = _fresh_outputs(gm)
     except fx_bridge.Unsupported as e:
         cg = EagerGraph(gm, str(e), _count_ops(gm))
-    except (_C.CompilerError, errors.ToolchainError) as e:
-        # the C compiler failed (or is missing): that graph runs eagerly
+    except (_C.CompilerError, errors.UserError) as e:
+        # the C compiler failed (or is missing), or kiln.config holds a value
+        # the runtime refuses: raised under debug, else that graph runs eagerly
         if config.debug:
             raise
-        errors.warn_once(f"kiln: C compilation failed, running eagerly: {str(e).splitlines()[0]}")
+        what = "C compilation failed" if isinstance(e, (_C.CompilerError, errors.ToolchainError)) else "bad setting"
+        errors.warn_once(f"kiln: {what}, running eagerly: {str(e).splitlines()[0]}")
         cg = EagerGraph(gm, str(e), _count_ops(gm))
     except Exception as e:  # a kiln bug: raised under debug, else never crashes the user's process
         errors.internal(e, where=f"an ATen graph of {_count_ops(gm)} ops, stage {stage} (kiln.pipeline)")
