@@ -2,14 +2,14 @@
 disk cache) and then a warm one (same process after kiln.reset(), so the disk
 cache is full), timed by phase: capture (kiln's bytecode interpreter, the
 rest of the first call), AOT lowering to ATen,
-describing the graph to C, the C compiler core (IR, fusion, codegen), and the
-native build (NVRTC + module load on a GPU, the C compiler on a CPU).
+describing the graph to C, the C compiler core (IR, fusion, codegen), the
+native build (NVRTC on a GPU, the C compiler on a CPU) and loading it, as
+kiln.pipeline names its phases (the report counts them with a phase hook).
 
     python benchmarks/compile_phases.py --models gpt2,bert [--device cuda]
 """
 import argparse
 import collections
-import functools
 import os
 import tempfile
 import time
@@ -17,63 +17,54 @@ import time
 import torch
 
 import kiln
-from kiln import backends
+from kiln import pipeline
 from kiln.bench import models as zoo
 
 T = collections.Counter()
 N = collections.Counter()
 
 
-def timed(name, fn):
-    @functools.wraps(fn)
-    def wrapper(*a, **k):
-        t0 = time.perf_counter()
-        try:
-            return fn(*a, **k)
-        finally:
-            T[name] += time.perf_counter() - t0
-            N[name] += 1
-    return wrapper
+class _Phase:
+    """Times one run of a phase (kiln.pipeline's phase hooks), and profiles
+    it the first time it runs while a PROFILED flag of its phase is on."""
+
+    def __init__(self, name):
+        self.name = name
+        self.profile = None
+
+    def __enter__(self):
+        flag, sort, lines = PROFILED.get(self.name, (None, None, None))
+        if flag is not None and flag["on"]:
+            import cProfile
+            flag["on"] = False
+            self.profile = (cProfile.Profile(), sort, lines)
+            self.profile[0].enable()
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        T[NAMES.get(self.name, self.name)] += time.perf_counter() - self.t0
+        N[NAMES.get(self.name, self.name)] += 1
+        if self.profile is not None:
+            import pstats
+            pr, sort, lines = self.profile
+            pr.disable()
+            pstats.Stats(pr).sort_stats(sort).print_stats(lines)
 
 
 PROFILE = {"on": False}    # --profile-first-run: armed for the next cold first run
 LOWERING = {"on": False}   # --profile-lowering: armed for the next cold lowering
-
-
-def profiled(fn, flag, sort, lines):
-    """fn, profiled once (by `sort`, `lines` rows) the next time it runs
-    while flag["on"]: the Python-visible calls of a cold first run (extern
-    wrappers such as attention) by own time, or where a cold lowering (the
-    ATen trace) spends its time, cumulatively."""
-    @functools.wraps(fn)
-    def wrapper(*a, **k):
-        if not flag["on"]:
-            return fn(*a, **k)
-        import cProfile
-        import pstats
-        flag["on"] = False
-        pr = cProfile.Profile()
-        pr.enable()
-        try:
-            return fn(*a, **k)
-        finally:
-            pr.disable()
-            pstats.Stats(pr).sort_stats(sort).print_stats(lines)
-    return wrapper
+# phases profiled once while their flag is on: the Python-visible calls of a
+# cold first run (extern wrappers such as attention) by own time, or where a
+# cold lowering (the ATen trace) spends its time, cumulatively
+PROFILED = {"first_run": (PROFILE, "tottime", 8), "lower": (LOWERING, "cumulative", 30)}
+# kiln's phase names as this report prints them
+NAMES = {"backend": "backend(total)", "lower": "lower(total)", "aot_autograd": "aot_module_simplified",
+         "attention": "keep_attention_whole", "first_run": "first run"}
 
 
 def patch():
-    import torch._functorch.aot_autograd as aa
-    aa.aot_export_joint_simple = timed("aot_export", aa.aot_export_joint_simple)
-    backends._lower = timed("lower(total)", profiled(backends._lower, LOWERING, "cumulative", 30))
-    backends._describe = timed("describe", backends._describe)
-    backends._program = timed("c_core", backends._program)
-    backends.aot_module_simplified = timed("aot_module_simplified", backends.aot_module_simplified)
-    backends._build = timed("build", backends._build)
-    backends.kiln = timed("backend(total)", backends.kiln)
-    backends.CompiledGraph.run = timed("first run", profiled(backends.CompiledGraph.run, PROFILE, "tottime", 8))
-    from kiln import ops
-    ops.keep_attention_whole = timed("keep_attention_whole", ops.keep_attention_whole)
+    """Time every named phase of kiln's pipeline (kiln.pipeline.phase_hooks)."""
+    pipeline.add_phase_hook(_Phase)
 
 
 def sync(dev):

@@ -14,10 +14,13 @@ import types
 import torch
 
 from . import config
+from . import _C
+from . import runtime
 from . import backends
 from . import _capture
-from . import _C
 from .backends import lowered_ops, __version__
+
+runtime.wire()   # the C runtime's torch functions, before anything compiles
 
 try:
     from torch._dynamo import register_backend as _register

@@ -44,21 +44,7 @@ dtype = torch.dtype
 device = torch.device
 
 
-def _data_dependent_errors():
-    from torch._subclasses import fake_tensor as ft
-
-    names = ["DataDependentOutputException", "DynamicOutputShapeException"]
-    errs = tuple(getattr(ft, n) for n in names if hasattr(ft, n))
-    try:
-        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-
-        errs += (GuardOnDataDependentSymNode,)
-    except Exception:
-        pass
-    return errs
-
-
-DataDependent = _data_dependent_errors()
+from .trace import DATA_DEPENDENT as DataDependent  # noqa: E402  (one classification: kiln.trace.data_dependent)
 
 
 def _global_hook_dicts():

@@ -10,7 +10,7 @@ Why: AOT autograd saves its own copy (or recomputes), so a write into the
 returned tensor after the graph -- in user code, or in the next graph after
 a break -- goes unseen, and backward silently returns a gradient eager
 refuses to compute.  Writes inside the graph are AOT's trace error already
-(`backends._backward_only_error`).
+(`trace._backward_only_error`).
 
 The table: torch-level op names whose eager backward reads the op's own
 result (derivatives.yaml's `result`).  `tests/test_soundness_grads.py`

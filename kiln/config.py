@@ -91,7 +91,7 @@ capture = os.environ.get("KILN_CAPTURE", "kiln")
 # (KILN_PACKED_LINEAR=0 turns this off: then they are plain ATen addmm/mm).
 packed_linear = os.environ.get("KILN_PACKED_LINEAR", "1") not in ("0", "")
 # inference graphs without mutation of inputs lower by one plain make_fx
-# trace instead of AOT export (see backends._trace_plain)
+# trace instead of AOT export (see trace._trace_plain)
 fast_lowering = os.environ.get("KILN_FAST_LOWERING", "1") not in ("0", "")
 # ReLU / tanh-GELU right after a matmul on a GPU done by cuBLASLt's epilogue
 lt_epilogues = os.environ.get("KILN_LT_EPILOGUES", "1") not in ("0", "")
@@ -107,7 +107,7 @@ cuda_row_registers = os.environ.get("KILN_CUDA_ROW_REGISTERS", "1") not in ("0",
 # max-autotune modes on a GPU: timed launches per candidate launch size
 autotune_reps = 20
 # the plain trace with torch's Python dispatcher on (as AOT export): slower,
-# and not needed once cudnn_batch_norm is decomposed (backends.decompositions)
+# and not needed once cudnn_batch_norm is decomposed (decomp.decompositions)
 trace_python_dispatcher = os.environ.get("KILN_TRACE_PYTHON_DISPATCHER", "0") not in ("0", "")
 # kernels per C translation unit before a graph is split into chunks that
 # compile in parallel

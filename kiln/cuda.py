@@ -158,7 +158,7 @@ def _cached_module(source, names, index, arch, version, options):
     except RuntimeError:
         pass   # a corrupt entry is rebuilt, never trusted
     mod = _C.CudaModule(source, names, index, nvrtc_path(), None, options)
-    from .backends import _cache_write
+    from .lowered_cache import _cache_write
     _cache_write(path, lambda: mod.cubin)   # atomic; a failed write leaves no file
     return mod, False
 
@@ -227,7 +227,7 @@ def prepare_tuning(program, device):
 
 def save_tuning(program, device, todo):
     """After the tuning run: the launch sizes it chose, to the disk cache."""
-    from .backends import _cache_write
+    from .lowered_cache import _cache_write
     index = device.index if device.index is not None else torch.cuda.current_device()
     sizes = program.cuda_launch_sizes()
     for k in todo:

@@ -124,7 +124,8 @@ def build(programs):
     kernels = "".join(body.replace("KN_FN", fn, 1) for body, fn in bodies.items())
     unit = SHIM + _C.prelude_cuda() + kernels + _trampolines(kernels)
     flags = "-O1 -std=c++17 -fPIC -pthread -fwrapv -w"
-    so, cached = _C.build([unit], config.cache_dir, config.cxx, flags, "kiln cuda emulator 1", 1)
+    from .pipeline import cc
+    so, cached = cc([unit], config.cxx, flags, "kiln cuda emulator 1", 1)
     lib = _C.Library(so)
     for p, names in zip(programs, per_program):
         p.load_emulated(lib, names)

@@ -4,7 +4,7 @@ Consumes a captured FX graph and its example inputs (real or fake, sizes
 possibly symbolic); produces None, or the error eager raises on every call
 of that graph whatever the input values (a dtype the kernel refuses, a
 bool subtraction, a view out of its storage's bounds), which the caller
-turns into "run this graph as captured" (backends._eager_only): then eager's
+turns into "run this graph as captured" (run_as_captured._eager_only): then eager's
 kernels raise it, at eager's point, after eager's side effects.
 
 Why: kiln records and lowers graphs on FakeTensors, whose meta functions

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import kiln
-from kiln import _C, backends, config
+from kiln import _C, autotune, backends, config, errors, fold
 
 
 def compiled(fn):
@@ -71,6 +71,93 @@ def test_missing_compiler_warns_once_and_runs_eagerly(tmp_path, monkeypatch):
     assert backends.compiled_graphs[-1]["fallbacks"] == 1
 
 
+def test_missing_compiler_is_a_toolchain_error_naming_the_fix(tmp_path, monkeypatch):
+    """No C compiler is the user's setup, not a kiln bug: a ToolchainError
+    (a UserError) that says how to fix it; raised under debug."""
+    monkeypatch.setattr(config, "cc", "/nonexistent/bin/cc")
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    gm = torch.fx.symbolic_trace(lambda x: (torch.tanh(x) * 3,))
+    with pytest.raises(errors.ToolchainError, match="install one .* CC environment variable or kiln.config.cc"):
+        backends.kiln(gm, [torch.randn(4)])
+    assert issubclass(errors.ToolchainError, errors.UserError)
+
+
+def test_kiln_bug_in_the_inference_lowering_is_reported_not_hidden(monkeypatch):
+    """A failure of kiln's inference lowering that is not torch's refusal of
+    data-dependent shapes is a kiln bug: raised under debug, warned once
+    otherwise (it used to be dropped silently for AOT autograd's path)."""
+    def broken(*a, **k):
+        raise RuntimeError("kiln bug in lowering")
+
+    monkeypatch.setattr(kiln.trace, "_lower", broken)
+    gm = torch.fx.symbolic_trace(lambda x: (x * 2 + 1,))
+    x = torch.randn(3)
+    with torch.no_grad():
+        with pytest.raises(errors.InternalError, match="kiln bug in lowering"):
+            backends.kiln(gm, [x])
+        monkeypatch.setattr(config, "debug", False)
+        errors.forget_warnings()
+        with pytest.warns(RuntimeWarning, match="kiln internal error .*kiln bug in lowering"):
+            fn = backends.kiln(gm, [x])
+        torch.testing.assert_close(fn(x)[0], x * 2 + 1)   # AOT autograd's path still compiles it
+
+
+def test_data_dependent_errors_are_classified_in_one_place():
+    """The capture (by type, from C) and the backend (kiln.trace.data_dependent)
+    share one classification."""
+    from torch._subclasses.fake_tensor import DynamicOutputShapeException
+
+    assert kiln._capture.DataDependent is kiln.trace.DATA_DEPENDENT
+    assert kiln.trace.data_dependent(DynamicOutputShapeException(torch.ops.aten.nonzero.default))
+    assert not kiln.trace.data_dependent(RuntimeError("kiln bug"))
+
+
+def test_pipeline_phase_hooks_see_each_phase_in_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    seen = []
+
+    class Hook:
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            seen.append(self.name)
+
+        def __exit__(self, *exc):
+            seen.append("/" + self.name)
+
+    kiln.pipeline.add_phase_hook(Hook)
+    try:
+        gm = torch.fx.symbolic_trace(lambda x: (torch.tanh(x) * 3,))
+        x = torch.randn(4)
+        with torch.no_grad():
+            fn = backends.kiln(gm, [x])
+            fn(x)
+            fn(x)
+    finally:
+        kiln.pipeline.remove_phase_hook(Hook)
+    names = [n for n in seen if not n.startswith("/")]
+    assert names[0] == "backend" and "lower" in names
+    order = [n for n in names if n in ("describe", "c_core", "cc", "load", "first_run")]
+    assert order == ["describe", "c_core", "cc", "load", "first_run"], seen   # one first run, not two
+    assert seen[-1] == "/first_run" and seen.index("/backend") < seen.index("first_run")
+
+
+def test_compile_many_takes_the_inference_front_end_of_kiln(monkeypatch):
+    """compile_many (the OpInfo sweep's path) lowers an inference graph as
+    kiln() does (kiln.trace._lower: plain trace, constant folding)."""
+    lowered = []
+    real = kiln.trace._lower
+    monkeypatch.setattr(kiln.trace, "_lower", lambda *a, **k: lowered.append(1) or real(*a, **k))
+    from torch.fx.experimental.proxy_tensor import make_fx
+    x = torch.randn(4, 5)
+    gm = make_fx(lambda x: (torch.softmax(x, -1) * 2,))(x)
+    with torch.no_grad():
+        fn, = backends.compile_many([(gm, [x])])
+        torch.testing.assert_close(fn(x)[0], torch.softmax(x, -1) * 2)
+    assert lowered == [1] and fn.kiln_stats["fallbacks"] == 0
+
+
 def _source_unit():
     return _C.prelude() + "\nvoid probe_k0(void *const *B) { float *b = (float *)B[0]; b[0] = 42.0f; }\n"
 
@@ -114,8 +201,8 @@ def test_lowered_graph_cache_is_used_and_survives_corruption(tmp_path, monkeypat
     entries = glob.glob(os.path.join(str(tmp_path), "aten", "*", "*.pkl"))
     assert len(entries) == 1
     traced = []
-    real_lower = backends._lower
-    monkeypatch.setattr(backends, "_lower", lambda *a, **k: traced.append(1) or real_lower(*a, **k))
+    real_lower = kiln.trace._lower
+    monkeypatch.setattr(kiln.trace, "_lower", lambda *a, **k: traced.append(1) or real_lower(*a, **k))
     kiln.reset()
     with torch.no_grad():
         torch.testing.assert_close(kiln.compile(f)(x, w), want)
@@ -162,7 +249,7 @@ def test_input_independent_values_are_folded_at_compile_time():
         return x @ m + p, x + torch.rand(8)
 
     x = torch.randn(4, 8)
-    gm = backends._fold_constants(make_fx(f)(x))
+    gm = fold._fold_constants(make_fx(f)(x))
     ops = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
     assert not any("cumsum" in o or "tril" in o or "ones" in o for o in ops), ops
     assert any("arange" in o for o in ops) and any("rand" in o for o in ops), ops
@@ -173,7 +260,7 @@ def test_input_independent_values_are_folded_at_compile_time():
     def big(x):   # 64 MiB of input-independent values: left to run per call
         return x @ torch.ones(4096, 4096).cumsum(0)[:8, :8]
 
-    gm = backends._fold_constants(make_fx(big)(torch.randn(4, 8)))
+    gm = fold._fold_constants(make_fx(big)(torch.randn(4, 8)))
     assert any("cumsum" in str(n.target) for n in gm.graph.nodes if n.op == "call_function")
 
 
@@ -217,8 +304,8 @@ def test_a_failed_tuning_run_falls_back_to_codegen_launch_sizes(monkeypatch):
     cg = backends.CompiledGraph(Program(), (), True, {}, None)
     monkeypatch.setattr(backends.CompiledGraph, "run", lambda self, *a: 42)
     monkeypatch.setattr(kiln.cuda, "prepare_tuning", boom)
-    cg.run = backends._tuning_first_run(cg, torch.device("cuda", 0))
-    backends._warned.clear()
+    cg.run = autotune._tuning_first_run(cg, torch.device("cuda", 0))
+    errors.forget_warnings()
     with pytest.warns(RuntimeWarning, match="tuning failed"):
         assert cg.run() == 42
     assert ("tune", 0, []) in calls and ("set", 0, 10) in calls
@@ -315,7 +402,7 @@ def test_large_graph_compiles_in_parallel_chunks(tmp_path, monkeypatch):
     assert any(n.count(".") == 2 for n in sources), sources  # <key>.<i>.c: a second unit
 
 
-@pytest.mark.skipif(not kiln.backends._packed_linear_ops()[0], reason="this torch has no oneDNN linear")
+@pytest.mark.skipif(not kiln.runtime._packed_linear_ops()[0], reason="this torch has no oneDNN linear")
 def test_packed_linear_follows_weight_updates():
     """Linear layers run on oneDNN with a packed copy of the weight; changing
     the weight in place — through .data too, which bumps no version counter —
@@ -385,7 +472,7 @@ def _in_by_out():
     fast = compiled(f)
     for a, e in zip(fast(x, w, b), f(x, w, b)):
         torch.testing.assert_close(a, e)
-    if kiln.backends._packed_linear_ops()[0]:
+    if kiln.runtime._packed_linear_ops()[0]:
         assert sum("packed" in op for op in backends.compiled_graphs[-1]["extern_ops"]) == 2
     w.data[0, 0] += 3.0
     for a, e in zip(fast(x, w, b), f(x, w, b)):

@@ -251,8 +251,9 @@ def test_compiler_stage_failure_names_the_stage(monkeypatch):
     from kiln import _C
     gm = torch.fx.symbolic_trace(lambda x: (x + 1,))
     x = torch.randn(3)
-    aten = backends._lower(gm, [x])
-    desc, _, _ = backends._describe(aten, torch.device("cpu"))
+    from kiln import pipeline, trace
+    aten = trace._lower(gm, [x])
+    desc, _, _ = pipeline._describe(aten, torch.device("cpu"))
     nodes, inputs, outputs, ref = desc
     bad = [n[:8] + (len(nodes) + 5,) if n[0] != "input" else n for n in nodes]
     with pytest.raises(ValueError, match="shares the storage"):
@@ -295,7 +296,7 @@ def test_internal_error_in_the_inference_path_raises_under_debug(monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("kiln bug")
 
-    monkeypatch.setattr(backends, "_describe", broken)
+    monkeypatch.setattr(kiln.pipeline, "_describe", broken)
     gm = torch.fx.symbolic_trace(lambda x: (x * 2,))
     with pytest.raises(RuntimeError, match="kiln bug"):
         backends.kiln(gm, [torch.randn(3)])

@@ -97,7 +97,7 @@ def test_in_place_op_of_an_intermediate_maps_to_its_functional_overload(op):
     """`t.pow_(2)` on an intermediate became `aten.pow.Scalar(t, 2)`
     (pow(Scalar, Tensor)), matched by overload name; ATen refused it
     (seed 998513).  The functional overload is matched by schema."""
-    from kiln import backends
+    from kiln import trace
 
     def f(a):
         v = a.argmax(-1, keepdim=True) if op == "pow_" else a * 2
@@ -108,9 +108,9 @@ def test_in_place_op_of_an_intermediate_maps_to_its_functional_overload(op):
     torch._dynamo.reset()
     got, want = torch.compile(f, backend="kiln")(a), f(a)
     torch.testing.assert_close(got[0], want[0])
-    pow_ = backends._functional_overload(torch.ops.aten.pow_.Scalar)
+    pow_ = trace._functional_overload(torch.ops.aten.pow_.Scalar)
     assert pow_ is torch.ops.aten.pow.Tensor_Scalar
-    assert backends._functional_overload(torch.ops.aten.polygamma_.default) is None   # (self, n) vs (n, self)
+    assert trace._functional_overload(torch.ops.aten.polygamma_.default) is None   # (self, n) vs (n, self)
 
 
 @pytest.mark.parametrize("mode", ["kiln", "dynamo"])

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import kiln
-from kiln import backends
+from kiln import run_as_captured
 
 MODES = ["kiln", "dynamo"]
 
@@ -142,12 +142,12 @@ def test_output_overlapping_itself_sums_its_gradients(mode):
 
 def test_may_overlap_geometry():
     t = torch.empty(16)
-    assert backends._may_overlap(t.as_strided((2, 2), (1, 1)))
-    assert backends._may_overlap(t.as_strided((3, 2), (1, 2)))
-    assert not backends._may_overlap(t.as_strided((2, 2), (1, 2)))
-    assert not backends._may_overlap(t.as_strided((2, 2), (4, 1)))   # sliced, not dense: no overlap
-    assert not backends._may_overlap(t.as_strided((2, 4), (0, 1)))   # stride 0: AOT autograd handles it
-    assert not backends._may_overlap(t.as_strided((4, 1), (1, 1)))
+    assert run_as_captured._may_overlap(t.as_strided((2, 2), (1, 1)))
+    assert run_as_captured._may_overlap(t.as_strided((3, 2), (1, 2)))
+    assert not run_as_captured._may_overlap(t.as_strided((2, 2), (1, 2)))
+    assert not run_as_captured._may_overlap(t.as_strided((2, 2), (4, 1)))   # sliced, not dense: no overlap
+    assert not run_as_captured._may_overlap(t.as_strided((2, 4), (0, 1)))   # stride 0: AOT autograd handles it
+    assert not run_as_captured._may_overlap(t.as_strided((4, 1), (1, 1)))
 
 
 def _transpose_under_a_view(a):

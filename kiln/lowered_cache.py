@@ -1,0 +1,103 @@
+"""kiln.lowered_cache — the disk cache of lowered inference graphs.
+
+Consumes: a captured inference graph and its example inputs.  Produces: a
+CompiledGraph, its lowering (the description the C core reads) read from
+<cache>/aten/ when an earlier process wrote it, else lowered (kiln/trace.py),
+described and written there.  `_cache_write` is the atomic write every disk
+cache of kiln uses.
+"""
+import hashlib
+import os
+import pickle
+import threading
+import time
+
+import torch
+
+from . import config, fx_bridge, pipeline, stats, trace
+
+
+def _inference_graph(gm, example_inputs):
+    """Graphs with no gradient to compute and only tensor inputs qualify for
+    the lowered-graph disk cache."""
+    if any(n.op == "get_attr" for n in gm.graph.nodes):
+        return False
+    if not all(isinstance(t, torch.Tensor) for t in example_inputs):
+        return False
+    return not torch.is_grad_enabled() or not any(t.requires_grad for t in example_inputs)
+
+
+def _lowering_state():
+    return (torch.get_default_dtype(), torch._C._is_any_autocast_enabled(),
+            torch.get_autocast_dtype("cpu"), torch.get_autocast_dtype("cuda"),
+            torch._C._len_torch_function_stack())
+
+
+def _lowered_key(gm, example_inputs):
+    h = hashlib.sha256()
+    h.update(pipeline._salt().encode())
+    # (not the size of the decomposition table: importing torch._inductor
+    # adds entries to it, and the key must not depend on what was imported)
+    h.update(f"lowering recipe 18 packed {config.packed_linear} emulate {config.cuda_emulate} "
+             f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
+    # (the device index too: a lowered graph carries its device in its ops)
+    h.update(gm.code.encode())
+    # global state the trace reads: factories and scalar promotion use the
+    # default dtype, autocast inserts casts, torch-function modes see every op
+    h.update(repr(_lowering_state()).encode())
+    for t in example_inputs:
+        h.update(repr((t.dtype, tuple(t.shape), t.stride(), str(t.device), t.requires_grad)).encode())
+    return h.hexdigest()
+
+
+def _compile_inference(gm, example_inputs):
+    """Compile an inference graph, with its lowering cached on disk: what is
+    cached is the description the C core reads (ops by name, shapes, strides,
+    arguments), so a warm start skips AOT tracing, fake-tensor propagation
+    and describing alike, and a cold and a warm start hand the C core the
+    same input (so the warm one finds the cold one's native code).  Raises
+    when the graph cannot be lowered this way (see _lower)."""
+    key = _lowered_key(gm, example_inputs)
+    path = os.path.join(config.cache_dir, "aten", key[:2], key + ".pkl")
+    blob = None
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError:
+        pass
+    if blob:
+        t0 = time.perf_counter()
+        try:
+            pdesc, constants, single, dev = pickle.loads(blob)
+            cg = pipeline._finish(pipeline._program(fx_bridge.relink(pdesc), "kn_", dev), constants, single, dev, t0)
+            stats.compiled_graphs.append(cg.kiln_stats)
+            return cg
+        except Exception:   # a corrupt, truncated or stale entry is rebuilt, never trusted
+            pass
+    aten = trace._lower(gm, example_inputs)
+    dev = fx_bridge.graph_device(aten)
+    try:
+        desc, constants, single = pipeline._describe(aten, dev)
+    except fx_bridge.Unsupported:
+        return pipeline.compile_graph(aten, example_inputs)   # runs eagerly, says why
+    _cache_write(path, lambda: pickle.dumps((fx_bridge.portable(desc), constants, single, dev)))
+    return pipeline.compile_graph(aten, example_inputs, described=(desc, constants, single, dev))
+
+
+def _cache_write(path, make_blob):
+    """Write a cache entry atomically (a temporary file renamed into place);
+    on any failure (a full disk, an argument pickle cannot write) the entry
+    stays unwritten and the temporary file is removed: caching is an
+    optimisation, never an error."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        blob = make_blob()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    except Exception:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass

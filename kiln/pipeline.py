@@ -1,0 +1,250 @@
+"""kiln.pipeline — the C pipeline driver: an ATen graph to a loaded program.
+
+Phases, in order (each named; `phase_hooks` see them all):
+  describe   fx_bridge.describe: the ATen graph as the tuples the C core reads
+  c_core     kiln._C.compile: lowering, fusion, planning, C / CUDA C generation
+  cc         the system C compiler (through the disk cache), or NVRTC / the
+             CUDA emulator's build for CUDA programs
+  load       the shared object bound to its programs
+  first_run  a new CompiledGraph's first call (only while a hook is set)
+Other modules name theirs: backend (kiln.backends.kiln), lower, attention,
+aot_export (kiln/trace.py), aot_autograd (AOT autograd's own compile).
+
+A phase hook is a callable hook(name) returning a context manager entered
+around that phase (benchmarks/compile_phases.py times and profiles with
+them); with no hook set a phase costs one list test.
+
+Consumes: an ATen graph module.  Produces: a CompiledGraph (kiln/runners.py),
+or an EagerGraph with the reason where kiln cannot compile it.  A missing C
+compiler is a ToolchainError (kiln/errors.py) with the fix in its message.
+"""
+import contextlib
+import time
+
+import torch
+
+from . import _C, config, errors, fx_bridge, stats
+from .runners import CompiledGraph, EagerGraph, _fresh_outputs
+from .stats import count_ops as _count_ops
+
+__version__ = "0.1.0"
+
+phase_hooks = []
+_NO_PHASE = contextlib.nullcontext()
+
+
+def add_phase_hook(hook):
+    """Call hook(name) around every named phase; returns hook."""
+    phase_hooks.append(hook)
+    return hook
+
+
+def remove_phase_hook(hook):
+    phase_hooks.remove(hook)
+
+
+def phase(name):
+    """The context manager a phase runs in: the hooks' (none: a no-op)."""
+    if not phase_hooks:
+        return _NO_PHASE
+    stack = contextlib.ExitStack()
+    for hook in list(phase_hooks):
+        stack.enter_context(hook(name))
+    return stack
+
+
+def _phased(name, fn):
+    """fn, run as phase `name` (a CompiledGraph's first run)."""
+    def run(*args):
+        with phase(name):
+            return fn(*args)
+    return run
+
+
+_MISSING_CC = ("kiln: no C compiler configured", "kiln: cannot run the C compiler")
+
+
+def cc(units, compiler, flags, salt, jobs):
+    """kiln._C.build (the system C compiler through the disk cache), a
+    missing compiler raised as a ToolchainError saying how to fix it."""
+    try:
+        return _C.build(units, config.cache_dir, compiler, flags, salt, jobs)
+    except _C.CompilerError as e:
+        msg = str(e)
+        if msg.startswith(_MISSING_CC):
+            raise errors.ToolchainError(
+                f"{msg}: kiln needs a C compiler to build its kernels; install one (gcc or clang) or point "
+                f"kiln at it with the CC environment variable or kiln.config.cc") from e
+        raise
+
+
+@contextlib.contextmanager
+def _user_config():
+    """A ValueError of the C runtime about a kiln.config value it reads at
+    load (its message starts "kiln: config.") is the user's: a UserError."""
+    try:
+        yield
+    except ValueError as e:
+        if not isinstance(e, errors.UserError) and str(e).startswith("kiln: config."):
+            raise errors.UserError(str(e)) from e
+        raise
+
+
+def _units(prelude, source):
+    """Split a graph's kernels into translation units compiled in parallel:
+    as many units as compiler jobs (at least 4 kernels each, at most
+    config.chunk_kernels)."""
+    parts = source.split("\nvoid ")
+    head, kernels = parts[0], ["void " + p for p in parts[1:]]
+    n = len(kernels)
+    units = max(1, min(config.compile_jobs, n // 4))
+    size = max(1, min(config.chunk_kernels, -(-n // units)))
+    if size >= n:
+        return [prelude + source]
+    return [prelude + head + "\n" + "\n".join(kernels[i:i + size]) for i in range(0, n, size)]
+
+
+def _salt():
+    return f"kiln {__version__} recipe 2 | cc {config.cc} | torch {torch.__version__}"
+
+
+def _describe(gm, device):
+    """ATen graph -> (desc, constants, single) for the C core.  Raises
+    fx_bridge.Unsupported."""
+    if "graph" in config.dump:
+        print(f"[kiln] ATen graph:\n{gm.graph}")
+    with phase("describe"):
+        return fx_bridge.describe(gm, device.type)
+
+
+def _program(desc, prefix, device):
+    """desc -> a Program (C for the CPU; CUDA C for a CUDA device, see
+    kiln/cuda.py for the build).  Raises on failure."""
+    with phase("c_core"):
+        program = _compile(desc, prefix, device)
+    if "loops" in config.dump:
+        print(f"[kiln] loops:\n{program.loops}")
+    if "code" in config.dump:
+        what = "CUDA C (kernels; the prelude is kiln._C.prelude_cuda())" if program.cuda else \
+            "C (kernels; the prelude is kiln._C.prelude())"
+        print(f"[kiln] generated {what}:\n{program.source}")
+    return program
+
+
+def _compile(desc, prefix, device):
+    if device.type == "cpu" and config.cuda_emulate:
+        # tests: the CUDA renderer's kernels, run by the CPU emulator
+        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132, config.cuda_row_registers)
+    elif device.type == "cuda":
+        from . import cuda
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, cuda.sms(index),
+                             config.cuda_row_registers)
+    else:
+        program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear)
+    return program
+
+
+def _prepare(gm, prefix, device=None):
+    """ATen graph -> (Program, constants, single).  Raises on failure."""
+    dev = device if device is not None else torch.device("cpu")
+    desc, constants, single = _describe(gm, dev)
+    return _program(desc, prefix, dev), constants, single
+
+
+def _build(programs, device=None):
+    """Compile the kernels of all programs into one cached shared object (a
+    cubin for programs on a CUDA device; the CPU emulator's library for CUDA
+    programs of graphs on the CPU).  Returns its path, or None."""
+    programs = [p for p in programs if p.num_kernels]
+    if not programs:
+        return None
+    if programs[0].cuda:
+        with phase("cc"), _user_config():
+            if device is not None and device.type == "cuda":
+                from . import cuda
+                path, cached = cuda.build(programs, device)
+            else:
+                from . import cuda_emulator
+                path, cached = cuda_emulator.build(programs)
+        stats.build_counts["cached" if cached else "compiled"] += 1
+        return path
+    prelude = _C.prelude()
+    units = []
+    for p in programs:
+        units.extend(_units(prelude, p.source))
+    with phase("cc"):
+        so, cached = cc(units, config.cc, config.cflags, _salt(), config.compile_jobs)
+    stats.build_counts["cached" if cached else "compiled"] += 1
+    if "code" in config.dump:
+        print(f"[kiln] generated C: {so[:-3]}.c ({'cached' if cached else 'compiled'})")
+    with phase("load"), _user_config():
+        lib = _C.Library(so)
+        for p in programs:
+            p.load(lib)
+    return so
+
+
+def compile_graph(gm, example_inputs=None, described=None):
+    """Compile one ATen graph (after AOT autograd) with kiln; never raises:
+    an internal failure warns once and returns an eager runner.
+    `described`: the graph's (desc, constants, single, device) when the
+    caller has it already."""
+    t0 = time.perf_counter()
+    stage = "describe"
+    try:
+        if described is None:
+            dev = fx_bridge.graph_device(gm)
+            desc, constants, single = _describe(gm, dev)
+        else:
+            desc, constants, single, dev = described
+        stage = "c_core"
+        program = _program(desc, "kn_", dev)
+        stage = "cc/load"
+        cg = _finish(program, constants, single, dev, t0)
+        cg.fresh = _fresh_outputs(gm)
+    except fx_bridge.Unsupported as e:
+        cg = EagerGraph(gm, str(e), _count_ops(gm))
+    except (_C.CompilerError, errors.UserError) as e:
+        # the C compiler failed (or is missing), or kiln.config holds a value
+        # the runtime refuses: raised under debug, else that graph runs eagerly
+        if config.debug:
+            raise
+        what = "C compilation failed" if isinstance(e, (_C.CompilerError, errors.ToolchainError)) else "bad setting"
+        errors.warn_once(f"kiln: {what}, running eagerly: {str(e).splitlines()[0]}")
+        cg = EagerGraph(gm, str(e), _count_ops(gm))
+    except Exception as e:  # a kiln bug: raised under debug, else never crashes the user's process
+        errors.internal(e, where=f"an ATen graph of {_count_ops(gm)} ops, stage {stage} (kiln.pipeline)")
+        cg = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
+    stats.compiled_graphs.append(cg.kiln_stats)
+    return cg
+
+
+def _finish(program, constants, single, dev, t0):
+    from .autotune import _autotune_state, _tuning_first_run
+
+    so = _build([program], dev)
+    st = dict(program.stats)
+    st["compile_s"] = time.perf_counter() - t0
+    cg = CompiledGraph(program, constants, single, st, so)
+    if getattr(_autotune_state, "on", False) and program.cuda and dev.type == "cuda" and program.num_kernels:
+        cg.run = _tuning_first_run(cg, dev)
+    if phase_hooks:
+        cg.run = _first_run(cg)
+    return cg
+
+
+def _first_run(cg):
+    """cg's first run as the phase "first_run"; later calls take the plain
+    path (or autotune's first run, which then removes itself)."""
+    tuning = cg.__dict__.get("run")
+    run = cg.run
+
+    def first(*args):
+        if tuning is None:
+            del cg.run
+        else:
+            cg.run = tuning
+        with phase("first_run"):
+            return run(*args)
+    return first

@@ -1,0 +1,326 @@
+"""kiln.trace — from a captured graph to core ATen.
+
+Consumes: a captured torch.fx graph module and its example inputs.
+Produces: an ATen graph: for inference, `_lower` (a plain make_fx trace with
+kiln's decompositions, `_trace_plain`, else AOT export with
+functionalization), followed by the graph rewrites (`_rewrite`: constant
+folding, cuBLASLt epilogues); otherwise `_aot` (AOT autograd, forward and
+backward graphs handed to a compiler function).  Also the classification of
+torch's own failures while tracing (`_backward_only_error`, `_aot_assertion`).
+"""
+import copy
+import os
+
+import torch
+from torch._functorch.aot_autograd import aot_module_simplified
+
+from . import _saved, config, fx_bridge, stats
+from .captured import _inputs_share_storage, _storage
+from .decomp import decompositions
+from .pipeline import phase
+from .runners import EagerGraph
+from .stats import count_ops as _count_ops
+
+
+def _aot(gm, example_inputs, fw):
+    def bw(g, e):
+        # (called when backward first runs) a backward graph that eager's
+        # kernels reject runs through them, so they raise eager's error there
+        from . import validate
+        why = validate.eager_rejects(g, e)
+        why = _backward_rejected(g) if why is None else f"eager raises on this backward graph ({why})"
+        if why is None:
+            return fw(g, e)
+        cg = EagerGraph(g, why, _count_ops(g))
+        stats.compiled_graphs.append(cg.kiln_stats)
+        return cg
+    # outputs eager's backward saves keep autograd's version check (_saved.py)
+    with phase("aot_autograd"):
+        compiled = aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=bw,
+                                         decompositions=decompositions())
+    return _saved.keep_version_checks(compiled, gm)
+
+
+_SUBTRACTIONS = {getattr(getattr(torch.ops.aten, op), o) for op in ("sub", "rsub") for o in ("Tensor", "Scalar")}
+
+
+def _backward_rejected(gm):
+    """Why eager's kernels raise on the ATen backward graph gm where kiln's
+    lowering would not (fake tensors skip the check: AOT autograd traced it),
+    or None: a subtraction with a bool tensor, from the derivative of pow
+    with a bool exponent (`exponent - 1`)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in _SUBTRACTIONS and any(
+                isinstance(a, torch.fx.Node) and getattr(a.meta.get("val"), "dtype", None) == torch.bool
+                for a in n.args[:2]):
+            return "a subtraction with a bool tensor in the backward (eager's kernel raises)"
+    return None
+
+
+def _non_cpu(example_inputs):
+    for t in example_inputs:
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+            return t.device
+    return None
+
+
+def _tupled(gm):
+    """AOT autograd needs a graph that returns a tuple (TorchDynamo's always
+    do).  For a graph returning one value, returns (a copy returning a
+    1-tuple, True); the user's graph module is never modified."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    if isinstance(out.args[0], (tuple, list)):
+        return gm, False
+    graph = copy.deepcopy(gm.graph)
+    new_out = next(n for n in graph.nodes if n.op == "output")
+    new_out.args = ((new_out.args[0],),)
+    return torch.fx.GraphModule(gm, graph), True
+
+
+_ASSERTIONS = {getattr(torch.ops.aten, n).default for n in ("_assert_tensor_metadata", "_assert_async",
+                                                            "_assert_scalar") if hasattr(torch.ops.aten, n)}
+
+
+class _NeedsFunctionalization(Exception):
+    """The plain trace cannot lower this graph (AOT export will)."""
+
+
+class _NotInference(Exception):
+    """The graph cannot take the inference path (it mutates its inputs or
+    returns aliases of them, which only AOT autograd's runtime wrappers
+    handle): not an error, the caller takes aot_module_simplified."""
+
+
+def _is_view(tgt):
+    return isinstance(tgt, torch._ops.OpOverload) and any(
+        r.alias_info is not None and not r.alias_info.is_write for r in tgt._schema.returns)
+
+
+def _shares_storage(tgt):
+    """Results of op `tgt` share an argument's storage (a view, an in-place
+    result, `_unsafe_view`)."""
+    return isinstance(tgt, torch._ops.OpOverload) and fx_bridge._aliased_arg(tgt) is not None
+
+
+def _storage_bases(node):
+    """The nodes whose storage node's value shares, following views (and
+    elements of a view op's list) back to the value that owns it."""
+    import operator
+
+    out = set()
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        if node.target is operator.getitem:
+            node = node.args[0]
+            continue
+        k = fx_bridge._aliased_arg(node.target) if isinstance(node.target, torch._ops.OpOverload) else None
+        if k is None:
+            break
+        args = fx_bridge._schema_args(node.target, node.args, node.kwargs)
+        node = args[k] if k < len(args) else None
+        if isinstance(node, torch.fx.Node):
+            out.add(node)
+    return out
+
+
+def _trace_plain(gm, example_inputs):
+    """Fast lowering of an inference graph: one make_fx trace with kiln's
+    decompositions and no functionalization (about half the time of AOT
+    export).  In-place ops on fresh intermediates nobody reads afterwards
+    (ReLU(inplace=True), `x += y` on a temporary) become their functional
+    forms; anything else that mutates, or outputs that alias inputs or each
+    other, raise _NeedsFunctionalization (the caller takes AOT export)."""
+    import contextlib
+    import operator
+
+    from torch._dispatch.python import enable_python_dispatcher
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    # a fake mode of our own, with static shapes (not the one of a
+    # TorchDynamo tracing context, which may make sizes symbolic)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
+    # Without the Python dispatcher (2-3x faster to trace a convolutional
+    # network), composite ops pick a device kernel at trace time: on a GPU,
+    # batch_norm becomes cudnn_batch_norm, which kiln's table decomposes.
+    # KILN_TRACE_PYTHON_DISPATCHER=1 traces as AOT export does instead.
+    pyd = enable_python_dispatcher() if config.trace_python_dispatcher else contextlib.nullcontext()
+    with mode, pyd:
+        aten = make_fx(gm, decomposition_table=decompositions(), tracing_mode="real")(*fake)
+    nodes = list(aten.graph.nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    for n in nodes:
+        tgt = n.target
+        if n.op != "call_function" or tgt is operator.getitem:
+            continue
+        if not isinstance(tgt, torch._ops.OpOverload):
+            raise _NeedsFunctionalization(f"call of {tgt}")
+        schema = tgt._schema
+        if not schema.is_mutable:
+            continue
+        written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+        name = schema.name.split("::")[-1]
+        if written != [0] or not name.endswith("_") or not n.args:
+            raise _NeedsFunctionalization(str(tgt))
+        x = n.args[0]
+        # (x must own its storage: not a view, an element of a view op's list
+        # such as split's, or an in-place result; else the write must reach
+        # the storage's other users, which only functionalization replays)
+        if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _shares_storage(x.target) or \
+                _storage_bases(x) or any(u is not n and (order[u] > order[n] or _shares_storage(u.target)) for u in x.users):
+            raise _NeedsFunctionalization(str(tgt))
+        functional = _functional_overload(tgt)
+        if functional is None:
+            raise _NeedsFunctionalization(str(tgt))
+        n.target = functional
+    out = next(n for n in reversed(nodes) if n.op == "output")
+    seen = {_storage(p.meta.get("val")) for p in nodes if p.op == "placeholder"} - {None}
+    for v in out.args[0]:
+        st = _storage(v.meta.get("val")) if isinstance(v, torch.fx.Node) else None
+        if st is None:
+            continue
+        if st in seen:
+            raise _NeedsFunctionalization("aliased output")
+        seen.add(st)
+    aten.graph.eliminate_dead_code()
+    aten.recompile()
+    return aten
+
+
+def _functional_overload(tgt):
+    """The out-of-place overload of in-place op `tgt` taking the same
+    arguments, matched by schema, not by overload name: `pow_.Scalar` is
+    pow(Tensor, Scalar), which is `pow.Tensor_Scalar`; `pow.Scalar` is
+    pow(Scalar, Tensor) (fuzzer tensor:998513).  None if there is none."""
+    name = tgt._schema.name.split("::")[-1]
+    packet = getattr(getattr(torch.ops, tgt.namespace), name[:-1], None)
+    if packet is None:
+        return None
+    want = [(a.name, str(a.type)) for a in tgt._schema.arguments]
+    for o in packet.overloads():
+        f = getattr(packet, o)
+        if not f._schema.is_mutable and not any(r.alias_info for r in f._schema.returns) and \
+                [(a.name, str(a.type)) for a in f._schema.arguments] == want:
+            return f
+    return None
+
+
+def _lower(gm, example_inputs):
+    """The captured graph as an inference ATen graph: `_lower_graph`, run as
+    the phase "lower"."""
+    with phase("lower"):
+        return _lower_graph(gm, example_inputs)
+
+
+def _lower_graph(gm, example_inputs):
+    """The captured graph as an inference ATen graph (a plain trace when it
+    is functional enough, else AOT export with functionalization; both with
+    kiln's decompositions).  Raises when the graph mutates its inputs or
+    returns aliases of them: those keep AOT autograd's runtime wrappers (the
+    caller falls back to aot_module_simplified)."""
+    from torch._functorch.aot_autograd import aot_export_joint_simple
+
+    if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+        from . import ops
+        with phase("attention"):
+            gm = ops.keep_attention_whole(gm)   # inference on a GPU: eager's fused attention
+    if config.fast_lowering:
+        try:
+            return _rewrite(_trace_plain(gm, example_inputs))
+        except _NeedsFunctionalization:
+            pass
+    # AOT export refuses inputs that share memory when the graph mutates one
+    # (duplicated or aliased inputs need synthetic bases, which only AOT
+    # autograd's runtime wrappers build): such inputs take that path whether
+    # or not the graph mutates (the plain trace above handled the rest)
+    if _inputs_share_storage(example_inputs):
+        raise _NotInference("inputs share storage")
+    try:
+        with phase("aot_export"):
+            aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
+                                           decompositions=decompositions())
+    except RuntimeError as e:
+        # its other refusals (input data or metadata mutation, aliased outputs)
+        # name it or say they are about export
+        if "aot_export" in str(e) or "trying to export" in str(e):
+            raise _NotInference(str(e).strip().split(".")[0]) from e
+        raise
+    # export-style tracing leaves metadata assertions with no users: drop them
+    for n in list(aten.graph.nodes):
+        if n.op == "call_function" and not n.users and n.target in _ASSERTIONS:
+            aten.graph.erase_node(n)
+    aten.recompile()
+    return _rewrite(aten)
+
+
+def _rewrite(aten):
+    """The graph-level rewrites of a lowered inference graph: constants
+    folded, then (on a GPU) activations moved into cuBLASLt epilogues."""
+    from .fold import _fold_constants
+
+    aten = _fold_constants(aten)
+    if config.lt_epilogues and fx_bridge.graph_device(aten).type == "cuda":
+        from . import gemm_epilogues
+        gemm_epilogues.apply(aten)
+    return aten
+
+
+def _backward_only_error(e):
+    """AOT autograd traces the backward when the graph is compiled; eager
+    raises these errors only if backward runs (and the forward's results are
+    right).  The graph then runs as captured, so the user sees eager's
+    behaviour: the reason, or None for any other error."""
+    msg = str(e)
+    if "modified by an inplace operation" in msg:
+        return "a tensor saved for backward is written in place (autograd raises at backward)"
+    if "output of a function that returns multiple views" in msg:
+        return "a view from unbind/split written in place (autograd raises where the view is used)"
+    if "derivative for" in msg and "is not implemented" in msg:
+        return "an op without a derivative on a tensor that requires grad (autograd raises at backward)"
+    return None
+
+
+_FUNCTORCH = os.path.join(os.path.dirname(torch.__file__), "_functorch") + os.sep
+
+
+def _aot_assertion(e):
+    """An AssertionError raised inside AOT autograd's own code (torch 2.11:
+    "n=copy_, n.args[0]=empty_permuted" on graphs writing their inputs) is
+    torch's failure on a valid graph, not a kiln bug: the graph runs as
+    captured (counted) even under debug."""
+    if not isinstance(e, AssertionError):
+        return False
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename).startswith(
+        os.path.realpath(_FUNCTORCH[:-1]) + os.sep)
+
+
+def _data_dependent_errors():
+    from torch._subclasses import fake_tensor as ft
+
+    names = ["DataDependentOutputException", "DynamicOutputShapeException"]
+    errs = tuple(getattr(ft, n) for n in names if hasattr(ft, n))
+    try:
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+        errs += (GuardOnDataDependentSymNode,)
+    except Exception:
+        pass
+    return errs
+
+
+# torch's exceptions for an op whose output shape (or a branch) depends on
+# tensor values: the capture's fake execution matches them by type (hook.c
+# reads kiln._capture.DataDependent)
+DATA_DEPENDENT = _data_dependent_errors()
+
+
+def data_dependent(e):
+    """Is `e` torch's refusal to trace a value-dependent shape (nonzero,
+    boolean masks, `.item()` in a branch)?  A legitimate fallback (the graph
+    or frame runs eagerly), never a kiln bug.  By type, or by message where
+    AOT autograd re-raised it as another exception."""
+    return isinstance(e, DATA_DEPENDENT) or "DynamicOutputShape" in type(e).__name__ or \
+        "DynamicOutputShape" in str(e) or "data-dependent" in str(e).lower()
