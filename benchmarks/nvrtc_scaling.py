@@ -17,7 +17,7 @@ os.environ["KILN_CUDA_EMULATE"] = "1"
 import torch  # noqa: E402
 
 import kiln  # noqa: E402
-from kiln import backends, cuda  # noqa: E402
+from kiln import cuda, pipeline  # noqa: E402
 from kiln.bench import models as zoo  # noqa: E402
 
 OPTS = ["--gpu-architecture=sm_90", "--std=c++17", "-default-device"] + \
@@ -48,8 +48,8 @@ def main():
     spec = zoo.select_models(a.model)[0]
     model, inputs, _ = zoo.build_model(spec, zoo.BuildConfig(device="cpu", dtype=torch.bfloat16))
     progs = []
-    real = backends._build
-    backends._build = lambda ps, d=None: (progs.extend(ps), real(ps, d))[1]
+    real = pipeline._build
+    pipeline._build = lambda ps, d=None: (progs.extend(ps), real(ps, d))[1]
     with torch.no_grad():
         kiln.compile(model)(*inputs)
     bodies, _ = cuda.unique_kernels(progs)

@@ -2,7 +2,7 @@
 torch's current stream; reduce-overhead mode (CUDA graphs); the cubin disk
 cache; and the ATen fallback where NVRTC or the driver is missing.  Skipped
 where there is no GPU kiln can use (CI); run on the H200 by
-benchmarks/device_cuda.sh."""
+benchmarks/device.sh (STAGES=tests)."""
 import os
 import subprocess
 import sys

@@ -14,7 +14,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import kiln
-from kiln import backends, cuda
+from kiln import cuda, pipeline
 from kiln.bench import models as zoo
 
 
@@ -74,8 +74,8 @@ def main():
     a = ap.parse_args()
     model, inputs, _ = zoo.build_model(zoo.MODELS[a.model], zoo.BuildConfig(device="cuda", dtype=torch.bfloat16))
     progs = []
-    real = backends._build
-    backends._build = lambda ps, d=None: (progs.extend(ps), real(ps, d))[1]
+    real = pipeline._build
+    pipeline._build = lambda ps, d=None: (progs.extend(ps), real(ps, d))[1]
     f = kiln.compile(model)
     if a.compare:
         for label, fn in (("eager", model), ("torch.compile", torch.compile(model))):
