@@ -277,7 +277,22 @@ def _backward_only_error(e):
         return "a view from unbind/split written in place (autograd raises where the view is used)"
     if "derivative for" in msg and "is not implemented" in msg:
         return "an op without a derivative on a tensor that requires grad (autograd raises at backward)"
+    if _in_backward(e):
+        # a derivative formula that raises on these operands (atan2's of a
+        # bool tensor negates it): eager raises it when backward runs
+        return f"the backward raises ({type(e).__name__}: {msg.splitlines()[0][:200]}; eager raises at backward)"
     return None
+
+
+def _in_backward(e):
+    """Was e raised while autograd ran a backward (AOT autograd tracing the
+    joint graph), not in the forward?"""
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name in ("_engine_run_backward", "run_backward"):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 _FUNCTORCH = os.path.join(os.path.dirname(torch.__file__), "_functorch") + os.sep

@@ -16,7 +16,9 @@
 - An input that requires grad, written under no_grad, got a zero gradient
   where eager leaves None (1007300).
 - A kept index check aliasing an empty view: AOT autograd's alias replay
-  failed (1300218)."""
+  failed (1300218).
+- A derivative formula that raises (atan2 of a bool) raised at compile
+  time as an internal error; eager raises at backward (1104093)."""
 import math
 
 import pytest
@@ -200,3 +202,20 @@ def test_checked_in_place_write_into_an_empty_or_partial_view_with_grad(mode, st
             f(a, torch.full((5, 1, 1, 1), 7))
         with pytest.raises(RuntimeError):
             cf(a, torch.full((5, 1, 1, 1), 7))
+
+
+@pytest.mark.parametrize("mode", ["kiln", "dynamo"])
+def test_backward_formula_that_raises_runs_as_captured(mode):
+    """atan2's derivative negates its bool first operand: eager raises only
+    when backward runs; AOT autograd raised while compiling, which kiln took
+    for an internal error (seed 1104093).  The graph runs as captured:
+    forward values, then eager's error at backward."""
+    def f(a, b):
+        return (torch.atan2(torch.logical_or(a, b), b),)
+    a, b = torch.randn(3, 4), torch.randn((), requires_grad=True)
+    cf = _compiled(f, mode)
+    got, want = cf(a, b)[0], f(a, b)[0]
+    torch.testing.assert_close(got, want)
+    for out in (got, want):
+        with pytest.raises(RuntimeError, match="Negation"):
+            out.sum().backward()
