@@ -10,29 +10,13 @@ BAD_CALL = -1
 ENTRIES = ('kiln',)
 STATE = ()
 
-def _f(g, shape, dtype=torch.float32, special=False):
-    x = torch.randn(shape, generator=g, dtype=torch.float64)
-    m = torch.rand(shape, generator=g, dtype=torch.float64)
-    if special:
-        x[m < 0.08] = float("nan")
-        x[(m >= 0.08) & (m < 0.13)] = float("inf")
-        x[(m >= 0.13) & (m < 0.18)] = -float("inf")
-    return x.to(dtype)
+import os
+import sys
 
-
-def _i(g, shape, lo=-8, hi=8, dtype=torch.int64):
-    return torch.randint(lo, hi, shape, generator=g).to(dtype)
-
-
-def _b(g, shape):
-    return torch.rand(shape, generator=g) < 0.5
-
-
-def _ix(g, shape, n, lo=0, bad=False):
-    x = torch.randint(lo, max(n, lo + 1), shape, generator=g)
-    if bad and x.numel():
-        x.view(-1)[-1] = n + 3 if int(torch.randint(0, 2, (), generator=g)) else -n - 5
-    return x
+if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
+exec(HELPERS)
 
 
 def make_inputs(call):
