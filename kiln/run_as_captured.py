@@ -228,8 +228,10 @@ def _views_input_of_mutated_shared_storage(gm, example_inputs):
     AssertionError about the ViewMeta sequence, or an op raising on the
     wrong shape), or, with view replay off, as_strided at the offset the
     view had in the traced graph's own base (another input's elements).
-    Those graphs run as captured.  (Any in-place write counts: one into a
-    view the names here do not follow still writes the input.)"""
+    Those graphs run as captured, and so do those returning a view of an
+    intermediate (`a0.bfloat16().t()`: the same assertion, fuzzer
+    tensor:1401512).  (Any in-place write counts: one into a view the names
+    here do not follow still writes the input.)"""
     if not _inputs_share_storage(example_inputs):
         return False
     nodes = list(gm.graph.nodes)
@@ -246,7 +248,7 @@ def _views_input_of_mutated_shared_storage(gm, example_inputs):
         if not isinstance(o, torch.fx.Node):
             continue
         val = o.meta.get("example_value")
-        if o in placeholders or _root(o) in placeholders or not isinstance(val, torch.Tensor) or \
+        if o in placeholders or _root(o) is not o or not isinstance(val, torch.Tensor) or \
                 _storage(val) in inputs:   # (no tensor value known: it may view an input)
             return True
     return False

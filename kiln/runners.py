@@ -28,7 +28,9 @@ class CompiledGraph:
         # the program returns an exact view (alias, detach) as its base's own
         # tensor, where eager returns a new tensor; AOT autograd marks its
         # saved tensors non-differentiable by object, so a shared object
-        # would cut the gradient of an output that is the other's alias
+        # would cut the gradient of an output that is the other's alias, and
+        # its epilogue's metadata write into an input (`a.squeeze_()`) would
+        # re-shape an output that is the input's alias (`a.detach()`)
         self.fresh = ()
 
     def run(self, *args):
@@ -42,11 +44,11 @@ class CompiledGraph:
         else:
             out = self.program(*args)
         if self.fresh:
-            out = self._distinct(out)
+            out = self._distinct(out, args)
         return out[0] if self.single else out
 
-    def _distinct(self, out):
-        seen, new = set(), None
+    def _distinct(self, out, args):
+        seen, new = {id(a) for a in args}, None
         for k, t in enumerate(out):
             if id(t) in seen and k in self.fresh and isinstance(t, torch.Tensor):
                 new = list(out) if new is None else new
@@ -75,15 +77,19 @@ class EagerGraph:
 
 def _fresh_outputs(gm):
     """The output positions of gm that name a tensor node no earlier
-    position names (CompiledGraph.fresh); () when there are fewer than two."""
+    position names and that is not an input (CompiledGraph.fresh); () when
+    no output can be the object of another or of an input: fewer than two,
+    none a view of an input."""
+    from .captured import _root
     out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    fresh, seen = [], set()
+    fresh, seen, of_input = [], set(), False
     for k, n in enumerate(outs):
-        if isinstance(n, torch.fx.Node) and n not in seen:
+        if isinstance(n, torch.fx.Node) and n not in seen and n.op != "placeholder":
             fresh.append(k)
             seen.add(n)
-    return frozenset(fresh) if len(fresh) > 1 else ()
+            of_input = of_input or _root(n).op == "placeholder"
+    return frozenset(fresh) if len(fresh) > 1 or of_input else ()
 
 
 class _Flat:

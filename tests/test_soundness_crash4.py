@@ -18,7 +18,11 @@
 - A kept index check aliasing an empty view: AOT autograd's alias replay
   failed (1300218).
 - A derivative formula that raises (atan2 of a bool) raised at compile
-  time as an internal error; eager raises at backward (1104093)."""
+  time as an internal error; eager raises at backward (1104093).
+- An output that is an exact alias of an input (`a.detach()`) was the
+  input's own object, so AOT's epilogue of `a.squeeze_()` re-shaped it
+  (1403236); a view of an intermediate out of a graph writing one of two
+  overlapping inputs failed AOT's view replay (1401512)."""
 import math
 
 import pytest
@@ -219,3 +223,40 @@ def test_backward_formula_that_raises_runs_as_captured(mode):
     for out in (got, want):
         with pytest.raises(RuntimeError, match="Negation"):
             out.sum().backward()
+
+
+@pytest.mark.parametrize("mode", ["kiln", "torch"])
+@pytest.mark.parametrize("alias", ["detach", "view_as", "slice"])
+def test_output_aliasing_an_input_keeps_its_shape_when_the_input_is_reshaped_in_place(mode, alias):
+    # fuzzer tensor:1403236: the program returned a1.detach() as a1's own
+    # object, and AOT's epilogue of a1.squeeze_() re-shaped it too
+    def f(a):
+        v = a.detach() if alias == "detach" else a.view_as(a) if alias == "view_as" else a[:]
+        a.squeeze_()
+        return v, a + 1
+    x = torch.randn(4, 1)
+    got, ref = _compiled(f, mode)(x.clone()), f(x.clone())
+    assert got[0].shape == ref[0].shape == (4, 1)
+    assert got[1].shape == ref[1].shape
+    torch.testing.assert_close(got[0], ref[0])
+
+
+@pytest.mark.parametrize("mode", ["kiln", "torch"])
+def test_view_of_an_intermediate_out_of_a_graph_writing_one_of_overlapping_inputs(mode):
+    # fuzzer tensor:1401512: a write into one of two inputs sharing storage
+    # made AOT autograd build a synthetic base; it then failed replaying the
+    # view `a0.bfloat16().t()` ("incorrect out shape after application of
+    # ViewMeta sequence")
+    def f(a0, a1, a2):
+        v = a0.bfloat16().t()
+        a2.mul_(2)
+        return a1, v
+    base = torch.randn(4, 4, 1)
+    a0 = torch.randn(4, 5, requires_grad=True)
+    ob, eb = base.clone(), base.clone()
+    got = _compiled(f, mode)(a0, ob[:-1], ob)
+    ref = f(a0, eb[:-1], eb)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape
+        torch.testing.assert_close(g, r)
+    torch.testing.assert_close(ob, eb)
