@@ -222,6 +222,31 @@ NOISE = {torch.bfloat16: 3e-2, torch.float16: 3e-3}
 TIE_DECIDED = {"{x}.argmax({d}{k})", "{x}.argmin({d}{k})", "{x}.argmax()"}
 
 
+# statements whose result turns on which integer a float value (or a
+# quotient) rounds to: undefined where it lies within the tolerance of an
+# integer -- exactly on one too, since kiln's rounding of the operands may
+# land it on the other side (`a % (0.25 * a)`: a quotient of 4 or
+# 3.9999998, a remainder of 0 or of the divisor) -- or, for round, of a
+# half-integer.  The value is the first operand, or the quotient of two.
+INTEGER_DECIDED = {"{x}.long()": 1, "{x}.int()": 1, "torch.floor({x})": 1, "torch.ceil({x})": 1,
+                   "torch.trunc({x})": 1, "torch.frac({x})": 1, "torch.round({x})": 0.5,
+                   "{x} // {y}": 1, "{x} % {y}": 1, "torch.remainder({x}, {y})": 1, "torch.fmod({x}, {y})": 1,
+                   "torch.div({x}, {y}, rounding_mode='floor')": 1,
+                   "torch.div({x}, {y}, rounding_mode='trunc')": 1}
+
+
+def _near_integer(t, step, narrow=False):
+    """Does float tensor t hold a finite value within the comparison's
+    tolerance (relative to its magnitude, at least 1; bf16/f16 rounding
+    where t was computed through them) of a multiple of step?"""
+    if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or not t.numel():
+        return False
+    a = t.detach().double()
+    a = a[a.isfinite()]
+    tol = (max(NOISE.values()) if narrow else NOISE.get(t.dtype, 1e-5)) * a.abs().clamp(min=1.0)
+    return bool(((a / step - (a / step).round()).abs() * step <= tol).any())
+
+
 def _near_tie(t):
     """Does float tensor t hold, along some dim or over all its elements, a
     largest or smallest value and a runner-up that differ but lie within the
@@ -284,6 +309,21 @@ class _TensorGen:
         if _near_zero(t):
             return True
         return n in self.narrow and t.dtype.is_floating_point and bool((t == 0).any())
+
+    def _integer_decided(self, tmpl, operands):
+        """Would statement tmpl's result turn on rounding to an integer?"""
+        vals = [self.env.get(n) for n in operands]
+        if not all(isinstance(v, torch.Tensor) for v in vals) or not any(v.dtype.is_floating_point for v in vals):
+            return False
+        narrow = any(n in self.narrow or v.dtype in NOISE for n, v in zip(operands, vals))
+        if "{y}" not in tmpl:
+            return _near_integer(vals[0], INTEGER_DECIDED[tmpl], narrow)
+        try:
+            x, y = vals[0].double(), vals[-1].double()
+            q = x / y
+        except RuntimeError:   # shapes that do not broadcast: the statement raises
+            return False
+        return _near_integer(q, INTEGER_DECIDED[tmpl], narrow)
 
     # ---- inputs
     def input_line(self, line, name=None, is_arg=True):
@@ -424,6 +464,8 @@ class _TensorGen:
             # depends on its kernel's element order, `a.mul_(a[..., 2])`)
             return None
         if tmpl in ZERO_DECIDED and any(self._zero_decided(n) for n in operands):
+            return None
+        if tmpl in INTEGER_DECIDED and self._integer_decided(tmpl, operands):
             return None
         if tmpl in TIE_DECIDED and any(isinstance(self.env.get(n), torch.Tensor) and _near_tie(self.env[n])
                                        for n in operands):

@@ -151,9 +151,12 @@ def precision_floor(src):
     return torch.float32
 
 
-def close(a, b, loose=1.0):
+def close(a, b, loose=1.0, ref=None):
     """None when kiln's tensor b matches eager's a, else why not (loose
-    scales the tolerance: gradients sum more terms in another order)."""
+    scales the tolerance: gradients sum more terms in another order).  ref,
+    where given, is the pair (float64 value, float64 value from moved inputs) of
+    `conditioned`: an element whose difference is within ROUNDING times
+    what rounding can move it is ill-conditioned, a "rounding"."""
     if a.dtype != b.dtype:
         return "dtype %s vs %s" % (a.dtype, b.dtype)
     if a.shape != b.shape:
@@ -185,6 +188,16 @@ def close(a, b, loose=1.0):
         j = int((err - lim).argmax())
         idx = fin.nonzero()[j].tolist()
         small = err.max().item() <= ROUNDING * max(rtol, atol) * scale
+        if not small and ref is not None and all(isinstance(x, torch.Tensor) and x.shape == a.shape and
+                                                 x.dtype.is_floating_point for x in ref):
+            exact, moved = (x.double()[fin] for x in ref)
+            # eager's own error, and how far one rounding of the inputs moves the
+            # value (NaN where the float64 runs are not finite: not explained)
+            reach = torch.maximum((af - exact).abs(), (moved - exact).abs())
+            small = bool((err <= lim + ROUNDING * reach).all())
+            if small:
+                return "rounding: ill-conditioned: values differ at %s: eager %r kiln %r float64 %r" % (
+                    idx, af[j].item(), bf[j].item(), exact[j].item())
         return "%s at %s: eager %r kiln %r (max abs err %.3g, scale %.3g)" % (
             "rounding: values differ" if small else "values differ", idx, af[j].item(), bf[j].item(),
             err.max().item(), scale)
@@ -240,8 +253,17 @@ def text_diff(a, b):
     return ("rounding" if worst == "rounding" else "stdout"), "eager %r kiln %r" % (a[:120], b[:120])
 
 
-def diff(a, b, path="out"):
-    """(kind, detail) differences between two snapshots."""
+def _sub(r, tag, n):
+    """The items of the reference snapshots r (a pair: float64, and float64
+    from moved inputs), paired, where both have eager's structure."""
+    if r is None or any(x is None or x[0] != tag or len(x[-1]) != n for x in r):
+        return [None] * n
+    return list(zip(r[0][-1], r[1][-1]))
+
+
+def diff(a, b, path="out", r=None):
+    """(kind, detail) differences between two snapshots (r: the float64
+    reference's snapshot, or None)."""
     if a[0] != b[0]:
         if b[0] == "T?":
             return [("type", "%s: kiln returned a %s" % (path, b[1]))]
@@ -250,7 +272,8 @@ def diff(a, b, path="out"):
     if tag == "T":
         da, db = a[1], b[1]
         out = []
-        why = close(da["v"], db["v"])
+        why = close(da["v"], db["v"], ref=tuple(x[1]["v"] for x in r) if r and all(
+            x is not None and x[0] == "T" for x in r) else None)
         if why:
             kind = "rounding" if why.startswith("rounding") else \
                 "value" if why.startswith(("values", "NaN", "inf")) else why.split()[0]
@@ -271,14 +294,15 @@ def diff(a, b, path="out"):
         if len(ia) != len(ib):
             return [("structure", "%s: %d vs %d items" % (path, len(ia), len(ib)))]
         out = []
-        for i, (x, y) in enumerate(zip(ia, ib)):
+        for i, (x, y, z) in enumerate(zip(ia, ib, _sub(r, tag, len(ia)))):
             if tag in ("dict", "dc", "obj"):
                 if x[0] != y[0]:
                     out.append(("structure", "%s: key %s vs %s" % (path, x[0], y[0])))
                     continue
-                out += diff(x[1], y[1], "%s[%s]" % (path, x[0]) if tag == "dict" else "%s.%s" % (path, x[0]))
+                z = (z[0][1], z[1][1]) if z is not None and z[0][0] == z[1][0] == x[0] else None
+                out += diff(x[1], y[1], "%s[%s]" % (path, x[0]) if tag == "dict" else "%s.%s" % (path, x[0]), z)
             else:
-                out += diff(x, y, "%s[%d]" % (path, i))
+                out += diff(x, y, "%s[%d]" % (path, i), z)
         return out
     if tag == "val":
         x, y = a[1], b[1]
@@ -313,8 +337,23 @@ def compiled(fn, entry):
     return fn
 
 
-def execute(src, entry):
-    """The records of one run of the program (entry None = eager)."""
+def _perturb(args, eps, seed):
+    """Scale the float inputs' elements by 1 +- eps in place (each storage
+    once, through the first input that holds it)."""
+    g = torch.Generator().manual_seed(seed)
+    seen = set()
+    for _, t in leaves(args):
+        if not t.dtype.is_floating_point or not t.numel() or t.untyped_storage().data_ptr() in seen:
+            continue
+        seen.add(t.untyped_storage().data_ptr())
+        sign = torch.randint(0, 2, t.shape, generator=g).to(t.dtype) * 2 - 1
+        with torch.no_grad():
+            t.mul_(1 + eps * sign)
+
+
+def execute(src, entry, perturb=0.0):
+    """The records of one run of the program (entry None = eager; perturb:
+    scale eager's float inputs by 1 +- perturb first)."""
     ns = load(src, entry or "eager")
     fn = compiled(ns["f"], entry)
     records = []
@@ -323,6 +362,8 @@ def execute(src, entry):
         try:
             ns["before_call"](call)
             args = ns["make_inputs"](call)
+            if perturb:
+                _perturb(args, perturb, call)
         except Exception as e:  # the program's own setup failed: the same in both runs
             rec["setup"] = type(e).__name__
             records.append(rec)
@@ -364,10 +405,15 @@ def backward(args, out, seed):
     return ("ok", [None if gr is None else gr.detach().clone() for gr in grads])
 
 
-def compare(eager, comp):
+def compare(eager, comp, ref=None):
+    """The mismatches between eager's records and kiln's (ref: the records
+    of the program's float64 reference run, or None)."""
     out = []
     for call, (e, k) in enumerate(zip(eager, comp)):
         m = []
+        r = {}
+        if ref and all(call < len(x) and not x[call].get("setup") and not x[call].get("exc") for x in ref):
+            r = {key: (ref[0][call].get(key), ref[1][call].get(key)) for key in ("out", "grad", "args")}
         if "setup" in e or "setup" in k:
             if e.get("setup") != k.get("setup"):
                 m.append(("setup", "eager %s kiln %s" % (e.get("setup"), k.get("setup"))))
@@ -382,7 +428,7 @@ def compare(eager, comp):
         elif ke:
             m.append(("kiln-crash", "%s: %s" % ke[:2]))
         else:
-            m += diff(e["out"], k["out"], "out")
+            m += diff(e["out"], k["out"], "out", r.get("out"))
             if e["alias"] != k["alias"]:
                 m.append(("alias", "storage shared only in eager: %s; only in kiln: %s" % (
                     sorted(e["alias"] - k["alias"])[:4], sorted(k["alias"] - e["alias"])[:4])))
@@ -393,16 +439,20 @@ def compare(eager, comp):
             elif eg and eg[0] == "exc" and eg[1] != kg[1]:
                 m.append(("grad-raise", "eager %s kiln %s" % (eg[1:], kg[1:])))
             elif eg and eg[0] == "ok":
-                for i, (a, b) in enumerate(zip(eg[1], kg[1])):
+                rg = r.get("grad") or (None, None)
+                rg = list(zip(rg[0][1], rg[1][1])) if all(x and x[0] == "ok" and len(x[1]) == len(eg[1])
+                                                          for x in rg) else [None] * len(eg[1])
+                for i, (a, b, c) in enumerate(zip(eg[1], kg[1], rg)):
                     if (a is None) != (b is None):
                         m.append(("grad", "input %d grad: eager %s kiln %s" % (i, a is None and "None",
                                                                               b is None and "None")))
                     elif a is not None:
-                        why = close(a, b, loose=10.0)
+                        why = close(a, b, loose=10.0, ref=c)
                         if why:
                             m.append(("rounding" if why.startswith("rounding") else "grad", "input %d: %s" % (i, why)))
         if not (ee or ke):
-            m += [(("input-mutation" if kd == "value" else kd), d) for kd, d in diff(e["args"], k["args"], "arg")]
+            m += [(("input-mutation" if kd == "value" else kd), d)
+                  for kd, d in diff(e["args"], k["args"], "arg", r.get("args"))]
         m += [(kd if kd == "rounding" else "state", d) for kd, d in diff(("dict", e["state"]), ("dict", k["state"]),
                                                                            "global")]
         why = text_diff(e["stdout"], k["stdout"])
@@ -453,6 +503,38 @@ def regrouped(src, eager, comp, mm):
             if m.kind == "grad" else m for m in mm]
 
 
+# the program in float64: every float type it names, and the default dtype
+REFERENCE = (("torch.bfloat16", "torch.float64"), (".bfloat16()", ".double()"), ("torch.float16", "torch.float64"),
+             ("torch.half", "torch.float64"), (".half()", ".double()"), ("torch.float32", "torch.float64"),
+             (".float()", ".double()"))
+
+
+# the relative rounding error of one operation in each float type
+EPS = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+
+def conditioned(src, eager, comp, mm):
+    """Values that differ from eager's by no more than ROUNDING times what
+    rounding can move them -- eager's own error against the program run in
+    float64, or how far the float64 run moves when its inputs move by one
+    rounding of the program's least precise type -- are ill-conditioned
+    there (`2 ** (1 / (1 / s - 2 * s))` near its pole, `x ** x` of a
+    bfloat16 sum); their mismatches become "rounding"."""
+    ref_src = src
+    for a, b in REFERENCE:
+        ref_src = ref_src.replace(a, b)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        ref = execute(ref_src, None)
+        moved = execute(ref_src, None, perturb=EPS[FLOOR[0]])
+    except Exception:
+        return mm
+    finally:
+        torch.set_default_dtype(old)
+    return compare(eager, comp, (ref, moved))
+
+
 def attribute(src, eager, mm):
     """A failing torch-entry run whose first failure torch.compile's own
     front end repeats with no compiler behind it -- TorchDynamo with the
@@ -500,6 +582,8 @@ def check_source(src, entries=None):
             mm = [Mismatch("kiln-crash", -1, "%s: %s" % (type(e).__name__, str(e).split("\n")[0][:200]))]
         if entry == "torch" and failures(mm):
             mm = attribute(src, eager, mm)
+        if failures(mm) and failures(mm)[0].kind in _BY_VALUE:
+            mm = conditioned(src, eager, comp, mm)
         if failures(mm) and failures(mm)[0].kind == "grad":
             mm = regrouped(src, eager, comp, mm)
         res[entry] = (outcome(eager, mm), mm)
