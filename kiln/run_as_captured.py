@@ -219,6 +219,21 @@ def _metadata_change_of_a_viewed_grad_tensor(gm):
                 return True
     return False
 
+def _metadata_change_of_an_empty_input(gm):
+    """Does the graph change the sizes/strides (unsqueeze_, t_, ...) of an
+    input with no elements?  AOT autograd replays the change from its traced
+    view, whose meta function gives an empty tensor contiguous strides where
+    eager's kernel keeps the input's (an expanded input's zero strides;
+    fuzzer tensor:1605909): those graphs run as captured."""
+    for n in gm.graph.nodes:
+        if n.op in ("call_method", "call_function") and n.args and _target_name(n) in _METADATA_INPLACE and \
+                isinstance(n.args[0], torch.fx.Node) and _root(n.args[0]).op == "placeholder":
+            v = n.args[0].meta.get("example_value", n.args[0].meta.get("val"))
+            if not isinstance(v, torch.Tensor) or v.numel() == 0:
+                return True
+    return False
+
+
 def _views_input_of_mutated_shared_storage(gm, example_inputs):
     """Does the graph write in place while its inputs share storage, and
     return a view of an input?  A write into one of the inputs that share
@@ -349,6 +364,9 @@ _RUN_AS_CAPTURED = (
     (lambda gm, ex: _writes_input_data_and_metadata(gm),
      "an input whose data and sizes/strides are both changed in place (AOT autograd's write-back "
      "re-strides it with a fresh tensor's layout)"),
+    (lambda gm, ex: _metadata_change_of_an_empty_input(gm),
+     "an input with no elements changes its sizes/strides in place (AOT autograd replays it with the meta "
+     "function's strides, not eager's)"),
     (_views_input_of_mutated_shared_storage,
      "an output viewing an input while inputs that share storage are written (AOT autograd rebuilds it wrongly)"),
     (_replays_views_of_written_inputs,

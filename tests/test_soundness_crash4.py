@@ -22,7 +22,9 @@
 - An output that is an exact alias of an input (`a.detach()`) was the
   input's own object, so AOT's epilogue of `a.squeeze_()` re-shaped it
   (1403236); a view of an intermediate out of a graph writing one of two
-  overlapping inputs failed AOT's view replay (1401512)."""
+  overlapping inputs failed AOT's view replay (1401512).
+- An empty expanded input reshaped in place (`a.unsqueeze_(0)`) took the
+  meta function's contiguous strides, not eager's zero strides (1605909)."""
 import math
 
 import pytest
@@ -260,3 +262,24 @@ def test_view_of_an_intermediate_out_of_a_graph_writing_one_of_overlapping_input
         assert g.shape == r.shape
         torch.testing.assert_close(g, r)
     torch.testing.assert_close(ob, eb)
+
+
+@pytest.mark.parametrize("mode", ["kiln", "torch"])
+@pytest.mark.parametrize("op", ["unsqueeze_", "t_"])
+def test_empty_expanded_input_reshaped_in_place_keeps_eager_strides(mode, op):
+    # fuzzer tensor:1605909: AOT autograd replayed a0.unsqueeze_(0) from its
+    # traced view, whose meta function gives an empty tensor contiguous
+    # strides; eager keeps the expanded input's zero strides
+    def f(a0, a1):
+        getattr(a0, op)(0) if op == "unsqueeze_" else a0.t_()
+        return (a1 * 2,)
+
+    def mk():
+        shape = (3, 2, 4, 0) if op == "unsqueeze_" else (3, 0)
+        return (torch.zeros((1,) + shape[1:], dtype=torch.int64).expand(shape),
+                torch.randn(4, 2, requires_grad=True))
+    x, y = mk()
+    f(x, y)
+    cx, cy = mk()
+    _compiled(f, mode)(cx, cy)
+    assert (cx.shape, cx.stride(), cx.storage_offset()) == (x.shape, x.stride(), x.storage_offset())
