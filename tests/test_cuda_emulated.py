@@ -155,3 +155,30 @@ def test_rows_in_registers_match_the_memory_loop(offset, n):
         kiln.config.cuda_row_registers = True
     for x, y in zip(got, old):
         torch.testing.assert_close(x, y, atol=2e-2 if x.dtype == torch.bfloat16 else 1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n", [7, 384, 5000])
+def test_variance_of_constant_rows_is_exactly_zero(dtype, n):
+    # var_mean sums its mean shifted by each row's first element on a GPU
+    # (float32 sums, not float64): a constant row has mean exactly x and
+    # variance exactly 0, as eager's Welford kernel; a row holding inf or NaN
+    # is shifted by 0 (the mean of a row holding inf is eager's Welford order's
+    # artifact, NaN or inf: not compared)
+    x = torch.randn(6, n).to(dtype)
+    x[0] = 0.3
+    x[1] = -7.25
+    x[2, 0] = float("inf")
+    x[3, 3] = float("nan")
+
+    def f(a, w, b):
+        return F.layer_norm(a, a.shape[-1:], w, b), torch.var_mean(a, -1), torch.var_mean(a, 0, keepdim=True)
+
+    w, b = torch.randn(n).to(dtype), torch.randn(n).to(dtype)
+    got, ref = kiln.compile(f)(x, w, b), f(x, w, b)
+    assert _cuda_programs(), "nothing ran through the CUDA renderer"
+    assert torch.equal(got[1][0][:2], torch.zeros(2, dtype=dtype)) and torch.equal(got[1][1][:2], x[:2, 0])
+    assert torch.equal(got[0][:2], b.expand(2, n))   # (x - mean) * rstd * w + b with x - mean exactly 0
+    keep = torch.tensor([0, 1, 3, 4, 5])
+    _close((got[0], got[1][0], got[1][1][keep], got[2][0], got[2][1][:, 1:]),
+           (ref[0], ref[1][0], ref[1][1][keep], ref[2][0], ref[2][1][:, 1:]), dtype)
