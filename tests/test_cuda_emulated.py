@@ -160,11 +160,12 @@ def test_rows_in_registers_match_the_memory_loop(offset, n):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("n", [7, 384, 5000])
 def test_variance_of_constant_rows_is_exactly_zero(dtype, n):
-    # var_mean sums its mean shifted by each row's first element on a GPU
-    # (float32 sums, not float64): a constant row has mean exactly x and
-    # variance exactly 0, as eager's Welford kernel; a row holding inf or NaN
-    # is shifted by 0 (the mean of a row holding inf is eager's Welford order's
-    # artifact, NaN or inf: not compared)
+    # a constant row has mean exactly x and variance exactly 0 in kiln's GPU
+    # kernels, as eager's Welford kernel gives (the mean of a row holding inf
+    # is an artifact of eager's Welford order, NaN or inf: not compared).  A
+    # float32 sum shifted by the row's first element would be exact too, but
+    # reading that element split fused row kernels (9 kernels became 14 in a
+    # ViT), so the mean is summed in float64.
     x = torch.randn(6, n).to(dtype)
     x[0] = 0.3
     x[1] = -7.25

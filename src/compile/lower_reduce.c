@@ -185,48 +185,32 @@ split_reduction(kn_ctx *c, kn_expr **v, int on, const int64_t *osize, int *rnp, 
 
 /* Build a reduction buffer over dims of x.  `dims` NULL or empty = all.  The
    buffer's shape is the output shape with keepdim. */
-/* red[d] = 1 for each dim of an nd-dim tensor that `dims` reduces (none or
-   an empty list: all); 0 on success, -1 for dims kiln does not lower. */
-static int
-reduced_dims(const kn_arg *dims, int nd, int *red)
+static kn_buf *
+reduction(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_rop rop, kn_dtype out_dt, kn_dtype acc,
+          kn_buf *centre)
 {
-    for (int d = 0; d < nd; d++)
-        red[d] = 0;
+    int red[KN_MAXDIM] = {0};
+    int nd = x->ndim;
     if (dims == NULL || dims->kind == KN_A_NONE || (dims->kind == KN_A_LIST && dims->n == 0)) {
         for (int d = 0; d < nd; d++)
             red[d] = 1;
     } else if (dims->kind == KN_A_INT) {
         int d = wrap_dim(dims->i, nd);
         if (nd && (d < 0 || d >= nd))
-            return -1;
+            return NULL;
         if (nd)
             red[d] = 1;
     } else if (is_int_list(dims)) {
         for (int k = 0; k < dims->n; k++) {
             int d = wrap_dim(dims->items[k].i, nd);
             if (nd && (d < 0 || d >= nd))
-                return -1;
+                return NULL;
             if (nd)
                 red[d] = 1;
         }
     } else {
-        return -1;
-    }
-    return 0;
-}
-
-/* The kinds of reduction body: the value, its deviation from a centre
-   (indexed like the output), or the square of that deviation. */
-enum { BODY_VALUE, BODY_SHIFTED, BODY_SQUARED_DEVIATION };
-
-static kn_buf *
-reduction(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_rop rop, kn_dtype out_dt, kn_dtype acc,
-          kn_buf *centre, int body)
-{
-    int red[KN_MAXDIM];
-    int nd = x->ndim;
-    if (reduced_dims(dims, nd, red) < 0)
         return NULL;
+    }
     int64_t osize[KN_MAXDIM], rsize[KN_MAXDIM];
     int on = 0, rn = 0;
     kn_expr *si[KN_MAXDIM], *oi[KN_MAXDIM];
@@ -246,12 +230,11 @@ reduction(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_rop rop, kn_
         }
     }
     kn_expr *v = kn_cast(c, kn_buf_load(c, x, si), acc);
-    if (centre && body != BODY_VALUE) {
-        /* deviations from `centre` (indexed like the output), or their squares */
+    if (centre) {
+        /* sum of squared deviations from `centre` (indexed like the output) */
         kn_expr *m = kn_cast(c, kn_buf_load(c, centre, oi), acc);
-        v = kn_op2(c, KN_S_SUB, acc, v, m);
-        if (body == BODY_SQUARED_DEVIATION)
-            v = kn_op2(c, KN_S_MUL, acc, v, v);
+        kn_expr *dv = kn_op2(c, KN_S_SUB, acc, v, m);
+        v = kn_op2(c, KN_S_MUL, acc, dv, dv);
     }
     if (v == NULL)
         return NULL;
@@ -324,7 +307,7 @@ kn_lower_reduce(kn_ctx *c, int ni, int param)
         return 0;
     if ((rop == KN_R_ARGMAX || rop == KN_R_ARGMIN) && (x = settled_buf(c, x)) == NULL)
         return -1;
-    kn_buf *b = reduction(c, x, dims, keepdim, rop, m->dt, acc_dtype(rop, x->dt, m->dt), NULL, BODY_VALUE);
+    kn_buf *b = reduction(c, x, dims, keepdim, rop, m->dt, acc_dtype(rop, x->dt, m->dt), NULL);
     if (b == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (b->ndim != m->ndim)
@@ -349,13 +332,12 @@ kn_lower_reduce_pair(kn_ctx *c, int ni, int param)
     if (numel == 0)
         return 0;
     kn_rop arg_rop = param == KN_R_MAX ? KN_R_ARGMAX : KN_R_ARGMIN;
-    kn_buf *v = reduction(c, x, arg(c, ni, 1), keepdim, (kn_rop)param, m0->dt, acc_dtype((kn_rop)param, x->dt, m0->dt), NULL,
-                          BODY_VALUE);
+    kn_buf *v = reduction(c, x, arg(c, ni, 1), keepdim, (kn_rop)param, m0->dt, acc_dtype((kn_rop)param, x->dt, m0->dt), NULL);
     if (v == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if ((x = settled_buf(c, x)) == NULL)
         return -1;
-    kn_buf *ix = reduction(c, x, arg(c, ni, 1), keepdim, arg_rop, m1->dt, kn_dtype_compute(x->dt), NULL, BODY_VALUE);
+    kn_buf *ix = reduction(c, x, arg(c, ni, 1), keepdim, arg_rop, m1->dt, kn_dtype_compute(x->dt), NULL);
     if (ix == NULL)
         return PyErr_Occurred() ? -1 : 0;
     return kn_set_results2(c, ni, v, ix);
@@ -389,7 +371,7 @@ kn_lower_mean(kn_ctx *c, int ni, int param)
     int keepdim;
     reduce_args(c, ni, &dims, &keepdim);
     kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, KN_F32 == kn_dtype_compute(m->dt) ? KN_F32 : m->dt,
-                          kn_dtype_compute(m->dt), NULL, BODY_VALUE);
+                          kn_dtype_compute(m->dt), NULL);
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
     int64_t on = 1, xn = 1;
@@ -404,46 +386,13 @@ kn_lower_mean(kn_ctx *c, int ni, int param)
     return kn_set_result(c, ni, b);
 }
 
-/* The first element of each row that dims reduce, as a lazy buffer of the
-   compute type indexed like the reduction's output (keepdim as given), or 0
-   where it is not finite: the shift of the rows' sums (kn_lower_var_mean). */
-static kn_buf *
-row_pivot(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_dtype cd)
-{
-    int red[KN_MAXDIM];
-    if (reduced_dims(dims, x->ndim, red) < 0)
-        return NULL;
-    int64_t osize[KN_MAXDIM];
-    int on = 0;
-    for (int d = 0; d < x->ndim; d++)
-        if (!red[d] || keepdim)
-            osize[on++] = red[d] ? 1 : x->size[d];
-    kn_expr *oi[KN_MAXDIM], *xi[KN_MAXDIM];
-    kn_buf *b = kn_lazy_buf(c, cd, on, osize, oi);
-    if (b == NULL)
-        return NULL;
-    for (int d = 0, k = 0; d < x->ndim; d++) {
-        xi[d] = red[d] ? kn_iconst(c, 0) : oi[k];
-        if (!red[d] || keepdim)
-            k++;
-    }
-    kn_expr *p = kn_cast(c, kn_buf_load(c, x, xi), cd);
-    kn_expr *bad = kn_op2(c, KN_S_LOR, KN_BOOL, kn_op1(c, KN_S_ISNAN, KN_BOOL, p), kn_op1(c, KN_S_ISINF, KN_BOOL, p));
-    b->body = kn_op3(c, KN_S_WHERE, cd, bad, kn_const_f(c, cd, 0.0), p);
-    return b->body ? b : NULL;
-}
-
 /* var.correction(x, dims, correction, keepdim) and var_mean.correction:
    two passes over the row inside one kernel: the mean, then the sum of
-   squared deviations from it.  A constant row must have mean exactly x and
-   variance exactly 0, as eager's Welford kernels give (from a plain float32
-   sum / n the deviations of a constant row are not 0).  On the CPU the mean
-   of float32 (and float16/bfloat16) rows is summed in float64, as ATen's
-   CPU kernel accumulates.  On a GPU, where ATen accumulates in float32, it
-   is summed in the compute type shifted by the row's first element p (0
-   where p is not finite): p + sum(x - p) / n (a float64 sum would cost the
-   row kernels twice the registers and shuffles).  Empty rows sum
-   unshifted. */
+   squared deviations from it.  For float32 (and float16/bfloat16) the mean
+   is summed in float64, as ATen's Welford kernel accumulates: n copies of
+   one float32 add up exactly there, so a constant row has mean exactly x
+   and variance exactly 0, as in eager (from a float32 sum / n the
+   deviations of a constant row are not 0). */
 int
 kn_lower_var_mean(kn_ctx *c, int ni, int param)
 {
@@ -454,39 +403,22 @@ kn_lower_var_mean(kn_ctx *c, int ni, int param)
     kn_arg *dims = arg(c, ni, 1), *corr = arg(c, ni, 2), *kd = arg(c, ni, 3);
     int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
     double correction = corr->kind == KN_A_INT ? (double)corr->i : corr->kind == KN_A_FLOAT ? corr->f : 1.0;
-    kn_dtype cd = kn_dtype_compute(m->dt), sd = !c->cuda && cd == KN_F32 ? KN_F64 : cd;
-    int64_t xn = 1;
-    for (int d = 0; d < x->ndim; d++)
-        xn *= x->size[d];
-    kn_buf *pivot = NULL;
-    if (xn > 0 && c->cuda) {
-        pivot = row_pivot(c, x, dims, keepdim, cd);
-        if (pivot == NULL)
-            return PyErr_Occurred() ? -1 : 0;
-        pivot->uses = 2;
-    }
-    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, pivot, BODY_SHIFTED);
+    kn_dtype cd = kn_dtype_compute(m->dt), sd = cd == KN_F32 ? KN_F64 : cd;
+    /* mean with keepdim=1 so it indexes like the output of the second pass */
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL);
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    int64_t on = 1;
+    int64_t on = 1, xn = 1;
     for (int d = 0; d < s->ndim; d++)
         on *= s->size[d];
+    for (int d = 0; d < x->ndim; d++)
+        xn *= x->size[d];
     double n = on ? (double)xn / (double)on : 0.0;
-    /* mean = [p +] s / n (ATen divides: a product with a rounded 1/n differs) */
-    kn_expr *idx[KN_MAXDIM];
     kn_buf *mean = lazy_div(c, s, n, cd);
-    if (mean != NULL && pivot) {
-        kn_buf *q = mean;
-        mean = kn_lazy_buf(c, cd, s->ndim, s->size, idx);
-        if (mean != NULL)
-            mean->body = kn_op2(c, KN_S_ADD, cd, kn_buf_load(c, pivot, idx), kn_buf_load(c, q, idx));
-        if (mean != NULL && mean->body == NULL)
-            mean = NULL;
-    }
     if (mean == NULL)
         return -1;
     mean->uses = 2;
-    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, mean, BODY_SQUARED_DEVIATION);
+    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, mean);
     if (ss == NULL)
         return PyErr_Occurred() ? -1 : 0;
     /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
@@ -499,10 +431,8 @@ kn_lower_var_mean(kn_ctx *c, int ni, int param)
     const kn_meta *m1 = out_meta(c, ni, 1);
     if (m1 == NULL)
         return 0;
-    kn_buf *mean_out = pivot ? kn_lazy_buf(c, m1->dt, s->ndim, s->size, idx) : lazy_div(c, s, n, m1->dt);
+    kn_buf *mean_out = lazy_div(c, s, n, m1->dt);
     if (mean_out == NULL)
-        return -1;
-    if (pivot && (mean_out->body = kn_cast(c, kn_buf_load(c, mean, idx), m1->dt)) == NULL)
         return -1;
     return kn_set_results2(c, ni, var, mean_out);
 }
