@@ -1,0 +1,131 @@
+"""kiln._calls — how a call met while recording is recorded: the class of a
+callable, asked by the C capture core (src/capture/record_call.c through
+kiln._capture.classify).
+
+Consumes: a callable.  Produces: its class (0..7, below), cached per object.
+"""
+import functools
+import math
+import os
+import sysconfig
+import types
+
+import torch
+
+# 0: unknown (graph break)  1: a torch op, a graph node  2: Python code, inlined
+# 3: pure function of constants, run at record time  4: functools.partial
+# 5: a query whose answer under kiln is a constant (compiling: True)
+# 7: a standard-library function: run for real on real objects, else inlined
+
+_PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
+_GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
+                     "torch.special", "torch.linalg", "torch.fft", "torch.random")
+_TORCH_C_MODULES = ("torch._C._nn", "torch._C._linalg", "torch._C._special", "torch._C._fft",
+                    "torch._C._VariableFunctions", "torch")
+_cache = {}
+_STDLIB = tuple(os.path.realpath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"],
+                                                      os.path.dirname(functools.__file__)})
+# methods of builtin containers that only read: run at record time on constants
+_CONTAINERS = (dict, list, tuple, str, set, frozenset, bytes)
+_READ_ONLY = {"get", "keys", "values", "items", "__contains__", "__getitem__", "index", "count", "copy",
+              "startswith", "endswith", "split", "join", "lower", "upper", "strip", "format", "replace",
+              "isdigit", "isidentifier", "__len__", "issubset", "issuperset", "union", "intersection",
+              "difference", "rsplit", "lstrip", "rstrip", "partition", "rpartition", "find", "rfind"}
+
+
+def _is_compiling():
+    return True
+
+
+_COMPILING_QUERIES = set()
+for _path in ("torch.compiler.is_compiling", "torch._dynamo.is_compiling",
+              "torch._dynamo.external_utils.is_compiling", "torch.compiler.is_dynamo_compiling"):
+    try:
+        _obj = torch
+        for _p in _path.split(".")[1:]:
+            _obj = getattr(_obj, _p)
+        _COMPILING_QUERIES.add(_obj)
+    except AttributeError:
+        pass
+
+_PURE_TORCH = set()
+for _f in ("is_autocast_enabled", "get_default_dtype", "is_floating_point", "is_complex",
+           "promote_types", "result_type", "can_cast", "finfo", "iinfo"):
+    if hasattr(torch, _f):
+        _PURE_TORCH.add(getattr(torch, _f))
+for _f in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_state):
+    _PURE_TORCH.add(_f)
+
+_NOT_GRAPH = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled,
+              torch.compile, torch.save, torch.load}
+
+
+def _classify(f):
+    if f in _COMPILING_QUERIES:
+        return 5
+    if isinstance(f, functools.partial):
+        # a subclass that redefines __call__ is not a partial application
+        return 4 if type(f).__call__ is functools.partial.__call__ else 0
+    if f in _NOT_GRAPH:
+        return 0
+    if f in _PURE_TORCH:
+        return 3
+    mod = getattr(f, "__module__", None) or ""
+    if isinstance(f, types.FunctionType):
+        if mod in _PURE_MODULES:
+            return 3
+        if mod.startswith(_GRAPH_PY_MODULES):
+            return 1
+        fn = f.__code__.co_filename
+        if fn.startswith(_STDLIB) or fn.startswith("<frozen "):
+            return 7
+        return 2
+    if isinstance(f, types.MethodType):
+        return 2
+    if isinstance(f, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return 1
+    if isinstance(f, (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                      types.BuiltinMethodType)):
+        owner = getattr(f, "__self__", None)
+        objclass = getattr(f, "__objclass__", None) or (type(owner) if owner is not None else None)
+        if objclass is not None and getattr(f, "__name__", "") in _READ_ONLY:
+            for base in _CONTAINERS:
+                if isinstance(objclass, type) and issubclass(objclass, base):
+                    return 3
+        if mod in _PURE_MODULES or isinstance(owner, types.ModuleType) and owner.__name__ in _PURE_MODULES:
+            return 3
+        if (mod == "torch._C" or owner is torch._C) and getattr(f, "__name__", "").startswith(("_cuda_", "_nvtx")):
+            # torch._C's CUDA runtime bindings (synchronize, streams, the
+            # jiterator's kernel launcher) bypass the dispatcher: a graph
+            # traced through them would miss their effect
+            return 0
+        if mod.startswith("torch") or owner is torch._C._VariableFunctions:
+            return 1
+        objclass = getattr(f, "__objclass__", None)
+        if objclass is not None and issubclass(objclass, torch._C.TensorBase):
+            return 1
+        qn = getattr(f, "__qualname__", "")
+        if qn.startswith(("TensorBase.", "Tensor.")):
+            return 1
+        return 0
+    if isinstance(f, type):
+        if f in (torch.Size, torch.device, torch.dtype, slice, frozenset, set, complex):
+            return 3
+        return 0
+    if f in (math.sqrt,):
+        return 3
+    return 0
+
+
+def classify(f):
+    try:
+        hit = _cache.get(f)
+    except TypeError:
+        return _classify(f)
+    if hit is None:
+        hit = _classify(f)
+        try:
+            _cache[f] = hit
+        except TypeError:
+            pass
+    return hit
