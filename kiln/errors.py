@@ -4,7 +4,8 @@ docs/ARCHITECTURE.md, "Failures").
 - Unsupported: kiln cannot compile or capture something; it falls back (an
   ATen call, a graph break, the graph or frame run eagerly), counts it and
   keeps the reason.  Raised only inside kiln, caught where the fallback is
-  taken; never reaches the user.
+  taken; never reaches the user.  kiln._C.Unsupported is the C core's
+  (a whole graph it cannot compile: it runs eagerly, with the reason).
 - UserError (a ValueError): the user's call is wrong; raised where the user
   called kiln, saying what to do.  ToolchainError (no working C compiler)
   is one, with the fix in its message.

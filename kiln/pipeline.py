@@ -203,7 +203,7 @@ def compile_graph(gm, example_inputs=None, described=None):
         stage = "cc/load"
         cg = _finish(program, constants, single, dev, t0)
         cg.fresh = _fresh_outputs(gm)
-    except fx_bridge.Unsupported as e:
+    except (fx_bridge.Unsupported, _C.Unsupported) as e:
         cg = EagerGraph(gm, str(e), _count_ops(gm))
     except (_C.CompilerError, errors.UserError) as e:
         # the C compiler failed (or is missing), or kiln.config holds a value

@@ -1,7 +1,8 @@
-/* error.c -- kiln._C.InternalError and kn_internal (src/error.h).
- * Consumes: a file, a line and a message.  Produces: a Python exception of
- * type kiln._C.InternalError (a subclass of RuntimeError), set as the
- * current error. */
+/* error.c -- kiln._C.InternalError and kn_internal, kiln._C.Unsupported and
+ * kn_unsupported (src/error.h).
+ * Consumes: a file, a line and a message (a reason).  Produces: a Python
+ * exception of type kiln._C.InternalError (a subclass of RuntimeError) or
+ * kiln._C.Unsupported, set as the current error. */
 #include "error.h"
 
 #include <stdarg.h>
@@ -34,5 +35,34 @@ kn_internal(const char *file, int line, const char *fmt, ...)
         return -1;   /* (the MemoryError creating it is set) */
     const char *base = strrchr(file, '/');
     PyErr_Format(type, "kiln internal error at %s:%d: %s", base ? base + 1 : file, line, what);
+    return -1;
+}
+
+static PyObject *unsupported_error;
+
+PyObject *
+kn_unsupported_type(void)
+{
+    if (unsupported_error == NULL)
+        unsupported_error = PyErr_NewExceptionWithDoc(
+            "kiln._C.Unsupported",
+            "kiln's C core cannot compile this graph (the message is the reason); the graph runs eagerly, "
+            "counted as a fallback.  Never reaches the user.",
+            PyExc_Exception, NULL);
+    return unsupported_error;
+}
+
+int
+kn_unsupported(const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    PyObject *type = kn_unsupported_type();
+    if (type == NULL)
+        return -1;
+    PyErr_SetString(type, why);
     return -1;
 }

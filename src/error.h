@@ -5,6 +5,10 @@
  *                 exception set, and says why through a reason from an
  *                 enumerated list (capture: src/capture/breaks.def).  The
  *                 caller falls back (ATen call, graph break, eager), counted.
+ *                 A step that has nothing left to fall back to (an extern
+ *                 past its argument limits) calls kn_unsupported(fmt, ...):
+ *                 it sets kiln._C.Unsupported and returns -1, and the whole
+ *                 graph runs eagerly with that reason.
  *   user error    bad input from the user's call: a Python TypeError or
  *                 ValueError set where the user called kiln, saying what to
  *                 do; return -1 (or NULL).
@@ -30,6 +34,10 @@ int kn_internal(const char *file, int line, const char *fmt, ...);
 PyObject *kn_internal_error_type(void);   /* kiln._C.InternalError (created on first use) */
 
 #define KN_INTERNAL(...) kn_internal(__FILE__, __LINE__, __VA_ARGS__)
+
+/* sets kiln._C.Unsupported (the graph falls back, with this reason); -1 */
+int kn_unsupported(const char *fmt, ...);
+PyObject *kn_unsupported_type(void);   /* kiln._C.Unsupported (created on first use) */
 
 #ifdef KN_CHECKED
 #define KN_ASSERT(cond)                                                       \

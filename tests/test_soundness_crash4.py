@@ -24,7 +24,10 @@
   (1403236); a view of an intermediate out of a graph writing one of two
   overlapping inputs failed AOT's view replay (1401512).
 - An empty expanded input reshaped in place (`a.unsqueeze_(0)`) took the
-  meta function's contiguous strides, not eager's zero strides (1605909)."""
+  meta function's contiguous strides, not eager's zero strides (1605909).
+- An ATen call past an extern step's limits (64 tensor arguments, 16
+  results) raised a plain RuntimeError: now unsupported, the graph runs
+  eagerly with the reason (kiln._C.Unsupported)."""
 import math
 
 import pytest
@@ -283,3 +286,19 @@ def test_empty_expanded_input_reshaped_in_place_keeps_eager_strides(mode, op):
     cx, cy = mk()
     _compiled(f, mode)(cx, cy)
     assert (cx.shape, cx.stride(), cx.storage_offset()) == (x.shape, x.stride(), x.storage_offset())
+
+
+@pytest.mark.parametrize("n", [20, 70])
+def test_extern_past_its_argument_limits_falls_back_with_a_reason(n):
+    # an ATen call with more than 16 results or 64 tensor arguments raised a
+    # plain RuntimeError (an internal error under KILN_DEBUG): it is
+    # unsupported, and the graph runs eagerly, counted, with the reason
+    from kiln import stats
+
+    def f(*xs):
+        return torch._foreach_add(list(xs), 1)
+    xs = [torch.randn(3) for _ in range(n)]
+    kiln.reset()
+    got = kiln.compile(f)(*xs)
+    assert all(torch.equal(a, b + 1) for a, b in zip(got, xs))
+    assert "an extern call's limit" in stats.compiled_graphs[-1]["reason"]

@@ -105,10 +105,9 @@ collect_extern_inputs(kn_ctx *c, const kn_arg *a, kn_step *st)
         kn_buf *b = c->bufs[c->node_bufs[a->i][0]];
         if (materialize(c, b) < 0)
             return -1;
-        if (st->nin >= (int)(sizeof st->in / sizeof st->in[0])) {
-            PyErr_SetString(PyExc_RuntimeError, "kiln: too many tensor arguments for an extern call");
-            return -1;
-        }
+        if (st->nin >= (int)(sizeof st->in / sizeof st->in[0]))
+            return kn_unsupported("%s takes more than %d tensor arguments (an extern call's limit)",
+                                  node(c, st->node)->target, (int)(sizeof st->in / sizeof st->in[0]));
         st->in_node[st->nin] = (int)a->i;
         st->in[st->nin++] = b->id;
         return 0;
@@ -334,10 +333,8 @@ kn_lower_extern(kn_ctx *c, int ni)
         if (collect_extern_inputs(c, &n->args[k], &st) < 0)
             return -1;
     int nres = n->nout > 0 ? n->nout : 1;
-    if (nres > KN_MAXARGS) {
-        PyErr_SetString(PyExc_RuntimeError, "kiln: too many results from an extern call");
-        return -1;
-    }
+    if (nres > KN_MAXARGS)
+        return kn_unsupported("%s returns more than %d tensors (an extern call's limit)", n->target, KN_MAXARGS);
     int *ids = kn_alloc(&c->arena, sizeof(int) * (size_t)nres);
     if (ids == NULL)
         return -1;
