@@ -8,18 +8,33 @@
 #include <stdarg.h>
 #include <string.h>
 
-static PyObject *internal_error;
+/* *slot, made on first use (a new reference kept for the process) */
+static PyObject *
+exception_type(PyObject **slot, const char *name, const char *doc, PyObject *base)
+{
+    if (*slot == NULL)
+        *slot = PyErr_NewExceptionWithDoc(name, doc, base, NULL);
+    return *slot;
+}
+
+static PyObject *internal_error, *unsupported_error;
 
 PyObject *
 kn_internal_error_type(void)
 {
-    if (internal_error == NULL)
-        internal_error = PyErr_NewExceptionWithDoc(
-            "kiln._C.InternalError",
-            "A kiln bug: an invariant of kiln's C core was broken.  Raised under KILN_DEBUG; "
-            "otherwise kiln warns once and runs the graph or frame eagerly.",
-            PyExc_RuntimeError, NULL);
-    return internal_error;
+    return exception_type(&internal_error, "kiln._C.InternalError",
+                          "A kiln bug: an invariant of kiln's C core was broken.  Raised under KILN_DEBUG; "
+                          "otherwise kiln warns once and runs the graph or frame eagerly.",
+                          PyExc_RuntimeError);
+}
+
+PyObject *
+kn_unsupported_type(void)
+{
+    return exception_type(&unsupported_error, "kiln._C.Unsupported",
+                          "kiln's C core cannot compile this graph (the message is the reason); the graph runs "
+                          "eagerly, counted as a fallback.  Never reaches the user.",
+                          PyExc_Exception);
 }
 
 int
@@ -36,20 +51,6 @@ kn_internal(const char *file, int line, const char *fmt, ...)
     const char *base = strrchr(file, '/');
     PyErr_Format(type, "kiln internal error at %s:%d: %s", base ? base + 1 : file, line, what);
     return -1;
-}
-
-static PyObject *unsupported_error;
-
-PyObject *
-kn_unsupported_type(void)
-{
-    if (unsupported_error == NULL)
-        unsupported_error = PyErr_NewExceptionWithDoc(
-            "kiln._C.Unsupported",
-            "kiln's C core cannot compile this graph (the message is the reason); the graph runs eagerly, "
-            "counted as a fallback.  Never reaches the user.",
-            PyExc_Exception, NULL);
-    return unsupported_error;
 }
 
 int
