@@ -26,7 +26,7 @@
 #               BENCH_MODELS (default the README's ten), --repeat BENCH_REPEAT
 #               (20), BENCH_ARGS (e.g. "--inductor-mode max-autotune-no-cudagraphs")
 #                                                BENCH_S=540   bench.txt bench.json
-#   tests       pytest on TESTS (default the CUDA and soundness test files),
+#   tests       pytest on TESTS (default tests/codegen, tests/runtime and the compiler soundness files),
 #               PYTEST_ARGS                      TESTS_S=300   tests.txt
 #   opinfo      the OpInfo sweep on cuda, OPINFO_DTYPES (float32 bfloat16
 #               int64 bool) as parallel processes OPINFO_S=360 opinfo.txt
@@ -99,7 +99,7 @@ stage_bench() {
 stage_tests() {
     # (unquoted: TESTS holds several files and globs)
     timeout "${TESTS_S:-300}" python3 -m pytest -q -p no:cacheprovider \
-        ${TESTS:-tests/test_cuda_*.py tests/test_soundness_*.py} ${PYTEST_ARGS:-} > "$OUT/tests.txt" 2>&1
+        ${TESTS:-tests/codegen tests/runtime tests/compile/test_soundness_*.py} ${PYTEST_ARGS:-} > "$OUT/tests.txt" 2>&1
     local rc=$?
     show "$OUT/tests.txt" 25
     return $rc

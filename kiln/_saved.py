@@ -13,7 +13,7 @@ refuses to compute.  Writes inside the graph are AOT's trace error already
 (`trace._backward_only_error`).
 
 The table: torch-level op names whose eager backward reads the op's own
-result (derivatives.yaml's `result`).  `tests/test_soundness_grads.py`
+result (derivatives.yaml's `result`).  `tests/compile/test_soundness_grads.py`
 checks every row against eager autograd, so a torch that changes a formula
 shows here.  A row's predicate says which calls of the op save the result
 (`max` saves it only as a full reduction, `pow` only with a tensor exponent

@@ -1,5 +1,5 @@
 """kiln's CUDA kernels run by the CPU emulator (kiln/cuda_emulator.py): the
-same graphs tests/test_cuda_backend.py runs on a GPU, here on every machine.
+same graphs tests/runtime/test_cuda_backend.py runs on a GPU, here on every machine.
 What is checked is the CUDA renderer's semantics: thread mapping, the
 row-group reductions (warp shuffles, shared memory, barriers), 32/64-bit
 index arithmetic, half and bfloat16 loads and stores, and the step loop's
@@ -11,8 +11,7 @@ import torch.nn.functional as F
 import kiln
 from kiln import backends
 
-from test_cuda_backend import _close
-from test_cuda_codegen import CASES
+from cuda_cases import CASES, close as _close
 
 
 @pytest.fixture(autouse=True)

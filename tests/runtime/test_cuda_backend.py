@@ -16,18 +16,9 @@ import kiln
 import kiln.cuda
 from kiln import backends
 
-from test_cuda_codegen import CASES
+from cuda_cases import CASES, close as _close
 
 pytestmark = pytest.mark.skipif(not kiln.cuda.available()[0], reason="no CUDA device usable by kiln here")
-
-
-def _close(got, want, dtype=torch.float32):
-    tol = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 2e-3}.get(dtype, 1e-4)
-    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
-        if w.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
-            torch.testing.assert_close(g, w, atol=tol, rtol=tol, equal_nan=True)
-        else:
-            assert torch.equal(g, w)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
