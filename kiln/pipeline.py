@@ -61,21 +61,15 @@ def _phased(name, fn):
     return run
 
 
-_MISSING_CC = ("kiln: no C compiler configured", "kiln: cannot run the C compiler")
-
-
 def cc(units, compiler, flags, salt, jobs):
     """kiln._C.build (the system C compiler through the disk cache), a
     missing compiler raised as a ToolchainError saying how to fix it."""
     try:
         return _C.build(units, config.cache_dir, compiler, flags, salt, jobs)
-    except _C.CompilerError as e:
-        msg = str(e)
-        if msg.startswith(_MISSING_CC):
-            raise errors.ToolchainError(
-                f"{msg}: kiln needs a C compiler to build its kernels; install one (gcc or clang) or point "
-                f"kiln at it with the CC environment variable or kiln.config.cc") from e
-        raise
+    except _C.ToolchainMissing as e:
+        raise errors.ToolchainError(
+            f"{e}: kiln needs a C compiler to build its kernels; install one (gcc or clang) or point "
+            f"kiln at it with the CC environment variable or kiln.config.cc") from e
 
 
 @contextlib.contextmanager

@@ -12,7 +12,8 @@
  *   lowered_ops() -> list[str]                      ATen ops lowered in C (graph/ops.def)
  *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref[, reorder, linear])
  *   set_linear_mode(-1 | 0 | 1)                     how linear layers choose oneDNN or ATen
- *   Library(path), Program, CompilerError, InternalError, Unsupported (src/error.h)
+ *   Library(path), Program, CompilerError, ToolchainMissing, InternalError,
+ *   Unsupported (src/error.h)
  *   DTYPES                                          dtype names in code order (kiln.h:
  *                                                   KN_DTYPES; kiln/fx_bridge.py reads it)
  */
@@ -170,10 +171,12 @@ PyInit__C(void)
     if (m == NULL)
         return NULL;
     PyObject *ce = kn_compiler_error_type(), *ie = kn_internal_error_type(), *ue = kn_unsupported_type();
+    PyObject *tm = kn_toolchain_missing_type();
     PyObject *dts = dtype_names();
     int bad = dts == NULL || PyModule_AddObjectRef(m, "DTYPES", dts) < 0;
     Py_XDECREF(dts);
-    if (bad || ce == NULL || ie == NULL || ue == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
+    if (bad || ce == NULL || ie == NULL || ue == NULL || tm == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
+        PyModule_AddObjectRef(m, "ToolchainMissing", tm) < 0 ||
         PyModule_AddObjectRef(m, "InternalError", ie) < 0 || PyModule_AddObjectRef(m, "Unsupported", ue) < 0 ||
         PyModule_AddObjectRef(m, "Library", (PyObject *)&kn_LibraryType) < 0 ||
         PyModule_AddObjectRef(m, "Program", (PyObject *)&kn_ProgramType) < 0 ||

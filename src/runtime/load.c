@@ -238,16 +238,30 @@ run_parallel(char ***argvs, char **errpaths, int n, double timeout, int *timed_o
     return failed;
 }
 
-static PyObject *CompilerError;
+static PyObject *CompilerError, *ToolchainMissing;
 
 PyObject *
 kn_compiler_error_type(void)
 {
     if (CompilerError == NULL)
         CompilerError = PyErr_NewExceptionWithDoc("kiln._C.CompilerError",
-                                                  "The system C compiler is missing or failed on generated code.",
+                                                  "The system C compiler failed on generated code (or ran past "
+                                                  "kiln.config.cc_timeout); ToolchainMissing: there is none.",
                                                   PyExc_RuntimeError, NULL);
     return CompilerError;
+}
+
+/* kiln._C.ToolchainMissing, a CompilerError: no C compiler configured, or it
+   cannot be run.  The user's environment, not kiln's code: Python raises it
+   as kiln.errors.ToolchainError with the fix. */
+PyObject *
+kn_toolchain_missing_type(void)
+{
+    PyObject *base = kn_compiler_error_type();
+    if (ToolchainMissing == NULL && base != NULL)
+        ToolchainMissing = PyErr_NewExceptionWithDoc("kiln._C.ToolchainMissing",
+                                                     "No C compiler is configured, or it cannot be run.", base, NULL);
+    return ToolchainMissing;
 }
 
 static void
@@ -357,7 +371,7 @@ kn_py_build(PyObject *self, PyObject *args)
     split_words(ccbuf, ccw, &nccw, 8);
     split_words(flagbuf, fl, &nfl, 64);
     if (nccw == 0) {
-        PyErr_SetString(kn_compiler_error_type(), "kiln: no C compiler configured (set CC or kiln.config.cc)");
+        PyErr_SetString(kn_toolchain_missing_type(), "kiln: no C compiler configured (set CC or kiln.config.cc)");
         goto done;
     }
     for (Py_ssize_t i = 0; i < nu; i++) {
@@ -460,7 +474,7 @@ kn_py_build(PyObject *self, PyObject *args)
         goto done;
     }
     if (rc < 0) {
-        PyErr_Format(kn_compiler_error_type(), "kiln: cannot run the C compiler '%s': %s (install gcc or set CC)",
+        PyErr_Format(kn_toolchain_missing_type(), "kiln: cannot run the C compiler '%s': %s (install gcc or set CC)",
                      ccw[0], strerror(errno));
         goto done;
     }

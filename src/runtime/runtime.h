@@ -19,6 +19,7 @@ PyObject *kn_py_build(PyObject *self, PyObject *args);
 /* kiln._C.CompilerError: the system C compiler is missing or failed
    (created on first use; borrowed) */
 PyObject *kn_compiler_error_type(void);
+PyObject *kn_toolchain_missing_type(void);   /* a CompilerError: no compiler to run */
 
 /* ---------------------------------------------------------------- run.c */
 extern PyTypeObject kn_LibraryType;    /* kiln._C.Library(path): a dlopen'ed shared object */

@@ -82,6 +82,18 @@ def test_missing_compiler_is_a_toolchain_error_naming_the_fix(tmp_path, monkeypa
     assert issubclass(errors.ToolchainError, errors.UserError)
 
 
+def test_compiler_failures_are_typed_not_told_apart_by_message(tmp_path):
+    """The C runtime raises a missing compiler as kiln._C.ToolchainMissing and a
+    compiler that fails on the code as its base kiln._C.CompilerError."""
+    from kiln import _C
+    assert issubclass(_C.ToolchainMissing, _C.CompilerError) and issubclass(_C.CompilerError, RuntimeError)
+    with pytest.raises(_C.ToolchainMissing):
+        _C.build(["int kn_probe(void) { return 1; }"], str(tmp_path), "/nonexistent/bin/cc", "", "salt", 1)
+    with pytest.raises(_C.CompilerError) as e:
+        _C.build(["int kn_probe(void) { return 1 }"], str(tmp_path), "cc", "", "salt", 1)
+    assert not isinstance(e.value, _C.ToolchainMissing)
+
+
 def test_kiln_bug_in_the_inference_lowering_is_reported_not_hidden(monkeypatch):
     """A failure of kiln's inference lowering that is not torch's refusal of
     data-dependent shapes is a kiln bug: raised under debug, warned once
