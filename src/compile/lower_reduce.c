@@ -185,9 +185,11 @@ split_reduction(kn_ctx *c, kn_expr **v, int on, const int64_t *osize, int *rnp, 
 
 /* Build a reduction buffer over dims of x.  `dims` NULL or empty = all.  The
    buffer's shape is the output shape with keepdim. */
+/* The reduction of x over dims; with a centre (indexed like the output) it
+   reduces x - centre, squared where `square`. */
 static kn_buf *
 reduction(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_rop rop, kn_dtype out_dt, kn_dtype acc,
-          kn_buf *centre)
+          kn_buf *centre, int square)
 {
     int red[KN_MAXDIM] = {0};
     int nd = x->ndim;
@@ -231,10 +233,11 @@ reduction(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, kn_rop rop, kn_
     }
     kn_expr *v = kn_cast(c, kn_buf_load(c, x, si), acc);
     if (centre) {
-        /* sum of squared deviations from `centre` (indexed like the output) */
+        /* deviations from `centre` (indexed like the output), or their squares */
         kn_expr *m = kn_cast(c, kn_buf_load(c, centre, oi), acc);
-        kn_expr *dv = kn_op2(c, KN_S_SUB, acc, v, m);
-        v = kn_op2(c, KN_S_MUL, acc, dv, dv);
+        v = kn_op2(c, KN_S_SUB, acc, v, m);
+        if (square)
+            v = kn_op2(c, KN_S_MUL, acc, v, v);
     }
     if (v == NULL)
         return NULL;
@@ -307,7 +310,7 @@ kn_lower_reduce(kn_ctx *c, int ni, int param)
         return 0;
     if ((rop == KN_R_ARGMAX || rop == KN_R_ARGMIN) && (x = settled_buf(c, x)) == NULL)
         return -1;
-    kn_buf *b = reduction(c, x, dims, keepdim, rop, m->dt, acc_dtype(rop, x->dt, m->dt), NULL);
+    kn_buf *b = reduction(c, x, dims, keepdim, rop, m->dt, acc_dtype(rop, x->dt, m->dt), NULL, 0);
     if (b == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (b->ndim != m->ndim)
@@ -332,12 +335,12 @@ kn_lower_reduce_pair(kn_ctx *c, int ni, int param)
     if (numel == 0)
         return 0;
     kn_rop arg_rop = param == KN_R_MAX ? KN_R_ARGMAX : KN_R_ARGMIN;
-    kn_buf *v = reduction(c, x, arg(c, ni, 1), keepdim, (kn_rop)param, m0->dt, acc_dtype((kn_rop)param, x->dt, m0->dt), NULL);
+    kn_buf *v = reduction(c, x, arg(c, ni, 1), keepdim, (kn_rop)param, m0->dt, acc_dtype((kn_rop)param, x->dt, m0->dt), NULL, 0);
     if (v == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if ((x = settled_buf(c, x)) == NULL)
         return -1;
-    kn_buf *ix = reduction(c, x, arg(c, ni, 1), keepdim, arg_rop, m1->dt, kn_dtype_compute(x->dt), NULL);
+    kn_buf *ix = reduction(c, x, arg(c, ni, 1), keepdim, arg_rop, m1->dt, kn_dtype_compute(x->dt), NULL, 0);
     if (ix == NULL)
         return PyErr_Occurred() ? -1 : 0;
     return kn_set_results2(c, ni, v, ix);
@@ -371,7 +374,7 @@ kn_lower_mean(kn_ctx *c, int ni, int param)
     int keepdim;
     reduce_args(c, ni, &dims, &keepdim);
     kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, KN_F32 == kn_dtype_compute(m->dt) ? KN_F32 : m->dt,
-                          kn_dtype_compute(m->dt), NULL);
+                          kn_dtype_compute(m->dt), NULL, 0);
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
     int64_t on = 1, xn = 1;
@@ -386,13 +389,80 @@ kn_lower_mean(kn_ctx *c, int ni, int param)
     return kn_set_result(c, ni, b);
 }
 
+/* var_mean on a GPU, in the compute type (ATen's GPU kernels accumulate
+   in float32; float64 would cost row kernels twice the registers and
+   shuffles, and runs at 1/64 of float32's rate on consumer GPUs): the
+   corrected two-pass form.  m1 = sum(x) / n, then in one pass over the row
+   S1 = sum(x - m1) and S2 = sum((x - m1)^2): mean = m1 + S1 / n and
+   var = (S2 - S1 * S1 / n) / (n - correction).  A constant row has
+   x - m1 = d for every element, d a few ulps of x with few significant
+   bits, so S1 = n d and S2 = n d^2 are exact: mean exactly x and variance
+   exactly 0, as eager's Welford kernel gives (a mean that is inf or NaN
+   is kept as sum / n).  The row stays where the
+   kernel holds it (registers for short rows): no read of another
+   thread's element. */
+static int
+var_mean_gpu(kn_ctx *c, int ni, int param, kn_buf *x, const kn_arg *dims, int keepdim, double correction)
+{
+    const kn_meta *m = out_meta(c, ni, 0);
+    kn_dtype cd = kn_dtype_compute(m->dt);
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, NULL, 0);
+    if (s == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int64_t on = 1, xn = 1;
+    for (int d = 0; d < s->ndim; d++)
+        on *= s->size[d];
+    for (int d = 0; d < x->ndim; d++)
+        xn *= x->size[d];
+    double n = on ? (double)xn / (double)on : 0.0;
+    kn_buf *m1 = lazy_div(c, s, n, cd);
+    if (m1 == NULL)
+        return -1;
+    m1->uses = 3;
+    kn_buf *s1 = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, m1, 0);
+    kn_buf *s2 = s1 ? reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, m1, 1) : NULL;
+    if (s2 == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    s1->uses = 2;
+    kn_expr *idx[KN_MAXDIM];
+    kn_buf *var = kn_lazy_buf(c, m->dt, s->ndim, s->size, idx);
+    if (var == NULL)
+        return -1;
+    /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
+    double denom = n - correction;
+    kn_expr *e1 = kn_buf_load(c, s1, idx), *nn = kn_const_f(c, cd, n);
+    kn_expr *ss = kn_op2(c, KN_S_SUB, cd, kn_buf_load(c, s2, idx),
+                         kn_op2(c, KN_S_DIV, cd, kn_op2(c, KN_S_MUL, cd, e1, e1), nn));
+    var->body = kn_cast(c, kn_op2(c, KN_S_DIV, cd, ss, kn_const_f(c, cd, denom > 0 ? denom : 0.0)), m->dt);
+    if (var->body == NULL)
+        return -1;
+    if (param == 0)
+        return kn_set_result(c, ni, var);
+    const kn_meta *mo = out_meta(c, ni, 1);
+    if (mo == NULL)
+        return 0;
+    kn_buf *mean = kn_lazy_buf(c, mo->dt, s->ndim, s->size, idx);
+    if (mean == NULL)
+        return -1;
+    /* (a row holding inf or NaN keeps sum / n: x - m1 would be NaN) */
+    kn_expr *pm = kn_buf_load(c, m1, idx);
+    kn_expr *bad = kn_op2(c, KN_S_LOR, KN_BOOL, kn_op1(c, KN_S_ISNAN, KN_BOOL, pm), kn_op1(c, KN_S_ISINF, KN_BOOL, pm));
+    mean->body = kn_cast(c, kn_op3(c, KN_S_WHERE, cd, bad, pm,
+                                   kn_op2(c, KN_S_ADD, cd, pm, kn_op2(c, KN_S_DIV, cd, kn_buf_load(c, s1, idx), nn))),
+                         mo->dt);
+    if (mean->body == NULL)
+        return -1;
+    return kn_set_results2(c, ni, var, mean);
+}
+
 /* var.correction(x, dims, correction, keepdim) and var_mean.correction:
    two passes over the row inside one kernel: the mean, then the sum of
-   squared deviations from it.  For float32 (and float16/bfloat16) the mean
-   is summed in float64, as ATen's Welford kernel accumulates: n copies of
-   one float32 add up exactly there, so a constant row has mean exactly x
-   and variance exactly 0, as in eager (from a float32 sum / n the
-   deviations of a constant row are not 0). */
+   squared deviations from it.  On the CPU, for float32 (and
+   float16/bfloat16) the mean is summed in float64, as ATen's CPU kernel
+   accumulates: n copies of one float32 add up exactly there, so a constant
+   row has mean exactly x and variance exactly 0, as in eager (from a
+   float32 sum / n the deviations of a constant row are not 0).  On a GPU:
+   var_mean_gpu. */
 int
 kn_lower_var_mean(kn_ctx *c, int ni, int param)
 {
@@ -403,9 +473,11 @@ kn_lower_var_mean(kn_ctx *c, int ni, int param)
     kn_arg *dims = arg(c, ni, 1), *corr = arg(c, ni, 2), *kd = arg(c, ni, 3);
     int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
     double correction = corr->kind == KN_A_INT ? (double)corr->i : corr->kind == KN_A_FLOAT ? corr->f : 1.0;
+    if (c->cuda)
+        return var_mean_gpu(c, ni, param, x, dims, keepdim, correction);
     kn_dtype cd = kn_dtype_compute(m->dt), sd = cd == KN_F32 ? KN_F64 : cd;
     /* mean with keepdim=1 so it indexes like the output of the second pass */
-    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL);
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL, 0);
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
     int64_t on = 1, xn = 1;
@@ -418,7 +490,7 @@ kn_lower_var_mean(kn_ctx *c, int ni, int param)
     if (mean == NULL)
         return -1;
     mean->uses = 2;
-    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, mean);
+    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, mean, 1);
     if (ss == NULL)
         return PyErr_Occurred() ? -1 : 0;
     /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */

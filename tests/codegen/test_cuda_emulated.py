@@ -159,12 +159,13 @@ def test_rows_in_registers_match_the_memory_loop(offset, n):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("n", [7, 384, 5000])
 def test_variance_of_constant_rows_is_exactly_zero(dtype, n):
-    # a constant row has mean exactly x and variance exactly 0 in kiln's GPU
-    # kernels, as eager's Welford kernel gives (the mean of a row holding inf
-    # is an artifact of eager's Welford order, NaN or inf: not compared).  A
-    # float32 sum shifted by the row's first element would be exact too, but
-    # reading that element split fused row kernels (9 kernels became 14 in a
-    # ViT), so the mean is summed in float64.
+    # GPU var_mean is the corrected two-pass form in float32 (no float64 on
+    # GPUs: 1/64 of float32's rate on consumer cards): a constant row has
+    # mean exactly x and variance exactly 0, as eager's Welford kernel gives
+    # (the mean of a row holding inf is an artifact of eager's Welford order,
+    # NaN or inf: not compared).  (A float32 sum shifted by the row's first
+    # element was exact too, but reading that element split fused row
+    # kernels: a ViT's 9 kernels became 14.)
     x = torch.randn(6, n).to(dtype)
     x[0] = 0.3
     x[1] = -7.25
