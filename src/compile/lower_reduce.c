@@ -346,6 +346,19 @@ kn_lower_reduce_pair(kn_ctx *c, int ni, int param)
     return kn_set_results2(c, ni, v, ix);
 }
 
+/* How many elements of x each element of the reduction s reduces (0 when
+   s is empty). */
+static double
+row_length(const kn_buf *x, const kn_buf *s)
+{
+    int64_t on = 1, xn = 1;
+    for (int d = 0; d < s->ndim; d++)
+        on *= s->size[d];
+    for (int d = 0; d < x->ndim; d++)
+        xn *= x->size[d];
+    return on ? (double)xn / (double)on : 0.0;
+}
+
 /* sum / divisor (a division, as ATen's mean and variance: a product with
    a rounded 1/n differs in the last bit), a lazy buffer indexed like `sum`;
    computed in float64 when the sum is. */
@@ -377,12 +390,7 @@ kn_lower_mean(kn_ctx *c, int ni, int param)
                           kn_dtype_compute(m->dt), NULL, 0);
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    int64_t on = 1, xn = 1;
-    for (int d = 0; d < s->ndim; d++)
-        on *= s->size[d];
-    for (int d = 0; d < x->ndim; d++)
-        xn *= x->size[d];
-    kn_buf *b = lazy_div(c, s, on ? (double)xn / (double)on : 0.0, m->dt);
+    kn_buf *b = lazy_div(c, s, row_length(x, s), m->dt);
     if (b == NULL)
         return -1;
     s->uses = 1;
@@ -409,12 +417,7 @@ var_mean_gpu(kn_ctx *c, int ni, int param, kn_buf *x, const kn_arg *dims, int ke
     kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, NULL, 0);
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    int64_t on = 1, xn = 1;
-    for (int d = 0; d < s->ndim; d++)
-        on *= s->size[d];
-    for (int d = 0; d < x->ndim; d++)
-        xn *= x->size[d];
-    double n = on ? (double)xn / (double)on : 0.0;
+    double n = row_length(x, s);
     kn_buf *m1 = lazy_div(c, s, n, cd);
     if (m1 == NULL)
         return -1;
@@ -480,12 +483,7 @@ kn_lower_var_mean(kn_ctx *c, int ni, int param)
     kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL, 0);
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    int64_t on = 1, xn = 1;
-    for (int d = 0; d < s->ndim; d++)
-        on *= s->size[d];
-    for (int d = 0; d < x->ndim; d++)
-        xn *= x->size[d];
-    double n = on ? (double)xn / (double)on : 0.0;
+    double n = row_length(x, s);
     kn_buf *mean = lazy_div(c, s, n, cd);
     if (mean == NULL)
         return -1;
