@@ -11,6 +11,7 @@
  *   compile/fuse.c   group realized buffers into kernels sharing an iteration space
  *   compile/plan.c   lifetimes, arena offsets for intermediates, extern frees
  *   compile/print.c  readable dumps of the loop IR (KILN_DUMP=loops)
+ *   compile/index_hook.c  kiln._C.index_expr: the index algebra for the tests
  *     ▼
  *   codegen/emit.c   the expression emitter both renderers share, driven by a
  *                    target descriptor (codegen/emit.h); scalar.def's table

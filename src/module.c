@@ -33,6 +33,8 @@ ctx_free(kn_ctx *c)
     Py_CLEAR(c->extern_names);
 }
 
+PyObject *kn_py_index_expr(PyObject *self, PyObject *spec);   /* compile/index_hook.c */
+
 static PyObject *
 py_compile(PyObject *self, PyObject *args)
 {
@@ -126,6 +128,8 @@ static PyMethodDef methods[] = {
     {"nvrtc_compile", kn_py_nvrtc_compile, METH_VARARGS,
      "nvrtc_compile(source, arch, nvrtc_path=None) -> (cubin, log): compile CUDA C with NVRTC alone."},
     {"lowered_ops", py_lowered_ops, METH_NOARGS, "Names of the ATen ops kiln lowers itself."},
+    {"index_expr", kn_py_index_expr, METH_O,
+     "index_expr(spec) -> str: expr.c's canonical form of a nested-tuple index expression (a test hook)."},
     {"set_runtime", kn_py_set_runtime, METH_VARARGS, "Hand the C runtime torch's allocation functions."},
     {"set_fast_runtime", kn_py_set_fast_runtime, METH_VARARGS,
      "set_fast_runtime(empty_strided_cuda, reinterpret_tensor): torch's lean bindings (None: not available)."},
