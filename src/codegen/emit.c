@@ -152,6 +152,18 @@ expand(kn_str *out, const char *t, const char *const *args, kn_dtype adt)
     }
 }
 
+/* Is integer expression e a float truncated (through integer casts)? */
+static int
+truncated_float(const kn_expr *e)
+{
+    while (e->op == KN_S_CAST && kn_dtype_is_int((kn_dtype)e->dt)) {
+        if (kn_dtype_is_float((kn_dtype)e->a[0]->dt))
+            return 1;
+        e = e->a[0];
+    }
+    return 0;
+}
+
 /* A target template of one argument (%0). */
 static void
 expand1(kn_str *out, const char *t, const char *arg, kn_dtype adt)
@@ -231,6 +243,12 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         else if (g->t->exact_f2i && kn_dtype_is_float((kn_dtype)e->a[0]->dt) && kn_dtype_is_int((kn_dtype)e->dt))
             /* the prelude's kn_f2* give eager's values */
             kn_str_printf(&rhs, "kn_f2%s_%s(%s)", kn_dtype_tag[e->dt], kn_dtype_tag[e->a[0]->dt], a.p);
+        else if (g->t->exact_f2i && kn_dtype_is_float((kn_dtype)e->dt) && truncated_float(e->a[0]))
+            /* float -> int(s) -> float: gcc (-fno-trapping-math) would make
+               it trunc(x), -0.0 for x in (-1, 0); an integer's float is +0
+               (prelude: kn_opaque_zero) */
+            kn_str_printf(&rhs, "(%s)(%s ^ (%s)kn_opaque_zero)", kn_dtype_cctype[e->dt], a.p,
+                          kn_dtype_cctype[e->a[0]->dt]);
         else
             kn_str_printf(&rhs, "(%s)%s", kn_dtype_cctype[e->dt], a.p);
         kn_str_free(&a);

@@ -130,6 +130,12 @@ static inline uint8_t kn_f2u8_##tag(T a) { return (uint8_t)kn_f2i64_##tag(a); }
 KN_F2I(float, f32)
 KN_F2I(double, f64)
 
+/* An integer 0 the compiler cannot see (a global that could be interposed):
+   (float)(int)x of a float x is emitted as (float)((int)x ^ kn_opaque_zero),
+   since gcc with -fno-trapping-math turns (float)(int)x into trunc(x), which
+   keeps the sign of a zero (eager: atan2(int(-0.3), -1) is +pi). */
+int64_t kn_opaque_zero __attribute__((weak, visibility("default"))) = 0;
+
 #define KN_INT_OPS(T, tag, MINV)                                                                  \
 static inline T kn_truncdiv_##tag(T a, T b, int64_t *e) {                                         \
     if (b == 0) return kn_zerodiv(e);                                                                         \

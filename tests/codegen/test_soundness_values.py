@@ -385,3 +385,22 @@ def test_in_place_write_through_same_shape_expand(how, mode):
     for w, g in zip(want, got):
         torch.testing.assert_close(g, w, equal_nan=True)
     torch.testing.assert_close(b[0], a[0], equal_nan=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("chain", ["int", "long_float", "int8", "double_int", "int_long"])
+def test_float_of_a_truncated_float_is_a_positive_zero(chain, mode):
+    """gcc with -fno-trapping-math turns (float)(int)x into trunc(x), whose
+    zero keeps x's sign: atan2(int(-0.3), -0.3) came back -pi where eager
+    gives +pi (fuzzer seed tensor:1700394)."""
+    casts = {"int": lambda a: a.int(), "long_float": lambda a: a.long().float(), "int8": lambda a: a.to(torch.int8),
+             "double_int": lambda a: a.double().int(), "int_long": lambda a: a.int().long()}[chain]
+
+    def fn(a):
+        t = casts(a)
+        return torch.atan2(t, a), 1 / (t * 1.0), torch.copysign(torch.ones_like(a), t.float())
+
+    a = torch.tensor([-0.3, 0.5, -1.5, -0.0, 0.7, -0.99] * 3)
+    want, got = fn(a), _compiled(fn, mode)(a)
+    for w, g in zip(want, got):
+        assert torch.equal(g, w) and torch.equal(g.signbit(), w.signbit()), (w, g)
