@@ -176,9 +176,12 @@ def _probe(func, args, kwargs, out, nbytes):
     if isinstance(e, IndexError):
         # probes filled with zeros index element 0 of every dim, which every
         # non-empty tensor has: the error is about shapes ("Index is
-        # supposed to be a vector"), not values, unless a tensor is empty
+        # supposed to be a vector"), not values, unless a tensor is empty and
+        # one may hold indices (an integer tensor); with none it is about
+        # shapes still (max over an empty dim; fuzzer tensor:1702254)
         ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        if any(0 in t.shape for t in ins):
+        if any(0 in t.shape for t in ins) and any(not t.dtype.is_floating_point and not t.dtype.is_complex
+                                                  for t in ins):
             return None
     elif _value_dependent(e, on_cpu) or _call(func, args, kwargs, 1, shrink, nbytes) is None:
         return None

@@ -206,11 +206,16 @@ int
 kn_lower_as_strided(kn_ctx *c, int ni, int param)
 {
     (void)param;
-    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    kn_arg *a0 = arg(c, ni, 0);
+    kn_buf *x = ref_buf(c, a0);
     if (x == NULL || x->kind != KN_B_LAZY || x->body == NULL)
         return 0;
-    /* only a freshly computed value (not a view of anything stored) */
-    if (x->body->op == KN_S_LOAD)
+    /* only a freshly computed value (not a view of anything stored), and
+       not a view of one either: a view's storage is its base's (the slice
+       v[:, ::2] of a fresh v indexes v's storage; fuzzer tensor:1702321),
+       which the lazy view's inlined body does not show */
+    if (x->body->op == KN_S_LOAD || (a0->kind == KN_A_REF && node(c, (int)a0->i)->root >= 0 &&
+                                     node(c, (int)a0->i)->root != a0->i))
         return 0;
     kn_arg *sz = arg(c, ni, 1), *st = arg(c, ni, 2), *off = arg(c, ni, 3);
     if (!is_int_list(sz) || !is_int_list(st) || sz->n != st->n)

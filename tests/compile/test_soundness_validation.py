@@ -69,7 +69,13 @@ def _index_select_matrix_index(a, i):
     return a * 2
 
 
+def _max_over_an_empty_dim(a, e):
+    _ = e.max(-3, keepdim=True).values    # dead; IndexError: reduction dim 0 of size 0 (fuzzer 1702254)
+    return a + 1
+
+
 STATIC_ERRORS = {
+    "max_over_an_empty_dim": (_max_over_an_empty_dim, lambda: (torch.randn(6), torch.randn(0, 1, 3))),
 
     "bitwise_and_float": (_bitwise_and_float, lambda: (torch.randn(3, 4),)),
     "bool_sub": (_bool_sub, lambda: (torch.randn(3, 4),)),

@@ -209,3 +209,21 @@ def test_output_view_changed_in_place_keeps_its_new_shape(fn, make):
     on the view afterwards left that note stale, and the caller got the view
     with its old shape.  The geometry is read when the segment is finished."""
     _check(fn, make, "kiln")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("step", [1, 2])
+def test_as_strided_of_a_view_of_a_computed_value_indexes_the_base_storage(step, mode):
+    """`(1 / a)[:, ::2].as_strided(...)` addresses the storage of 1 / a, not a
+    compact copy of the slice (fuzzer tensor:1702321)."""
+    def fn(a):
+        v = (1.0 / a)[:, ::step]
+        return torch.expm1(v.as_strided((2, 2), (1, 1))), v.as_strided((3,), (2,), 1) * 2
+
+    a = torch.randn(2, 4, 2)
+    want = fn(a.clone())
+    kiln.reset()
+    torch._dynamo.reset()
+    cf = kiln.compile(fn) if mode == "kiln" else torch.compile(fn, backend="kiln")
+    for w, g in zip(want, cf(a.clone())):
+        torch.testing.assert_close(g, w)
