@@ -97,12 +97,26 @@ def _dead_index_checks(gm):
     after all (a mutated input) only costs its store."""
     import operator
 
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    # a node's values as computed are not what a user reads after an op
+    # that overwrites the whole node (`v = silu(a[i]); v.zero_(); return v`:
+    # functionalized, silu and a[i] are dead; fuzzer tensor:1704866)
+    overwritten_at = {}
+    for m in gm.graph.nodes:
+        if m.op in ("call_method", "call_function") and _target_name(m) in _OVERWRITES_WHOLE and m.args and \
+                isinstance(m.args[0], torch.fx.Node):
+            overwritten_at.setdefault(m.args[0], []).append(order[m])
+
+    def reads(u, a):
+        """Does u read a's values as a's op computed them?"""
+        return _reads_values(u, a) and not any(order[a] < o < order[u] for o in overwritten_at.get(a, ()))
+
     live, stack = set(), [n for n in gm.graph.nodes if n.op == "output"]
     while stack:
         n = stack.pop()
         if n not in live:
             live.add(n)
-            stack.extend(a for a in n.all_input_nodes if _reads_values(n, a))
+            stack.extend(a for a in n.all_input_nodes if reads(n, a))
 
     whole = {}
 
@@ -114,7 +128,7 @@ def _dead_index_checks(gm):
         x[:, i] only at j; fuzzer tensor:1008536)."""
         if n not in whole:
             whole[n] = False
-            whole[n] = any(u in live and _reads_values(u, n) and (
+            whole[n] = any(u in live and reads(u, n) and (
                 u.op == "output" or _target_name(u) not in _PARTIAL_VIEWS and read_whole(u) and
                 not (_target_name(u) in _INDEX_CHECKED and u.args and u.args[0] is n))
                 for u in n.users)
@@ -123,8 +137,6 @@ def _dead_index_checks(gm):
     def tensor_key(idx):
         idx = idx if isinstance(idx, (tuple, list)) else (idx,)
         return any(isinstance(a, torch.fx.Node) for a in idx)
-
-    order = {n: i for i, n in enumerate(gm.graph.nodes)}
 
     def read_after(tgt, n):
         """Does a live node read tgt's values after n (graph order)?"""
@@ -147,9 +159,11 @@ def _dead_index_checks(gm):
 
 
 # in-place ops that overwrite what they write without reading it: a checked
-# value they overwrite is dead once functionalized (`v = a % b; v.zero_()`)
-_OVERWRITES = {"zero_", "fill_", "copy_", "normal_", "uniform_", "random_", "exponential_", "geometric_",
-               "log_normal_", "cauchy_", "bernoulli_", "setitem", "__setitem__"}
+# value they overwrite is dead once functionalized (`v = a % b; v.zero_()`);
+# all but setitem overwrite every element of their target
+_OVERWRITES_WHOLE = {"zero_", "fill_", "copy_", "normal_", "uniform_", "random_", "exponential_", "geometric_",
+                     "log_normal_", "cauchy_", "bernoulli_"}
+_OVERWRITES = _OVERWRITES_WHOLE | {"setitem", "__setitem__"}
 
 
 def _overwritten_checks(gm):

@@ -27,11 +27,14 @@
   meta function's contiguous strides, not eager's zero strides (1605909).
 - An ATen call past an extern step's limits (64 tensor arguments, 16
   results) raised a plain RuntimeError: now unsupported, the graph runs
-  eagerly with the reason (kiln._C.Unsupported)."""
+  eagerly with the reason (kiln._C.Unsupported).
+- An index read whose consumer is overwritten whole (`v = silu(a[i]);
+  v.zero_()`) lost its check with the dead consumer (1704866)."""
 import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import kiln
 
@@ -302,3 +305,22 @@ def test_extern_past_its_argument_limits_falls_back_with_a_reason(n):
     got = kiln.compile(f)(*xs)
     assert all(torch.equal(a, b + 1) for a, b in zip(got, xs))
     assert "an extern call's limit" in stats.compiled_graphs[-1]["reason"]
+
+
+@pytest.mark.parametrize("mode", ["kiln", "torch"])
+@pytest.mark.parametrize("over", ["zero_", "fill_", "copy_"])
+def test_index_read_whose_consumer_is_overwritten_still_raises(mode, over):
+    # fuzzer tensor:1704866: `v = silu(a[i]); v.zero_(); return v` --
+    # functionalized, silu and a[i] are dead, and the index check went with them
+    def f(a, i):
+        v = F.silu(a[i])
+        getattr(v, over)(*(() if over == "zero_" else (2.0,) if over == "fill_" else (torch.ones_like(v),)))
+        return v
+
+    a, good, bad = torch.randn(4, 3), torch.tensor([0, 3, -4]), torch.tensor([0, 7, 1])
+    cf = _compiled(f, mode)
+    torch.testing.assert_close(cf(a, good), f(a, good))
+    with pytest.raises(IndexError):
+        f(a, bad)
+    with pytest.raises(IndexError):
+        cf(a, bad)
