@@ -37,6 +37,17 @@ def _empty_dtype_view(n):
         isinstance(src, torch.Tensor) and v.numel() == 0 and v.element_size() != src.element_size()
 
 
+def _bool_dtype_view(n):
+    """view(dtype) of a bool tensor as another dtype: eager writes raw bytes
+    through it into the bool storage (a byte 3 stays 3); AOT autograd's
+    write-back copies through bool, which makes every nonzero byte 1
+    (fuzzer tensor:1800769)."""
+    dt = n.args[1] if len(n.args) == 2 else n.kwargs.get("dtype")
+    src = n.args[0].meta.get("example_value") if n.args and isinstance(n.args[0], torch.fx.Node) else None
+    return _target_name(n) == "view" and isinstance(dt, torch.dtype) and dt != torch.bool and \
+        isinstance(src, torch.Tensor) and src.dtype == torch.bool
+
+
 def _writes_through(gm, makes_view):
     """Does the graph write in place through a view (or a view of a view)
     of a node for which makes_view is true?"""
@@ -388,6 +399,9 @@ _RUN_AS_CAPTURED = (
      "an in-place write through an unfold view (AOT autograd would replay it wrongly)"),
     (lambda gm, ex: _writes_through(gm, _bool_expand),
      "an in-place write through an expand view of a bool tensor (AOT autograd's replay subtracts bools)"),
+    (lambda gm, ex: _writes_through(gm, _bool_dtype_view),
+     "an in-place write through a view of a bool tensor as another dtype (AOT autograd's write-back through "
+     "bool would turn its bytes into 0 and 1)"),
     (lambda gm, ex: _writes_through(gm, _empty_dtype_view),
      "an in-place write through an empty view(dtype) to another element size (functionalization raises)"),
     (lambda gm, ex: _writes_overlapping_args(gm),

@@ -29,7 +29,9 @@
   results) raised a plain RuntimeError: now unsupported, the graph runs
   eagerly with the reason (kiln._C.Unsupported).
 - An index read whose consumer is overwritten whole (`v = silu(a[i]);
-  v.zero_()`) lost its check with the dead consumer (1704866)."""
+  v.zero_()`) lost its check with the dead consumer (1704866).
+- A write through an int32 view of a bool tensor: AOT's write-back through
+  bool turned its bytes into 0 and 1 (1800769)."""
 import math
 
 import pytest
@@ -324,3 +326,20 @@ def test_index_read_whose_consumer_is_overwritten_still_raises(mode, over):
         f(a, bad)
     with pytest.raises(IndexError):
         cf(a, bad)
+
+
+@pytest.mark.parametrize("mode", ["kiln", "torch"])
+def test_write_through_an_int_view_of_a_bool_tensor_keeps_its_bytes(mode):
+    # fuzzer tensor:1800769: eager writes 196864 (bytes 0, 1, 3, 0) into the
+    # bool storage; AOT autograd's write-back copied through bool and made
+    # the 3 a 1
+    def f(a):
+        v = a.view(torch.int32)
+        v.mul_((v * 3 + 1).flatten(0))
+        return (v,)
+
+    a = torch.tensor([[False, True, False, False]])
+    x, y = a.clone(), a.clone()
+    want, got = f(x), _compiled(f, mode)(y)
+    assert torch.equal(got[0], want[0])
+    assert torch.equal(y.view(torch.uint8), x.view(torch.uint8))
