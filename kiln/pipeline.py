@@ -196,7 +196,7 @@ def compile_graph(gm, example_inputs=None, described=None):
         program = _program(desc, "kn_", dev)
         stage = "cc/load"
         cg = _finish(program, constants, single, dev, t0)
-        cg.fresh = _fresh_outputs(gm)
+        cg.fresh, cg.fresh_of_input = _fresh_outputs(gm)
     except (fx_bridge.Unsupported, _C.Unsupported) as e:
         cg = EagerGraph(gm, str(e), _count_ops(gm))
     except (_C.CompilerError, errors.UserError) as e:

@@ -32,6 +32,7 @@ class CompiledGraph:
         # its epilogue's metadata write into an input (`a.squeeze_()`) would
         # re-shape an output that is the input's alias (`a.detach()`)
         self.fresh = ()
+        self.fresh_of_input = False   # some fresh output is a view of an input
 
     def run(self, *args):
         if self.constants:
@@ -44,7 +45,7 @@ class CompiledGraph:
         else:
             out = self.program(*args)
         if self.fresh:
-            out = self._distinct(out, args)
+            out = self._distinct(out, args if self.fresh_of_input else ())
         return out[0] if self.single else out
 
     def _distinct(self, out, args):
@@ -76,10 +77,11 @@ class EagerGraph:
 
 
 def _fresh_outputs(gm):
-    """The output positions of gm that name a tensor node no earlier
-    position names and that is not an input (CompiledGraph.fresh); () when
-    no output can be the object of another or of an input: fewer than two,
-    none a view of an input."""
+    """(positions, of_input): the output positions of gm that name a tensor
+    node no earlier position names and that is not an input
+    (CompiledGraph.fresh), () when no output can be the object of another or
+    of an input (fewer than two, none a view of an input); and whether one
+    is a view of an input (only then are the inputs' objects compared)."""
     from .captured import _root
     out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -89,7 +91,7 @@ def _fresh_outputs(gm):
             fresh.append(k)
             seen.add(n)
             of_input = of_input or _root(n).op == "placeholder"
-    return frozenset(fresh) if len(fresh) > 1 or of_input else ()
+    return (frozenset(fresh) if len(fresh) > 1 or of_input else ()), of_input
 
 
 class _Flat:
