@@ -154,6 +154,22 @@ entry_valid(const char *so, const char *ok)
     return good;
 }
 
+/* Whether the compiler's stderr at path reports a crash of the compiler
+   itself (gcc's "internal compiler error", clang's "PLEASE submit a bug
+   report"): its bug, not the source's, worked around by building again at
+   -O1 (gcc 12's SLP vectoriser crashes on some reductions). */
+static int
+compiler_crashed(const char *path)
+{
+    size_t n;
+    char *text = read_file(path, &n);
+    if (text == NULL)
+        return 0;
+    int crashed = strstr(text, "internal compiler error") != NULL || strstr(text, "PLEASE submit a bug report") != NULL;
+    free(text);
+    return crashed;
+}
+
 static double
 mono_s(void)
 {
@@ -403,9 +419,12 @@ kn_py_build(PyObject *self, PyObject *args)
         goto done;
     }
     snprintf(errs[nu], 4300, "%s/%s.link.%ld.err", dir, key, pid);
+    int retried = 0;
+build:
     /* argv: cc words, flags, -c src -o obj  (or, for a single unit, -shared
        straight to the library) */
     for (Py_ssize_t i = 0; i < nu; i++) {
+        free(argvs[i]);
         argvs[i] = calloc((size_t)(nccw + nfl + 8), sizeof(char *));
         if (argvs[i] == NULL) {
             PyErr_NoMemory();
@@ -486,6 +505,13 @@ kn_py_build(PyObject *self, PyObject *args)
                  timeout, failed_at - 1 < nu ? srcs[failed_at - 1] : "the link step");
         PyErr_SetString(kn_compiler_error_type(), msg);
         goto done;
+    }
+    if (failed_at && !retried && nfl < 64 && compiler_crashed(errs[failed_at - 1])) {
+        /* the compiler crashed: once more, optimising less (a later -O wins) */
+        fl[nfl++] = "-O1";
+        retried = 1;
+        rc = 0;
+        goto build;
     }
     if (failed_at) {
         size_t en = 0;

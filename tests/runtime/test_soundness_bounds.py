@@ -305,6 +305,30 @@ def test_a_failing_compiler_leaves_no_temporaries(tmp_path):
     assert _leftovers(cache) == []
 
 
+def test_a_compiler_that_crashes_is_retried_optimising_less(tmp_path):
+    # gcc 12 crashed in its SLP vectoriser on `a.expand(2, 4).amax()` over
+    # int32 (fuzzer 1803404): a crash of the compiler is its bug, so the unit
+    # is built again at -O1 instead of the graph running eagerly.  This
+    # compiler crashes unless the last -O it is given is -O1.
+    log = tmp_path / "calls"
+    cc = _fake_cc(tmp_path, f"""\
+        o=""; for a in "$@"; do case "$a" in -O*) o="$a";; esac; done
+        echo "$o" >> {log}
+        if [ "$o" != -O1 ]; then echo "x.c:1: internal compiler error: Segmentation fault" >&2; exit 1; fi
+        exec cc "$@"
+        """)
+    cache = str(tmp_path / "cache")
+    so, cached = _C.build(["int kn_x = 7;"], cache, cc, "-O3 -fPIC", "salt-ice", 1, 60.0)
+    assert os.path.exists(so) and not cached
+    assert log.read_text().split() == ["-O3", "-O1"]
+    # the same through several units (compiled apart, then linked)
+    log.write_text("")
+    so, _ = _C.build(["int kn_a;", "int kn_b;", "int kn_c;"], cache, cc, "-O2 -fPIC", "salt-ice", 2, 60.0)
+    assert os.path.exists(so)
+    assert "-O1" in log.read_text().split()
+    assert [f for f in _leftovers(cache) if not f.endswith((".so", ".ok"))] == []
+
+
 def test_a_full_disk_leaves_no_partial_files(tmp_path):
     # RLIMIT_FSIZE makes writes past 4 KiB fail as a full disk does (EFBIG)
     cache = str(tmp_path / "cache")
