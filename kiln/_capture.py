@@ -332,7 +332,7 @@ def warn(message):
 # what the frame still needs (kiln/_liveness.py) and how a call is recorded
 # (kiln/_calls.py): the C core reads these names from this module
 from ._calls import _classify, classify  # noqa: E402,F401
-from ._liveness import dead_locals, private_cells  # noqa: E402,F401
+from ._liveness import dead_cells, dead_locals, private_cells  # noqa: E402,F401
 
 
 # ---------------------------------------------------------------- paths never recorded

@@ -17,6 +17,8 @@ import types
 _NO_FALLTHROUGH = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
                    "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP", "JUMP_NO_INTERRUPT"}
 _READS_LOCAL = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST", "MAKE_CELL"}
+# (3.11+: a cell's opcode argument is its localsplus index, as a local's is)
+_READS_CELL = {"LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF", "DELETE_DEREF"}
 _JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
 # names through which code can see a frame's locals other than by LOAD_FAST
 _INTROSPECTION = {"locals", "vars", "dir", "eval", "exec", "breakpoint", "_getframe", "currentframe", "f_locals",
@@ -38,8 +40,8 @@ def _introspects(ins):
 
 @functools.lru_cache(maxsize=256)
 def _live_in(code):
-    """Per instruction (code units) the plain locals (localsplus indices) that
-    may be read before being stored again, from there on; None when the code
+    """Per instruction (code units) the locals and cells (localsplus indices)
+    that may be read before being stored again, from there on; None when the code
     could see its locals some other way (then every local counts as live)."""
     ins = list(dis.get_instructions(code))
     if _introspects(ins):
@@ -57,8 +59,9 @@ def _live_in(code):
         for k, x in enumerate(ins):
             if ent.start <= x.offset < ent.end:
                 succ[k].append(at[ent.target])
-    gen = [frozenset((x.arg,)) if x.opname in _READS_LOCAL else frozenset() for x in ins]
-    kill = [x.arg if x.opname == "STORE_FAST" else -1 for x in ins]
+    gen = [frozenset((x.arg,)) if x.opname in _READS_LOCAL or x.opname in _READS_CELL else frozenset()
+           for x in ins]
+    kill = [x.arg if x.opname in ("STORE_FAST", "STORE_DEREF") else -1 for x in ins]
     live = [frozenset()] * len(ins)
     changed = True
     while changed:
@@ -110,3 +113,14 @@ def private_cells(code):
         if _closed_only_by_comprehensions(code, c):
             out.append(names.index(c) if c in names else code.co_nlocals + extra.index(c))
     return tuple(out)
+
+
+def dead_cells(code, offset):
+    """The code's private cells (private_cells) that no instruction from
+    offset (code units) on reads, so nothing can: at a graph break the frame
+    need not be given their new values (an output kept only for them would
+    join the graph's autograd node, fuzzer 1802971)."""
+    live = _live_in(code)
+    if live is None or offset not in live:
+        return ()
+    return tuple(i for i in private_cells(code) if i not in live[offset])

@@ -296,6 +296,7 @@ typedef struct {
     PyObject *tensor_unsupported;   /* (tensor or tuple) -> reason str or None */
     PyObject *dead_locals;       /* (code, offset) -> locals nothing from offset on reads */
     PyObject *private_cells;     /* (code) -> its cells nothing reads after it returns */
+    PyObject *dead_cells;        /* (code, offset) -> private cells nothing from offset on reads */
 } kn_capture_env;
 
 extern kn_capture_env kn_cenv;

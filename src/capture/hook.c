@@ -989,6 +989,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(tensor_unsupported, "tensor_unsupported");
     GET(dead_locals, "dead_locals");
     GET(private_cells, "private_cells");
+    GET(dead_cells, "dead_cells");
     Py_XSETREF(kn_cenv.dump_guards, PyObject_GetAttrString(mod, "dump_guards"));
     if (kn_cenv.dump_guards == Py_None)
         Py_CLEAR(kn_cenv.dump_guards);

@@ -412,7 +412,7 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
 {
     emitter e = {0};
     kn_seg *seg = NULL;
-    char *skip = NULL;
+    char *skip = NULL, *cskip = NULL;
     e.consts = PyList_New(0);
     e.outs = PyList_New(0);
     if (e.consts == NULL || e.outs == NULL)
@@ -426,7 +426,10 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
     } else {
         PyObject *at = PyLong_FromLong(term_off);
         skip = at ? slot_flags(fr, kn_cenv.dead_locals, at) : NULL;
+        cskip = at && skip ? slot_flags(fr, kn_cenv.dead_cells, at) : NULL;
         Py_XDECREF(at);
+        if (cskip == NULL)
+            goto error;
     }
     if (skip == NULL)
         goto error;
@@ -446,13 +449,19 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
             if (emit(&e, KN_P_GLOBAL, (int)PyList_GET_SIZE(e.consts)) < 0 || PyList_Append(e.consts, ef->name) < 0)
                 goto error;
             break;
-        case E_CELL:
-            if (term == KN_T_RETURN && ef->a->src >= 0 && r->srcs[ef->a->src].kind == KN_SRC_LOCAL &&
-                r->srcs[ef->a->src].idx < fr->nlocals && skip[r->srcs[ef->a->src].idx])
+        case E_CELL: {
+            int own = ef->a->src >= 0 && r->srcs[ef->a->src].kind == KN_SRC_LOCAL &&
+                      r->srcs[ef->a->src].idx < fr->nlocals;
+            if (own && term == KN_T_RETURN && skip[r->srcs[ef->a->src].idx])
                 break;   /* the frame's own cell, unreadable once it returned */
-            if (emit(&e, KN_P_SRC, ef->a->src) < 0 || emit_val(r, &e, ef->b) < 0 || emit(&e, KN_P_CELLSET, 0) < 0)
+            /* a cell nothing reads from the break on is cleared (were the
+             * analysis wrong, a read raises NameError, not a stale value) */
+            int dead = own && term != KN_T_RETURN && cskip[r->srcs[ef->a->src].idx];
+            if (emit(&e, KN_P_SRC, ef->a->src) < 0 || (dead ? emit(&e, KN_P_NULL, 0) : emit_val(r, &e, ef->b)) < 0 ||
+                emit(&e, KN_P_CELLSET, 0) < 0)
                 goto error;
             break;
+        }
         default:
             break;
         }
@@ -605,9 +614,11 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
     }
     Py_XDECREF(e.outs);
     PyMem_Free(skip);
+    PyMem_Free(cskip);
     return seg;
 error:
     PyMem_Free(skip);
+    PyMem_Free(cskip);
     PyMem_Free(e.ops);
     Py_XDECREF(e.consts);
     Py_XDECREF(e.outs);

@@ -63,7 +63,17 @@ def dead_cell_at_return(x, y):
     return t3 * P + t3
 
 
-@pytest.mark.parametrize("fn", [dead_local_at_break, dead_cell_at_return])
+def dead_cell_at_break(x, y):
+    t0 = x + y    # a cell (3.11), dead from the break on (fuzzer 1802971)
+    t2 = sum([t0 * i for i in range(3)])
+    with torch.no_grad():
+        t3 = t2 * 2
+    t6 = t3 * P
+    s = sorted([t6 + 3, t6], key=lambda u: float(u.sum()))
+    return s[0] - s[-1] + t6
+
+
+@pytest.mark.parametrize("fn", [dead_local_at_break, dead_cell_at_return, dead_cell_at_break])
 def test_dead_value_gives_no_gradient(fn):
     _check(fn)
 
@@ -109,6 +119,13 @@ def escaping_closure(x, y):
     return get() * P
 
 
+def cell_read_after_break(x, y):
+    t0 = x + y
+    t2 = sum([t0 * i for i in range(3)])
+    print("b")
+    return sum([t0 * i for i in range(2)]) + t2 * P
+
+
 def dead_then_reassigned(x, y):
     t = x + y
     print("b")
@@ -118,7 +135,7 @@ def dead_then_reassigned(x, y):
 
 
 @pytest.mark.parametrize("fn", [live_across_loop, live_after_data_branch, live_in_handler, live_through_locals,
-                                escaping_closure, dead_then_reassigned])
+                                escaping_closure, cell_read_after_break, dead_then_reassigned])
 @pytest.mark.parametrize("backend", ["kiln", "eager"])
 def test_live_values_are_kept(fn, backend):
     _check(fn, backend)
