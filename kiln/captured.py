@@ -20,11 +20,26 @@ _VIEW_METHODS = {"unfold", "view", "reshape", "transpose", "t", "permute", "sele
 _VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}   # views of their tensor, captured as getattr
 
 
+# methods that return their tensor itself when there is nothing to change
+# (x.to(x.dtype), x.type_as(x), x.float() of a float tensor, x.cpu() on the CPU)
+_MAY_RETURN_SELF = {"to", "type", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short", "char",
+                    "byte", "bool", "cfloat", "cdouble", "cpu", "cuda", "to_dense", "coalesce", "rename",
+                    "refine_names", "align_as", "align_to"}
+
+
 def _views_arg(n):
     """Does captured node n return a view of its first argument (a view
-    method, or a view attribute such as x.mT)?"""
+    method, a view attribute such as x.mT, or a method that returned its
+    tensor itself: the example values share storage; without them, yes)?"""
     name = _target_name(n)
-    return name in _VIEW_METHODS or (n.target is getattr and len(n.args) == 2 and n.args[1] in _VIEW_ATTRS)
+    if name in _VIEW_METHODS or (n.target is getattr and len(n.args) == 2 and n.args[1] in _VIEW_ATTRS):
+        return True
+    if name in _MAY_RETURN_SELF and n.args and isinstance(n.args[0], torch.fx.Node):
+        v, a = n.meta.get("example_value"), n.args[0].meta.get("example_value")
+        if not (isinstance(v, torch.Tensor) and isinstance(a, torch.Tensor)):
+            return True
+        return _storage(v) == _storage(a)
+    return False
 
 
 def _target_name(n):

@@ -555,8 +555,15 @@ def _setitem(a, b):
     return a + b
 
 
+def _type_as_select_mul(a):
+    v = a.type_as(a)     # the tensor itself (same dtype): a write through it writes `a`
+    v[0].mul_(3)
+    return a.float() * 2
+
+
 OVERLAPPING_WRITES = [
     ("select-add_", _sel_add, lambda: [torch.randn(1, 4).expand(5, 4)]),
+    ("type_as-mul_", _type_as_select_mul, lambda: [torch.randn(1, 4).expand(2, 4)]),   # fuzzer 1902698
     ("getitem-iadd", _item_iadd, lambda: [torch.randn(4, 1).expand(4, 3).t()]),
     ("setitem", _setitem, lambda: [torch.randn(1, 4).expand(3, 4), torch.randn(4)]),
 ]
