@@ -12,7 +12,7 @@
  *   lowered_ops() -> list[str]                      ATen ops lowered in C (graph/ops.def)
  *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref[, reorder, linear])
  *   set_linear_mode(-1 | 0 | 1)                     how linear layers choose oneDNN or ATen
- *   Library(path), Program, CompilerError, ToolchainMissing, InternalError,
+ *   Library(path), Program, CompilerError, ToolchainMissing, CompilerTimeout, InternalError,
  *   Unsupported (src/error.h)
  *   DTYPES                                          dtype names in code order (kiln.h:
  *                                                   KN_DTYPES; kiln/fx_bridge.py reads it)
@@ -34,6 +34,7 @@ ctx_free(kn_ctx *c)
 }
 
 PyObject *kn_py_index_expr(PyObject *self, PyObject *spec);   /* compile/index_hook.c */
+PyObject *kn_py_test_fault(PyObject *self, PyObject *name);   /* compile/index_hook.c */
 
 static PyObject *
 py_compile(PyObject *self, PyObject *args)
@@ -128,6 +129,9 @@ static PyMethodDef methods[] = {
     {"nvrtc_compile", kn_py_nvrtc_compile, METH_VARARGS,
      "nvrtc_compile(source, arch, nvrtc_path=None) -> (cubin, log): compile CUDA C with NVRTC alone."},
     {"lowered_ops", py_lowered_ops, METH_NOARGS, "Names of the ATen ops kiln lowers itself."},
+    {"test_fault", kn_py_test_fault, METH_O,
+     "test_fault(name or None): break code generation on purpose (a test hook): 'bad_expr' makes every "
+     "rendered addition an invalid C expression; None restores it."},
     {"index_expr", kn_py_index_expr, METH_O,
      "index_expr(spec) -> str: expr.c's canonical form of a nested-tuple index expression (a test hook)."},
     {"set_runtime", kn_py_set_runtime, METH_VARARGS, "Hand the C runtime torch's allocation functions."},
@@ -175,12 +179,13 @@ PyInit__C(void)
     if (m == NULL)
         return NULL;
     PyObject *ce = kn_compiler_error_type(), *ie = kn_internal_error_type(), *ue = kn_unsupported_type();
-    PyObject *tm = kn_toolchain_missing_type();
+    PyObject *tm = kn_toolchain_missing_type(), *ct = kn_compiler_timeout_type();
     PyObject *dts = dtype_names();
     int bad = dts == NULL || PyModule_AddObjectRef(m, "DTYPES", dts) < 0;
     Py_XDECREF(dts);
     if (bad || ce == NULL || ie == NULL || ue == NULL || tm == NULL || PyModule_AddObjectRef(m, "CompilerError", ce) < 0 ||
-        PyModule_AddObjectRef(m, "ToolchainMissing", tm) < 0 ||
+        ct == NULL || PyModule_AddObjectRef(m, "ToolchainMissing", tm) < 0 ||
+        PyModule_AddObjectRef(m, "CompilerTimeout", ct) < 0 ||
         PyModule_AddObjectRef(m, "InternalError", ie) < 0 || PyModule_AddObjectRef(m, "Unsupported", ue) < 0 ||
         PyModule_AddObjectRef(m, "Library", (PyObject *)&kn_LibraryType) < 0 ||
         PyModule_AddObjectRef(m, "Program", (PyObject *)&kn_ProgramType) < 0 ||

@@ -213,7 +213,7 @@ gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
     kn_expr *ix = kn_store_index(g->c, g->k, b);
     if (body == NULL || ix == NULL)
         return -1;
-    kn_str v = kn_cg_value(g, body);
+    kn_str v = kn_cg_value(g, outer_only ? body : kn_cg_stored(body, b->dt));
     if (outer_only) {
         kn_dtype rdt = kn_dtype_compute(b->dt);
         kn_cg_ind(g);

@@ -97,7 +97,7 @@ gen_pointwise(kn_gen *g, kn_buf *b)
     kn_expr *body, *ix;
     if (member_value(g, b, &body, &ix) < 0)
         return -1;
-    kn_str v = kn_cg_value(g, body);
+    kn_str v = kn_cg_value(g, kn_cg_stored(body, b->dt));
     kn_cg_store(g, b, ix, v.p);
     kn_str_free(&v);
     return 0;
@@ -168,11 +168,11 @@ accumulate(kn_gen *g, const kn_buf *b, const char *v, const char *pos)
 /* The combine of reduction b's partial results a<id> (m<id> for arg
    reductions) across the G threads of a row, leaving r<id> in every one of
    them, and its store by the row's first thread. */
+static int group_finish(kn_gen *g, kn_buf *b);
+
 static int
 group_combine(kn_gen *g, kn_buf *b, int G)
 {
-    kn_ctx *c = g->c;
-    const kn_kernel *k = g->k;
     int id = b->id, arg = b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN;
     const char *at = acc_type(b);
     if (G > 1) {
@@ -224,6 +224,17 @@ group_combine(kn_gen *g, kn_buf *b, int G)
             kn_str_printf(g->s, "__syncthreads();\n");
         }
     }
+    return group_finish(g, b);
+}
+
+/* r<id> of reduction b from its combined a<id>, and its store by the row's
+   first thread. */
+static int
+group_finish(kn_gen *g, kn_buf *b)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    int id = b->id, arg = b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN;
     kn_dtype rdt = kn_dtype_compute(b->dt);
     kn_cg_ind(g);
     kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", kn_dtype_cctype[rdt], id, kn_dtype_cctype[rdt], id);
@@ -715,7 +726,7 @@ gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
                 rc = -1;
                 break;
             }
-            val[j] = kn_cg_value(g, bj);
+            val[j] = kn_cg_value(g, kn_cg_stored(bj, b->dt));
         }
         if (rc > 0 && contiguous(&v, six[m])) {
             const char *st = kn_cg_storage(g, b->dt);
@@ -1016,7 +1027,7 @@ gen_regs_pointwise(kn_gen *g, rowplan *p, int m)
         kn_expr *e = l ? at_lane(&p->v, p->body[m], l) : p->body[m];
         if (e == NULL)
             return -1;
-        kn_str v = kn_cg_value(g, e), t = {0};
+        kn_str v = kn_cg_value(g, kn_cg_stored(e, b->dt)), t = {0};
         kn_cg_to_storage(g, &t, b->dt, v.p);
         kn_cg_ind(g);
         kn_str_printf(g->s, "sv.v[%d] = %s;\n", l, t.p);
@@ -1048,28 +1059,102 @@ gen_regs_pointwise(kn_gen *g, rowplan *p, int m)
     return p->own[m] ? add_lanes(g, &p->v, p->own[m], arr) : 0;
 }
 
+static uint32_t dep_stamp = 11u << 28;
+
+/* Does e read buffer id? */
 static int
-gen_regs_reduction(kn_gen *g, rowplan *p, int m)
+reads_buf(kn_expr *e, int id, uint32_t stamp)
 {
-    kn_buf *b = g->c->bufs[g->k->members[m]];
-    kn_expr *hb = kn_member_body(g->c, g->k, b);
-    if (hb == NULL)
-        return -1;
-    kn_cg_hoist(g, hb);
-    declare_acc(g, b);
+    if (e->visit == stamp)
+        return 0;
+    e->visit = stamp;
+    if (e->op == KN_S_LOAD && (int)e->i == id)
+        return 1;
+    for (int j = 0; j < e->n; j++)
+        if (reads_buf(e->a[j], id, stamp))
+            return 1;
+    return 0;
+}
+
+/* How many reduction members from m on form one pass: consecutive, none
+   reading another's result (a mean's centred sum and sum of squares). */
+static int
+reduction_run(kn_gen *g, rowplan *p, int m)
+{
+    const kn_kernel *k = g->k;
+    int n = 1;
+    while (m + n < k->nmembers && n < 4) {
+        kn_buf *b = g->c->bufs[k->members[m + n]];
+        if (b->kind != KN_B_REDUCTION)
+            break;
+        int dep = 0;
+        for (int q = m; q < m + n && !dep; q++)
+            dep = reads_buf(p->body[m + n], k->members[q], ++dep_stamp);
+        if (dep)
+            break;
+        n++;
+    }
+    return n;
+}
+
+/* Reduction members m .. m+n-1 (reduction_run) in one pass over the row's
+   registers; within a warp their shuffles interleave, so the combines'
+   latencies overlap instead of adding up. */
+static int
+gen_regs_reductions(kn_gen *g, rowplan *p, int m, int n)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    for (int q = m; q < m + n; q++) {
+        kn_buf *b = c->bufs[k->members[q]];
+        kn_expr *hb = kn_member_body(c, k, b);
+        if (hb == NULL)
+            return -1;
+        kn_cg_hoist(g, hb);
+        declare_acc(g, b);
+    }
     open_chunks(g, p);
     for (int l = 0; l < p->vw; l++) {
-        kn_expr *e = l ? at_lane(&p->v, p->body[m], l) : p->body[m];
-        if (e == NULL)
-            return -1;
-        kn_str v = kn_cg_value(g, e);
-        char pos[48];
-        snprintf(pos, sizeof pos, "v%d + %d", KN_VAR_I(1), l);
-        accumulate(g, b, v.p, pos);
-        kn_str_free(&v);
+        for (int q = m; q < m + n; q++) {
+            kn_expr *e = l ? at_lane(&p->v, p->body[q], l) : p->body[q];
+            if (e == NULL)
+                return -1;
+            kn_str v = kn_cg_value(g, e);
+            char pos[48];
+            snprintf(pos, sizeof pos, "v%d + %d", KN_VAR_I(1), l);
+            accumulate(g, c->bufs[k->members[q]], v.p, pos);
+            kn_str_free(&v);
+        }
     }
     close_chunks(g);
-    return group_combine(g, b, p->G);
+    int plain = p->G > 1 && p->G <= 32;
+    for (int q = m; q < m + n && plain; q++) {
+        kn_buf *b = c->bufs[k->members[q]];
+        plain = b->rop != KN_R_ARGMAX && b->rop != KN_R_ARGMIN;
+    }
+    if (n == 1 || !plain) {
+        for (int q = m; q < m + n; q++)
+            if (group_combine(g, c->bufs[k->members[q]], p->G) < 0)
+                return -1;
+        return 0;
+    }
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "for (int o = %d; o > 0; o >>= 1) {", p->G / 2);
+    for (int q = m; q < m + n; q++) {
+        kn_buf *b = c->bufs[k->members[q]];
+        char an[32], sh[64];
+        snprintf(an, sizeof an, "a%d", b->id);
+        snprintf(sh, sizeof sh, "kn_shfl(a%d, o)", b->id);
+        kn_str cv = {0};
+        combine(&cv, b, an, sh);
+        kn_str_printf(g->s, " a%d = %s;", b->id, cv.p);
+        kn_str_free(&cv);
+    }
+    kn_str_printf(g->s, " }\n");
+    for (int q = m; q < m + n; q++)
+        if (group_finish(g, c->bufs[k->members[q]]) < 0)
+            return -1;
+    return 0;
 }
 
 static int
@@ -1118,9 +1203,11 @@ gen_rows_regs(kn_gen *g, rowplan *p, int64_t outer_n, int64_t inner_n)
     for (int m = 0; m < k->nmembers; m++) {
         kn_buf *b = c->bufs[k->members[m]];
         int rc;
-        if (b->kind == KN_B_REDUCTION)
-            rc = gen_regs_reduction(g, p, m);
-        else if (kn_cg_is_outer_member(k, b))
+        if (b->kind == KN_B_REDUCTION) {
+            int n = reduction_run(g, p, m);
+            rc = gen_regs_reductions(g, p, m, n);
+            m += n - 1;
+        } else if (kn_cg_is_outer_member(k, b))
             rc = gen_outer_member(g, b);
         else
             rc = gen_regs_pointwise(g, p, m);

@@ -301,6 +301,8 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         for (int j = 0; j < 3; j++)
             txt[j] = args[j].p ? args[j].p : "0";
         expand(&rhs, kn_sops[e->op].tmpl, txt, adt);
+        if (kn_fault_bad_expr && e->op == KN_S_ADD)   /* kiln._C.test_fault("bad_expr") */
+            kn_str_printf(&rhs, " +* kn_broken_on_purpose(");
         for (int j = 0; j < 3; j++)
             kn_str_free(&args[j]);
     }
@@ -396,6 +398,15 @@ const char *
 kn_cg_storage(kn_gen *g, kn_dtype dt)
 {
     return g->t->storage[dt] ? g->t->storage[dt] : kn_dtype_ctype[dt];
+}
+
+/* What a store into dtype dt needs of value e: a value rounded through dt
+   (kn_round) is its operand, since the store's conversion rounds the same
+   way (rounding twice to bfloat16 or half is rounding once). */
+kn_expr *
+kn_cg_stored(kn_expr *e, kn_dtype dt)
+{
+    return e->op == KN_S_CAST && e->i == (int64_t)dt && (dt == KN_F16 || dt == KN_BF16) && e->n == 1 ? e->a[0] : e;
 }
 
 /* The text of compute value `val` converted to storage dtype dt. */

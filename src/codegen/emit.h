@@ -68,6 +68,8 @@ void kn_cg_hoist(kn_gen *g, kn_expr *e);
 void kn_cg_store(kn_gen *g, kn_buf *b, kn_expr *ix, const char *val);
 const char *kn_cg_storage(kn_gen *g, kn_dtype dt);   /* buffer element type */
 void kn_cg_to_storage(kn_gen *g, kn_str *out, kn_dtype dt, const char *val);
+kn_expr *kn_cg_stored(kn_expr *e, kn_dtype dt);
+extern int kn_fault_bad_expr;   /* kiln._C.test_fault (compile/index_hook.c) */
 void kn_cg_open_loops(kn_gen *g, int n, const int64_t *ext, int var0, int simd_last, const char *clause);
 void kn_cg_close_loops(kn_gen *g, int n);
 const char *kn_cg_acc_init(kn_rop r, kn_dtype acc, int *is_float);

@@ -1,5 +1,7 @@
-/* index_hook.c — kiln._C.index_expr: the index algebra of expr.c, callable
- * from the tests (tests/compile/test_index_algebra.py).
+/* index_hook.c — test hooks: kiln._C.index_expr, the index algebra of
+ * expr.c callable from the tests (tests/compile/test_index_algebra.py), and
+ * kiln._C.test_fault, a deliberately broken code generator (the failure
+ * taxonomy's tests, tests/compile/test_backend.py).
  *
  * Consumes: an index expression as nested tuples:
  *   ("v", n, extent)   loop variable n (printed p<n>; 0 <= value < extent)
@@ -92,4 +94,26 @@ kn_py_index_expr(PyObject *self, PyObject *spec)
     free(c.table);
     kn_arena_free(&c.arena);
     return out;
+}
+
+/* kiln._C.test_fault(name): "bad_expr" sets kn_fault_bad_expr (emit.c then
+   renders every addition as an invalid C expression); None clears it. */
+int kn_fault_bad_expr;
+
+PyObject *
+kn_py_test_fault(PyObject *self, PyObject *name)
+{
+    (void)self;
+    if (name == Py_None) {
+        kn_fault_bad_expr = 0;
+        Py_RETURN_NONE;
+    }
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (s == NULL || strcmp(s, "bad_expr") != 0) {
+        if (!PyErr_Occurred() || s != NULL)
+            PyErr_SetString(PyExc_ValueError, "kiln: test_fault takes 'bad_expr' or None");
+        return NULL;
+    }
+    kn_fault_bad_expr = 1;
+    Py_RETURN_NONE;
 }

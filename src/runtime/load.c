@@ -254,15 +254,16 @@ run_parallel(char ***argvs, char **errpaths, int n, double timeout, int *timed_o
     return failed;
 }
 
-static PyObject *CompilerError, *ToolchainMissing;
+static PyObject *CompilerError, *ToolchainMissing, *CompilerTimeout;
 
 PyObject *
 kn_compiler_error_type(void)
 {
     if (CompilerError == NULL)
         CompilerError = PyErr_NewExceptionWithDoc("kiln._C.CompilerError",
-                                                  "The system C compiler failed on generated code (or ran past "
-                                                  "kiln.config.cc_timeout); ToolchainMissing: there is none.",
+                                                  "The system C compiler failed on generated code; its subclasses: "
+                                                  "CompilerTimeout (ran past kiln.config.cc_timeout), "
+                                                  "ToolchainMissing (there is none).",
                                                   PyExc_RuntimeError, NULL);
     return CompilerError;
 }
@@ -278,6 +279,20 @@ kn_toolchain_missing_type(void)
         ToolchainMissing = PyErr_NewExceptionWithDoc("kiln._C.ToolchainMissing",
                                                      "No C compiler is configured, or it cannot be run.", base, NULL);
     return ToolchainMissing;
+}
+
+/* kiln._C.CompilerTimeout, a CompilerError: the compiler ran past
+   kiln.config.cc_timeout and was stopped (a slow or hung toolchain, not
+   code the compiler rejected). */
+PyObject *
+kn_compiler_timeout_type(void)
+{
+    PyObject *base = kn_compiler_error_type();
+    if (CompilerTimeout == NULL && base != NULL)
+        CompilerTimeout = PyErr_NewExceptionWithDoc("kiln._C.CompilerTimeout",
+                                                    "The C compiler ran past kiln.config.cc_timeout and was stopped.",
+                                                    base, NULL);
+    return CompilerTimeout;
 }
 
 static void
@@ -503,7 +518,7 @@ build:
                  "kiln: the C compiler ran longer than %g s on %s and was stopped "
                  "(kiln.config.cc_timeout, KILN_CC_TIMEOUT)",
                  timeout, failed_at - 1 < nu ? srcs[failed_at - 1] : "the link step");
-        PyErr_SetString(kn_compiler_error_type(), msg);
+        PyErr_SetString(kn_compiler_timeout_type(), msg);
         goto done;
     }
     if (failed_at && !retried && nfl < 64 && compiler_crashed(errs[failed_at - 1])) {

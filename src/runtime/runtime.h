@@ -20,6 +20,7 @@ PyObject *kn_py_build(PyObject *self, PyObject *args);
    (created on first use; borrowed) */
 PyObject *kn_compiler_error_type(void);
 PyObject *kn_toolchain_missing_type(void);   /* a CompilerError: no compiler to run */
+PyObject *kn_compiler_timeout_type(void);    /* a CompilerError: the compiler was stopped after cc_timeout */
 
 /* ---------------------------------------------------------------- run.c */
 extern PyTypeObject kn_LibraryType;    /* kiln._C.Library(path): a dlopen'ed shared object */

@@ -602,3 +602,46 @@ def test_lowering_paths_agree_and_mutation_takes_functionalization(monkeypatch, 
             assert exported == [], f.__name__
         elif f is not returns_alias:
             assert exported, f.__name__
+
+
+# ------------------------------------------------- a deliberately broken lowering
+@pytest.fixture
+def broken_codegen():
+    _C.test_fault("bad_expr")   # every addition kiln renders becomes invalid C
+    kiln.reset()
+    yield
+    _C.test_fault(None)
+    kiln.reset()
+
+
+def test_broken_lowering_is_an_internal_error_naming_graph_and_stage_under_debug(broken_codegen, monkeypatch):
+    """Generated C the compiler rejects is kiln's bug, not the user's: under
+    KILN_DEBUG it raises kiln's InternalError saying which graph and which
+    stage."""
+    monkeypatch.setattr(config, "debug", True)
+    x = torch.randn(8, 5)
+    with pytest.raises(errors.InternalError) as e:
+        kiln.compile(lambda a: a * 2 + 1)(x)
+    msg = str(e.value)
+    assert "an ATen graph of" in msg and "stage cc/load" in msg and "rejected kiln's code" in msg, msg
+    assert "kn_broken_on_purpose" in msg   # the compiler's own message comes with it
+
+
+def test_broken_lowering_warns_once_and_runs_eagerly_without_debug(broken_codegen, monkeypatch):
+    monkeypatch.setattr(config, "debug", False)
+    errors.forget_warnings()
+    f = lambda a, b: (a + b).sin() * 3 + 1  # noqa: E731
+    cf = kiln.compile(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            a, b = torch.randn(6, 7), torch.randn(6, 7)
+            torch.testing.assert_close(cf(a, b), f(a, b))
+    internal = [w for w in caught if "kiln internal error" in str(w.message)]
+    assert len(internal) == 1, [str(w.message)[:200] for w in caught]
+    assert "rejected kiln's code" in str(internal[0].message)
+
+
+def test_a_compiler_past_its_time_limit_is_no_internal_error():
+    assert issubclass(_C.CompilerTimeout, _C.CompilerError)
+    assert not issubclass(_C.CompilerTimeout, errors.InternalError)

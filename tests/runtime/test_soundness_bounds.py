@@ -208,6 +208,9 @@ def test_row_kernel_with_an_embedding_checks_indices_on_the_cuda_emulator(emulat
 
 
 def test_cuda_kernels_that_check_indices_take_the_error_record_and_compile():
+    codegen = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "codegen")
+    if codegen not in sys.path:   # (also when tests/codegen is not collected in this run)
+        sys.path.insert(0, codegen)
     from test_cuda_codegen import NVRTC, nvrtc, render
     if NVRTC is None:
         pytest.skip("NVRTC not found (pip install nvidia-cuda-nvrtc)")
