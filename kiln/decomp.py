@@ -20,6 +20,9 @@ _KEEP = {
     aten.index_add.default, aten.index_add_.default, aten.index_copy.default, aten.index_copy_.default,
     aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, aten.index_fill_.int_Scalar,
     aten.index_fill_.int_Tensor,
+    # lowered whole (lower_reduce.c): ATen's CPU kernel takes the root of a
+    # float64 variance, which sqrt(var) in float32 would overflow first
+    aten.std.correction,
 }
 # Composite ops that core ATen keeps but kiln fuses better from their parts:
 # normalisations and softmax become reductions + pointwise in one kernel.
@@ -28,7 +31,7 @@ _EXTRA = [
     aten.native_group_norm.default,
     aten.logsumexp.default, aten.hardswish.default, aten.hardsigmoid.default, aten.mish.default,
     aten.elu.default, aten.silu.default, aten.softplus.default, aten.addcmul.default, aten.addcdiv.default,
-    aten.lerp.Scalar, aten.lerp.Tensor, aten.std.correction, aten.nan_to_num.default, aten.isfinite.default,
+    aten.lerp.Scalar, aten.lerp.Tensor, aten.nan_to_num.default, aten.isfinite.default,
     aten.squeeze.dims, aten.native_dropout.default, aten.rms_norm.default if hasattr(aten, "rms_norm") else None,
 ]
 

@@ -436,10 +436,11 @@ var_mean_gpu(kn_ctx *c, int ni, int param, kn_buf *x, const kn_arg *dims, int ke
     kn_expr *e1 = kn_buf_load(c, s1, idx), *nn = kn_const_f(c, cd, n);
     kn_expr *ss = kn_op2(c, KN_S_SUB, cd, kn_buf_load(c, s2, idx),
                          kn_op2(c, KN_S_DIV, cd, kn_op2(c, KN_S_MUL, cd, e1, e1), nn));
-    var->body = kn_cast(c, kn_op2(c, KN_S_DIV, cd, ss, kn_const_f(c, cd, denom > 0 ? denom : 0.0)), m->dt);
+    kn_expr *v = kn_op2(c, KN_S_DIV, cd, ss, kn_const_f(c, cd, denom > 0 ? denom : 0.0));
+    var->body = kn_cast(c, param == 2 ? kn_op1(c, KN_S_SQRT, cd, v) : v, m->dt);
     if (var->body == NULL)
         return -1;
-    if (param == 0)
+    if (param != 1)
         return kn_set_result(c, ni, var);
     const kn_meta *mo = out_meta(c, ni, 1);
     if (mo == NULL)
@@ -458,14 +459,17 @@ var_mean_gpu(kn_ctx *c, int ni, int param, kn_buf *x, const kn_arg *dims, int ke
     return kn_set_results2(c, ni, var, mean);
 }
 
-/* var.correction(x, dims, correction, keepdim) and var_mean.correction:
+/* var.correction(x, dims, correction, keepdim), var_mean.correction and
+   std.correction (param 0, 1, 2):
    two passes over the row inside one kernel: the mean, then the sum of
    squared deviations from it.  On the CPU, for float32 (and
    float16/bfloat16) the mean is summed in float64, as ATen's CPU kernel
    accumulates: n copies of one float32 add up exactly there, so a constant
    row has mean exactly x and variance exactly 0, as in eager (from a
-   float32 sum / n the deviations of a constant row are not 0).  On a GPU:
-   var_mean_gpu. */
+   float32 sum / n the deviations of a constant row are not 0), and so are
+   the squared deviations (ATen's Welford state is float64: deviations of
+   1e30 square past float32's range there without overflowing, fuzzer
+   2002176).  On a GPU: var_mean_gpu. */
 int
 kn_lower_var_mean(kn_ctx *c, int ni, int param)
 {
@@ -484,18 +488,28 @@ kn_lower_var_mean(kn_ctx *c, int ni, int param)
     if (s == NULL)
         return PyErr_Occurred() ? -1 : 0;
     double n = row_length(x, s);
-    kn_buf *mean = lazy_div(c, s, n, cd);
+    kn_buf *mean = lazy_div(c, s, n, sd);
     if (mean == NULL)
         return -1;
     mean->uses = 2;
-    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, mean, 1);
+    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, mean, 1);
     if (ss == NULL)
         return PyErr_Occurred() ? -1 : 0;
     /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
     double denom = n - correction;
-    kn_buf *var = lazy_div(c, ss, denom > 0 ? denom : 0.0, m->dt);
+    kn_buf *var = lazy_div(c, ss, denom > 0 ? denom : 0.0, param == 2 ? sd : m->dt);
     if (var == NULL)
         return -1;
+    if (param == 2) {
+        /* std: the root taken in float64 as ATen's CPU kernel takes it (a
+           variance past float32's range has a root inside it) */
+        kn_expr *idx[KN_MAXDIM];
+        kn_buf *sdv = kn_lazy_buf(c, m->dt, var->ndim, var->size, idx);
+        if (sdv == NULL)
+            return -1;
+        sdv->body = kn_cast(c, kn_op1(c, KN_S_SQRT, sd, kn_buf_load(c, var, idx)), m->dt);
+        return sdv->body ? kn_set_result(c, ni, sdv) : -1;
+    }
     if (param == 0)
         return kn_set_result(c, ni, var);
     const kn_meta *m1 = out_meta(c, ni, 1);

@@ -268,6 +268,23 @@ def test_variance_correction_beyond_the_count(mode):
     _exactly(fn, (torch.tensor([[1.0, 2.0], [3.0, 3.0]]),), mode)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_std_of_values_whose_squares_pass_float32(mode):
+    # ATen's CPU kernel keeps a float32 tensor's variance in float64 and takes
+    # its root there: deviations of 1e30 square past float32's range without
+    # overflowing (std was inf, fuzzer 2002176)
+    def fn(x):
+        return x.std(-1, keepdim=True), x.std(0, correction=0), x.var(-1) / 1e30 / 1e30
+    x = torch.randn(4, 8)
+    x[0, 3] = 1e30
+    x[2, :2] = -3e30
+    want = fn(x)
+    got = _compiled(fn, mode)(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    assert torch.isfinite(got[0]).all()
+
+
 # ---------------------------------------------------------------- decisions on a bfloat16 intermediate
 # kiln computes a float16/bfloat16 op's result in float32 and does not round
 # it between fused ops (as TorchInductor); a decision on it was taken on the
