@@ -13,20 +13,61 @@ import re
 
 from .gen import Unit
 
-TRAILER = '''
+_CONSTANTS = ("SEED", "NCALLS", "SHAPE_CALLS", "BAD_CALL", "ENTRIES", "STATE")
+_HEAD = ('if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname('
+         'os.path.abspath(__file__)), "..", "..", ".."))\n'
+         'from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)')
+_START = "    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)"
+_TAIL = 'if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH\n    run(__file__)\n'
 
-if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    import os, sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
-'''
+
+def compact(src):
+    """A program (gen.Program.render, or a committed reproducer) in the form
+    of tests/fuzz/found/: the shared helpers imported from tests.fuzz.found
+    instead of written out, make_inputs' first lines as one `start` call, the
+    constants on one line after it, `run` at the end."""
+    from .gen import HELPERS
+    src = src.replace(HELPERS, "")
+    lines = src.split("\n")
+    head, i = [], 0
+    while i < len(lines) and lines[i].startswith("#"):
+        head.append(lines[i])
+        i += 1
+    drop = {"import torch", "import torch.nn.functional as F", "import os", "import sys", "exec(HELPERS)",
+            "    g = torch.Generator().manual_seed(SEED * 1000 + call)", "    D = 4 + (call in SHAPE_CALLS)",
+            "    bad = call == BAD_CALL"}
+    values, body, skip = {}, [], False
+    for line in lines[i:]:
+        name = line.split(" = ")[0]
+        if name in _CONSTANTS and not line.startswith(" "):
+            values[name] = line.split(" = ", 1)[1]
+            continue
+        if line.startswith('if "__file__" in globals()'):
+            skip = True
+            continue
+        if skip:   # the indented line of that `if`
+            skip = False
+            if line.startswith(" "):
+                continue
+        if line in drop or line.startswith("from tests.fuzz.gen import HELPERS"):
+            continue
+        if line.startswith('if __name__ == "__main__"'):
+            break
+        body.append(line)
+        if line == "def make_inputs(call):":
+            body.append(_START)
+    text = "\n".join(body)
+    consts = "%s = %s" % (", ".join(_CONSTANTS), ", ".join(values[k] for k in _CONSTANTS))
+    text = text.replace("\n\ndef before_call(call):", "\n\n" + consts + "\n\n\ndef before_call(call):", 1)
+    while "\n\n\n\n" in text:
+        text = text.replace("\n\n\n\n", "\n\n\n")
+    return "\n".join(head) + "\n" + _HEAD + "\n" + text.strip("\n").join(["\n\n", "\n\n\n"]) + _TAIL
 
 
 def reproducer(p, entry):
     p = copy.deepcopy(p)
     p.entries = (entry,)
-    return p.render() + TRAILER
+    return compact(p.render())
 
 
 def _uses(p, name):

@@ -1,30 +1,16 @@
 # an output that overlaps itself (as_strided) keeps one of the gradients of each shared element (AOT autograd's tangent coercion)
 # found by the kiln fuzzer (tensor seed 700830): kind=tensor seed=700830
-import torch
-import torch.nn.functional as F
-
-SEED = 700830
-NCALLS = 3
-SHAPE_CALLS = ()
-BAD_CALL = -1
-ENTRIES = ('torch',)
-STATE = ()
-
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
-    D = 4 + (call in SHAPE_CALLS)
-    bad = call == BAD_CALL
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     a1 = _f(g, (4 + 1, 3, D, ), torch.float32)[1:].detach().requires_grad_()
     return [a1]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 700830, 3, (), -1, ('torch',), ()
 
 
 def before_call(call):
@@ -38,5 +24,4 @@ def f(a1):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)

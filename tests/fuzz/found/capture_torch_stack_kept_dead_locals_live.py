@@ -1,22 +1,9 @@
 # torch.stack was taken for inspect.stack: every local stayed live at the graph break, a dead one that requires grad became a graph output and gave x a zero grad where eager's is None
 # found by the kiln fuzzer (capture seed 945291): kind=capture seed=945291
-import torch
-import torch.nn.functional as F
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
-SEED = 945291
-NCALLS = 1
-SHAPE_CALLS = ()
-BAD_CALL = -1
-ENTRIES = ('kiln',)
-STATE = ()
 
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
 import dataclasses
 
 @dataclasses.dataclass
@@ -40,12 +27,13 @@ MOD = Small()
 
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
-    D = 4 + (call in SHAPE_CALLS)
-    bad = call == BAD_CALL
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     x = _f(g, (D, 4)).requires_grad_()
     c = Pair(_f(g, (D, 4)), _f(g, (4,)))
     return [x, c]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 945291, 1, (), -1, ('kiln',), ()
 
 
 def before_call(call):
@@ -64,5 +52,4 @@ def f(x, c):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)

@@ -1,29 +1,17 @@
 # F.embedding of an empty-column weight with an out-of-range id does not raise (the check ran per output element, and there were none) (issue 13)
 # found by the kiln fuzzer (tensor seed 900042, entry kiln), shrunk by hand: kind=tensor seed=900042
-import torch
-import torch.nn.functional as F
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
-SEED = 900042
-NCALLS = 2
-SHAPE_CALLS = ()
-BAD_CALL = 1
-ENTRIES = ('kiln', 'torch')
-STATE = ()
-
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
-    bad = call == BAD_CALL
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     w = torch.zeros(2, 0)
     i2 = _ix(g, (3,), 2, lo=0, bad=bad)
     return [w, i2]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 900042, 2, (), 1, ('kiln', 'torch'), ()
 
 
 def before_call(call):
@@ -37,5 +25,4 @@ def f(w, i2):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)

@@ -1,33 +1,19 @@
 # a view of a base written with a value requiring grad through another view: capture's from_tensor raised 'AssertionError: False != True'
 # found by the kiln fuzzer (tensor seed 800190, entry kiln): kind=tensor seed=800190
-import torch
-import torch.nn.functional as F
-
-SEED = 800190
-NCALLS = 3
-SHAPE_CALLS = ()
-BAD_CALL = 2
-ENTRIES = ('kiln',)
-STATE = ()
-
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
-    D = 4 + (call in SHAPE_CALLS)
-    bad = call == BAD_CALL
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     a0 = _f(g, (D + 1, 4, D, ), torch.float64)[1:].detach().requires_grad_()
     _o1 = _f(g, ((1 + 1), 4, ), torch.float32)
     a1, a2 = _o1[:-1], _o1[1:]
     i0 = _ix(g, (0,), D, lo=0, bad=bad)
     return [a0, a1, a2, i0]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 800190, 3, (), 2, ('kiln',), ()
 
 
 def before_call(call):
@@ -44,5 +30,4 @@ def f(a0, a1, a2, i0):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)

@@ -1,34 +1,20 @@
 # a global written in place before an out-of-range index raised: the write was lost (the compiled graph raised before AOT's write-back)
 # found by the kiln fuzzer (tensor seed 701461, entry kiln): kind=tensor seed=701461
-import torch
-import torch.nn.functional as F
-
-SEED = 701461
-NCALLS = 4
-SHAPE_CALLS = ()
-BAD_CALL = 3
-ENTRIES = ('kiln',)
-STATE = ('W0',)
-
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
 
 W0 = torch.linspace(-1, 1, 3)
 
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
-    D = 4 + (call in SHAPE_CALLS)
-    bad = call == BAD_CALL
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     i0 = _ix(g, (2,), 3, lo=0)
     i1 = _ix(g, (2,), 2, lo=0, bad=bad)
     return [i0, i1]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 701461, 4, (), 3, ('kiln',), ('W0',)
 
 
 def before_call(call):
@@ -42,5 +28,4 @@ def f(i0, i1):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)

@@ -1,31 +1,18 @@
 # a graph that runs as captured (symbolic sizes, a view of a written input returned) and raises was run a second time: its writes made twice, another error (issue 13)
 # found by the kiln fuzzer (tensor seed 903012, entry torch), shrunk by hand: kind=tensor seed=903012
-import torch
-import torch.nn.functional as F
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
-SEED = 903012
-NCALLS = 4
-SHAPE_CALLS = (3,)
-BAD_CALL = 3
-ENTRIES = ('torch',)
-STATE = ()
-
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
-    D = 4 + (call in SHAPE_CALLS)
-    bad = call == BAD_CALL
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     i0 = _ix(g, (3,), D, lo=0)
     i1 = _ix(g, (3,), 3, lo=0)
     i2 = _ix(g, (D,), 3, lo=0, bad=bad)
     return [i0, i1, i2]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 903012, 4, (3,), 3, ('torch',), ()
 
 
 def before_call(call):
@@ -41,5 +28,4 @@ def f(i0, i1, i2):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)

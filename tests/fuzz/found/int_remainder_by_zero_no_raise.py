@@ -1,30 +1,16 @@
 # integer % by zero returns a value where eager raises ZeroDivisionError (issue 13 class 9)
 # found by the kiln fuzzer (tensor seed 17, entry kiln): kind=tensor seed=17
-import torch
-import torch.nn.functional as F
-
-SEED = 17
-NCALLS = 1
-SHAPE_CALLS = ()
-BAD_CALL = -1
-ENTRIES = ('kiln',)
-STATE = ()
-
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
-    D = 4 + (call in SHAPE_CALLS)
-    bad = call == BAD_CALL
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     i0 = _ix(g, (3,), 4, lo=0)
     return [i0]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 17, 1, (), -1, ('kiln',), ()
 
 
 def before_call(call):
@@ -37,5 +23,4 @@ def f(i0):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)

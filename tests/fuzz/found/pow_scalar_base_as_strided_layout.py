@@ -1,28 +1,16 @@
 # (2.0 ** x).as_strided of a transposed x: eager's pow(Scalar, Tensor) is contiguous, its meta kept x's strides
 # found by the kiln fuzzer (tensor seed 800294, entries kiln and torch): kind=tensor seed=800294
-import torch
-import torch.nn.functional as F
-
-SEED = 800294
-NCALLS = 1
-SHAPE_CALLS = ()
-BAD_CALL = -1
-ENTRIES = ('kiln', 'torch')
-STATE = ()
-
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     a2 = _f(g, (3, 4, ), torch.float32).transpose(-1, -2)
     return [a2]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 800294, 1, (), -1, ('kiln', 'torch'), ()
 
 
 def before_call(call):
@@ -37,5 +25,4 @@ def f(a2):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)

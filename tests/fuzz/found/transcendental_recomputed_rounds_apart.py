@@ -1,30 +1,17 @@
 # sigmoid(x) read by amax (a scalar reduction loop) and by a division (a vectorised loop) was recomputed in both: libmvec's exp and glibc's scalar exp rounded apart, s / s.amax() truncated to 0
 # found by the kiln fuzzer (tensor seed 942657, entry kiln): kind=tensor seed=942657
-import torch
-import torch.nn.functional as F
-
-SEED = 942657
-NCALLS = 3
-SHAPE_CALLS = ()
-BAD_CALL = -1
-ENTRIES = ('kiln', 'torch')
-STATE = ()
-
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
-    D = 4 + (call in SHAPE_CALLS)
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     a0 = _b(g, (5, D, D, 3, ))
     a2 = _f(g, (1, 2, ), torch.float64)
     return [a0, a2]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 942657, 3, (), -1, ('kiln', 'torch'), ()
 
 
 def before_call(call):
@@ -41,5 +28,4 @@ def f(a0, a2):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)

@@ -1,32 +1,18 @@
 # an unused indexed write (kept for its bounds check) takes part in backward: 0 * NaN makes the grad NaN
 # found by the kiln fuzzer (tensor seed 700576): kind=tensor seed=700576
-import torch
-import torch.nn.functional as F
-
-SEED = 700576
-NCALLS = 2
-SHAPE_CALLS = ()
-BAD_CALL = -1
-ENTRIES = ('kiln', 'torch')
-STATE = ()
-
-import os
-import sys
-
-if "__file__" in globals():   # run as a script (check_file execs this source again, path set)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.gen import HELPERS  # noqa: E402  (the input helpers every generated program holds)
-exec(HELPERS)
+if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
 
 
 def make_inputs(call):
-    g = torch.Generator().manual_seed(SEED * 1000 + call)
-    D = 4 + (call in SHAPE_CALLS)
-    bad = call == BAD_CALL
+    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
     a0 = _f(g, (4, 3, 2, ), torch.float64).detach().requires_grad_()
     a1 = _f(g, (), torch.float64).detach().requires_grad_()
     i0 = _ix(g, (3,), 2, lo=-2)
     return [a0, a1, i0]
+
+
+SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 700576, 2, (), -1, ('kiln', 'torch'), ()
 
 
 def before_call(call):
@@ -43,5 +29,4 @@ def f(a0, a1, i0):
 
 
 if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    from tests.fuzz.run import check_file
-    sys.exit(check_file(__file__))
+    run(__file__)
