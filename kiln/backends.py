@@ -245,8 +245,10 @@ def _inference_lowering(g, example_inputs):
 
 def compile_many(items):
     """Compile many (gm, example_inputs) with one C compiler run.  Returns a
-    callable per item (each with .kiln_stats); an item that fails runs
-    eagerly."""
+    callable per item (each with .kiln_stats).  Each item takes kiln()'s
+    decisions (run as captured, eager's own errors, inference lowering or
+    AOT autograd); one that fails runs eagerly, classified as kiln() does
+    (_batch_failure)."""
     results, deferred = [], []
     for gm, ex in items:
         mine = []
@@ -257,6 +259,11 @@ def compile_many(items):
             deferred.append(d)
             return d
 
+        reason = _eager_only(gm, ex) or _eager_rejects(gm, ex)   # as kiln() decides
+        if reason is not None:
+            stats.fallback(_count_ops(gm), reason)
+            results.append((EagerGraph(gm, reason, _count_ops(gm)), []))
+            continue
         try:
             g, unwrap = _tupled(gm)
             aten = _inference_lowering(g, list(ex))
@@ -267,6 +274,7 @@ def compile_many(items):
             if unwrap:
                 f = _Unwrap(f)
         except Exception as e:
+            _batch_failure(e, f"{_graph_name(gm)}, lowering to ATen (kiln.backends.compile_many)")
             f = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
             mine = []
         results.append((f, mine))
@@ -277,6 +285,8 @@ def compile_many(items):
             prog, consts, single = pipeline._prepare(d.gm, f"g{i}_", dev)
             by_device.setdefault(dev, []).append((d, prog, consts, single))
         except Exception as e:
+            _batch_failure(e, f"an ATen graph of {_count_ops(d.gm)} ops, stage describe/c_core "
+                              f"(kiln.backends.compile_many)")
             d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
             d.kiln_stats = d.target.kiln_stats
     for dev, owners in by_device.items():
@@ -291,14 +301,31 @@ def _build_owned(owners, dev):
             d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
             d.kiln_stats = d.target.kiln_stats
     except Exception:
-        # one bad unit must not take the others down: build each alone
+        # one bad unit must not take the others down: build each alone (each
+        # failure then classified on its own)
         for d, prog, consts, single in owners:
             try:
                 so = pipeline._build([prog], dev)
                 d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
             except Exception as e:
+                _batch_failure(e, f"an ATen graph of {_count_ops(d.gm)} ops, stage cc/load (kiln.backends.compile_many)")
                 d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
             d.kiln_stats = d.target.kiln_stats
+
+
+def _batch_failure(e, where):
+    """A graph of a compile_many batch failed with `e`; it runs eagerly.  As
+    kiln() classifies: what kiln or torch cannot handle falls back (counted);
+    the user's environment (no compiler, one past its time limit) and kiln
+    bugs are raised under debug, the bugs warned once otherwise."""
+    if isinstance(e, (fx_bridge.Unsupported, _C.Unsupported, errors.Unsupported)) or data_dependent(e) or \
+            _aot_assertion(e):
+        return
+    if isinstance(e, (errors.UserError, _C.CompilerTimeout)):
+        if config.debug:
+            raise e
+        return
+    errors.internal(e, where=where)
 
 
 def _gather(results):

@@ -38,6 +38,20 @@ _EXTRA = [
 _table_cache = None
 
 
+def _layer_norm_cpu_zero(decomposed):
+    """native_layer_norm as torch decomposes it ((x - mean) * rstd, then the
+    affine part), with eager's zeros on the CPU: ATen's CPU kernel ends each
+    element with an addition, so an element that normalises to zero is +0
+    (the decomposition gives -0 for a -0 equal to its row's mean, and 1/x
+    told them apart, fuzzer 2102124).  A bias adds that addition anyway."""
+    def layer_norm(x, normalized_shape, weight, bias, eps):
+        out, mean, rstd = decomposed(x, normalized_shape, weight, bias, eps)
+        if bias is None and x.device.type == "cpu":
+            out = out + 0.0
+        return out, mean, rstd
+    return layer_norm
+
+
 def _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     if training or running_mean is None or running_var is None:
         return NotImplemented   # training: ATen's kernel, as eager
@@ -101,6 +115,7 @@ def decompositions():
         for op in (aten.addcmul.default, aten.addcmul_.default):
             if op in t:
                 t[op] = _int_scalar_value(t[op])
+        t[aten.native_layer_norm.default] = _layer_norm_cpu_zero(t[aten.native_layer_norm.default])
         t[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
         t[aten.pow.Scalar] = _pow_scalar_contiguous
         # on a GPU, tracing without the Python dispatcher reaches the kernel

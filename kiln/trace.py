@@ -15,7 +15,7 @@ import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
 from . import _saved, config, fx_bridge, stats
-from .captured import _inputs_share_storage, _storage
+from .captured import _inputs_share_storage, _root, _storage
 from .decomp import decompositions
 from .pipeline import phase
 from .runners import EagerGraph
@@ -38,7 +38,36 @@ def _aot(gm, example_inputs, fw):
     with phase("aot_autograd"):
         compiled = aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=bw,
                                          decompositions=decompositions())
-    return _saved.keep_version_checks(compiled, gm)
+    return _plain_views(_saved.keep_version_checks(compiled, gm))
+
+
+def _plain_views(fn):
+    """fn with its outputs that are views needing no grad, of a base that
+    needs none, detached: out of AOT autograd's Function they are views made
+    inside a custom Function, which autograd forbids writing in place under
+    grad mode, where eager's view may be written (a bool mask's squeeze,
+    fuzzer 2102010).  The detached tensor shares the view's memory, so
+    writes still reach its base.  (A view without grad of a base that needs
+    grad was made under no_grad: eager forbids writing it too; it is kept.)"""
+    def run(*args):
+        out = fn(*args)
+        if not isinstance(out, (tuple, list)):
+            return out
+        fixed = None
+        for i, t in enumerate(out):
+            if isinstance(t, torch.Tensor) and not t.requires_grad and t._is_view() and \
+                    (t._base is None or not t._base.requires_grad):
+                if fixed is None:
+                    fixed = list(out)
+                fixed[i] = t.detach()
+        if fixed is None:
+            return out
+        return tuple(fixed) if isinstance(out, tuple) else fixed
+    for attr in ("zero_grad", "named_parameters", "named_buffers", "serialize"):
+        if hasattr(fn, attr):
+            setattr(run, attr, getattr(fn, attr))
+    run.__wrapped__ = fn
+    return run
 
 
 _SUBTRACTIONS = {getattr(getattr(torch.ops.aten, op), o) for op in ("sub", "rsub") for o in ("Tensor", "Scalar")}

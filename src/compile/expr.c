@@ -742,7 +742,8 @@ kn_op2(kn_ctx *c, kn_sop op, kn_dtype dt, kn_expr *a, kn_expr *b)
     if (kn_dtype_is_float(dt) && b->op == KN_S_CONST && kn_dtype_is_float(b->dt)) {
         if ((op == KN_S_MUL || op == KN_S_DIV) && b->f == 1.0 && a->dt == dt)
             return a;
-        if ((op == KN_S_ADD || op == KN_S_SUB) && b->f == 0.0 && !signbit(b->f) && a->dt == dt)
+        /* x - (+0) and x + (-0) are x; x + (+0) is not (-0 + +0 is +0) */
+        if (b->f == 0.0 && a->dt == dt && ((op == KN_S_SUB && !signbit(b->f)) || (op == KN_S_ADD && signbit(b->f))))
             return a;
     }
     if (op == KN_S_LAND || op == KN_S_LOR) {

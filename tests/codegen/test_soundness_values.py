@@ -285,6 +285,27 @@ def test_std_of_values_whose_squares_pass_float32(mode):
     assert torch.isfinite(got[0]).all()
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_adding_a_positive_zero_is_no_identity(mode):
+    # -0 + +0 is +0: x + 0.0 was folded to x (and x - -0.0 likewise)
+    def fn(x):
+        return 1 / (x + 0.0), 1 / (x - 0.0), 1 / (x - (-0.0)), 1 / (x + (-0.0))
+    x = torch.tensor([-0.0, 0.0, 2.0])
+    for g, w in zip(_compiled(fn, mode)(x), fn(x)):
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_layer_norm_without_bias_gives_eagers_zeros(mode):
+    # ATen's CPU layer_norm ends with an addition: a -0 equal to its row's mean
+    # normalises to +0 (the decomposition gave -0; 1/x saw it, fuzzer 2102124)
+    def fn(x):
+        return 1 / torch.nn.functional.layer_norm(x, x.shape[-1:]), 1 / torch.nn.functional.layer_norm(x, (3,), None)
+    x = torch.tensor([[-0.0, 0.0, 0.0], [-0.0, -0.0, -0.0], [1.0, 2.0, 3.0]])
+    for g, w in zip(_compiled(fn, mode)(x), fn(x)):
+        torch.testing.assert_close(g, w)
+
+
 # ---------------------------------------------------------------- decisions on a bfloat16 intermediate
 # kiln computes a float16/bfloat16 op's result in float32 and does not round
 # it between fused ops (as TorchInductor); a decision on it was taken on the

@@ -359,3 +359,23 @@ def test_output_viewing_a_saved_intermediate_keeps_its_gradient():
     assert out.grad_fn is not None
     out.sum().backward()
     torch.testing.assert_close(y.grad, x.grad, equal_nan=True)
+
+
+def _bool_view_written(a0, a2):
+    v8 = torch.isfinite(a2).squeeze(1)
+    v8[..., 2] = a2.sum()     # a view the graph returned, written under grad mode
+    return a0 * 2, v8
+
+
+def test_a_no_grad_view_out_of_a_training_graph_can_be_written_in_place():
+    """A view that needs no grad (of a base that needs none) out of AOT
+    autograd's Function was a view made inside a custom Function, which
+    autograd forbids writing in place under grad mode; eager's may be
+    written (fuzzer 2102010)."""
+    kiln.reset()
+    a0 = torch.randn(4)
+    a2 = torch.randn(5, 4)[1:].detach().requires_grad_()
+    want = _bool_view_written(a0, a2)
+    got = kiln.compile(_bool_view_written)(a0, a2)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
