@@ -23,6 +23,10 @@ _KEEP = {
     # lowered whole (lower_reduce.c): ATen's CPU kernel takes the root of a
     # float64 variance, which sqrt(var) in float32 would overflow first
     aten.std.correction,
+    # kept (lowered as the identity): decomposed, AOT autograd took a detach
+    # under symbolic sizes for an alias of its input, which then required
+    # grad (torch 2.13; fuzzer 2200240)
+    aten.detach.default,
 }
 # Composite ops that core ATen keeps but kiln fuses better from their parts:
 # normalisations and softmax become reductions + pointwise in one kernel.

@@ -379,3 +379,24 @@ def test_a_no_grad_view_out_of_a_training_graph_can_be_written_in_place():
     got = kiln.compile(_bool_view_written)(a0, a2)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
+
+
+def _detach_and_expand(a1):
+    v1 = a1.T.to(torch.float64)
+    return v1.detach(), v1.expand(2, *v1.shape)   # both aliases of v1
+
+
+def test_detach_under_symbolic_sizes_needs_no_grad():
+    """Under dynamic shapes AOT autograd took a decomposed detach for an
+    alias of its input: the output required grad and the input's gradient
+    was wrong (fuzzer 2200240).  kiln keeps aten.detach whole."""
+    torch._dynamo.reset()
+    cf = torch.compile(_detach_and_expand, backend="kiln", dynamic=True)
+    for n in (4, 5):
+        a = torch.randn(n, 3, requires_grad=True)
+        b = a.detach().clone().requires_grad_()
+        want, got = _detach_and_expand(a), cf(b)
+        assert [t.requires_grad for t in got] == [t.requires_grad for t in want]
+        (want[1].sum() + (want[0] * want[1][0]).sum()).backward()
+        (got[1].sum() + (got[0] * got[1][0]).sum()).backward()
+        torch.testing.assert_close(b.grad, a.grad)
