@@ -48,8 +48,7 @@ def main():
     spec = zoo.select_models(a.model)[0]
     model, inputs, _ = zoo.build_model(spec, zoo.BuildConfig(device="cpu", dtype=torch.bfloat16))
     progs = []
-    real = pipeline._build
-    pipeline._build = lambda ps, d=None: (progs.extend(ps), real(ps, d))[1]
+    pipeline.add_build_hook(progs.extend)
     with torch.no_grad():
         kiln.compile(model)(*inputs)
     bodies, _ = cuda.unique_kernels(progs)

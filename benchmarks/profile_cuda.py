@@ -93,6 +93,8 @@ def main():
                 if a.cpu_ops:
                     cpu_profile(fn, inputs, a.cpu_ops)
             for f, ex in graphs:
+                while not hasattr(f, "cg") and hasattr(f, "fn"):   # (kiln's wrappers: _EagerOnError, ...)
+                    f = f.fn
                 cg = getattr(f, "cg", None)
                 if cg is None or not hasattr(cg, "program"):
                     continue

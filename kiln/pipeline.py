@@ -39,6 +39,16 @@ def add_phase_hook(hook):
     return hook
 
 
+build_hooks = []
+
+
+def add_build_hook(hook):
+    """Call hook(programs) with the kiln._C.Programs of every build (before
+    their kernels are compiled: benchmarks read their kernels); returns hook."""
+    build_hooks.append(hook)
+    return hook
+
+
 def remove_phase_hook(hook):
     phase_hooks.remove(hook)
 
@@ -153,6 +163,8 @@ def _build(programs, device=None):
     programs = [p for p in programs if p.num_kernels]
     if not programs:
         return None
+    for hook in build_hooks:
+        hook(programs)
     if programs[0].cuda:
         with phase("cc"), _user_config():
             if device is not None and device.type == "cuda":

@@ -74,8 +74,7 @@ def main():
     a = ap.parse_args()
     model, inputs, _ = zoo.build_model(zoo.MODELS[a.model], zoo.BuildConfig(device="cuda", dtype=torch.bfloat16))
     progs = []
-    real = pipeline._build
-    pipeline._build = lambda ps, d=None: (progs.extend(ps), real(ps, d))[1]
+    pipeline.add_build_hook(progs.extend)
     f = kiln.compile(model)
     if a.compare:
         for label, fn in (("eager", model), ("torch.compile", torch.compile(model))):

@@ -155,6 +155,19 @@ def test_pipeline_phase_hooks_see_each_phase_in_order(tmp_path, monkeypatch):
     assert seen[-1] == "/first_run" and seen.index("/backend") < seen.index("first_run")
 
 
+def test_build_hooks_see_the_programs_before_their_kernels_are_compiled(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    progs = []
+    hook = kiln.pipeline.add_build_hook(progs.extend)
+    try:
+        gm = torch.fx.symbolic_trace(lambda x: (torch.tanh(x) * 3 + 1,))
+        with torch.no_grad():
+            backends.kiln(gm, [torch.randn(6)])
+    finally:
+        kiln.pipeline.build_hooks.remove(hook)
+    assert len(progs) == 1 and progs[0].num_kernels >= 1 and "kn_" in progs[0].source
+
+
 def test_compile_many_takes_the_inference_front_end_of_kiln(monkeypatch):
     """compile_many (the OpInfo sweep's path) lowers an inference graph as
     kiln() does (kiln.trace._lower: plain trace, constant folding)."""
