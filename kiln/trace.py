@@ -48,15 +48,21 @@ def _plain_views(fn):
     grad mode, where eager's view may be written (a bool mask's squeeze,
     fuzzer 2102010).  The detached tensor shares the view's memory, so
     writes still reach its base.  (A view without grad of a base that needs
-    grad was made under no_grad: eager forbids writing it too; it is kept.)"""
+    grad was made under no_grad: eager forbids writing it too; it is kept.
+    So is an input itself, which eager returns as such: `x.flatten(-1)` is
+    x, fuzzer 2302673.)"""
     def run(*args):
         out = fn(*args)
         if not isinstance(out, (tuple, list)):
             return out
-        fixed = None
+        fixed, given = None, None
         for i, t in enumerate(out):
             if isinstance(t, torch.Tensor) and not t.requires_grad and t._is_view() and \
-                    (t._base is None or not t._base.requires_grad):
+                    t._base is not None and not t._base.requires_grad:
+                if given is None:
+                    given = {id(a) for a in args}
+                if id(t) in given or id(t._base) in given:
+                    continue   # an input itself (x.flatten(-1) is x), or AOT autograd's view of one
                 if fixed is None:
                     fixed = list(out)
                 fixed[i] = t.detach()

@@ -220,3 +220,24 @@ def test_setitem_through_an_unfold_view_of_an_input(mode):
         return a * 2
 
     _check(f, lambda: [torch.randn(3, 5), torch.tensor([1])], mode)
+
+
+def _flatten_one_dim_then_squeeze(a0, a1):
+    v0 = a1.flatten(-1)   # no dim flattened: eager returns a1 itself
+    a1.squeeze_()
+    return (v0,)
+
+
+def test_an_output_that_is_an_input_itself_sees_later_metadata_changes():
+    """`x.flatten(-1)` is x: the graph's output must be the input object, so
+    the squeeze_ run after the graph (a break) changes it too (fuzzer
+    2302673: kiln's detaching of no-grad views took it for a view to copy)."""
+    o = torch.randn(1, 3, 3, 1)
+    want = _flatten_one_dim_then_squeeze(o[:-1], o[1:])[0]
+    for entry in (lambda f: torch.compile(f, backend="kiln"), kiln.compile):
+        torch._dynamo.reset()
+        kiln.reset()
+        o = torch.randn(1, 3, 3, 1)
+        a1 = o[1:]
+        got = entry(_flatten_one_dim_then_squeeze)(o[:-1], a1)[0]
+        assert got.shape == want.shape and got is a1

@@ -145,3 +145,23 @@ def test_rounding_to_an_integer_of_a_computed_value_is_not_generated():
     assert gen._near_integer(torch.tensor([110.3], dtype=torch.bfloat16), 1, narrow=True)
     src = gen.program("tensor", 1401440).render()
     assert "torch.remainder(a1, v1)" not in src
+
+
+def test_an_infinity_from_eagers_own_rounding_is_rounding():
+    # log1p(erf(x)) in bfloat16: eager rounds erf(-2.2) to -1 and gives -inf;
+    # kiln keeps the fused value unrounded, as the float64 program does
+    # (fuzzer 2302078).  Without the float64 run, or with kiln far from it,
+    # an infinity against a number is a mismatch.
+    a = torch.tensor([-float("inf"), -1.5], dtype=torch.bfloat16)
+    b = torch.tensor([-6.3125, -1.5], dtype=torch.bfloat16)
+    exact = torch.tensor([-6.30, -1.5], dtype=torch.float64)
+    moved = torch.tensor([-6.45, -1.5], dtype=torch.float64)
+    assert close(a, b, ref=(exact, moved)).startswith("rounding")
+    assert close(a, b).startswith("inf differs")
+    far = torch.tensor([-9.0, -1.5], dtype=torch.bfloat16)
+    assert close(a, far, ref=(exact, moved)).startswith("inf differs")
+    # kiln infinite where eager is finite is never rounding
+    assert not close(b, a, ref=(exact, moved)).startswith("rounding")
+    # the finite elements are still compared
+    bad = torch.tensor([-6.3125, -2.5], dtype=torch.bfloat16)
+    assert not (close(a, bad, ref=(exact, moved)) or "").startswith("rounding: eager")
