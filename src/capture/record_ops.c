@@ -281,7 +281,8 @@ kn_op_call(kn_rec *r, rframe *fr, int op, int arg)
         }
         if (np + nk > 64)
             return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
-        memcpy(argv, items->items, sizeof(kn_val *) * np);
+        if (np)   /* (items may be NULL when empty) */
+            memcpy(argv, items->items, sizeof(kn_val *) * np);
         if (nk) {
             kwn = PyTuple_New(nk);
             if (kwn == NULL)
