@@ -168,6 +168,12 @@ def keep_version_checks(fn, gm):
                 if isinstance(t, torch.Tensor) and t.requires_grad and t.grad_fn is not None:
                     _watch(t, op)
         return out
+    return wrapping(run, fn)
+
+
+def wrapping(run, fn):
+    """run, a wrapper of AOT autograd's callable fn, with fn's attributes
+    (zero_grad, ...) and __wrapped__."""
     for attr in ("zero_grad", "named_parameters", "named_buffers", "serialize"):
         if hasattr(fn, attr):
             setattr(run, attr, getattr(fn, attr))

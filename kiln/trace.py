@@ -15,7 +15,7 @@ import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
 from . import _saved, config, fx_bridge, stats
-from .captured import _inputs_share_storage, _root, _storage
+from .captured import _inputs_share_storage, _storage
 from .decomp import decompositions
 from .pipeline import phase
 from .runners import EagerGraph
@@ -69,11 +69,7 @@ def _plain_views(fn):
         if fixed is None:
             return out
         return tuple(fixed) if isinstance(out, tuple) else fixed
-    for attr in ("zero_grad", "named_parameters", "named_buffers", "serialize"):
-        if hasattr(fn, attr):
-            setattr(run, attr, getattr(fn, attr))
-    run.__wrapped__ = fn
-    return run
+    return _saved.wrapping(run, fn)
 
 
 _SUBTRACTIONS = {getattr(getattr(torch.ops.aten, op), o) for op in ("sub", "rsub") for o in ("Tensor", "Scalar")}
