@@ -32,7 +32,7 @@ from .run_as_captured import _eager_only
 from .runners import CompiledGraph, EagerGraph, _Deferred, _EagerOnError, _Flat, _StatsCallable, _Unwrap  # noqa: F401
 from .stats import count_ops as _count_ops
 from .stats import build_counts, compiled_graphs  # noqa: F401  (read by kiln/_capture.py, kiln.explain, tests)
-from .trace import _aot, _aot_assertion, _backward_only_error, _non_cpu, _NotInference, _tupled, data_dependent
+from .trace import _aot, _backward_only_error, _non_cpu, _NotInference, _tupled
 
 
 def _devices(example_inputs):
@@ -84,23 +84,36 @@ def _graph_name(gm):
 
 def _checked(gm, example_inputs):
     """kiln() with the soundness rewrites of kiln/index_checks.py around it."""
+    g, finish = _front(gm)
+    return finish(_kiln(g, example_inputs))
+
+
+def _front(gm):
+    """The soundness rewrites every compile path applies first (kiln() and
+    compile_many alike; kiln/index_checks.py): (g, finish), g the graph to
+    compile, finish(fn) the callable the user gets from g's compiled fn
+    (the kept index checks' outputs dropped, eager's error on a failure)."""
     gm = _exact_expands(gm)
     g, extra, untuple = _keep_index_checks(gm)
-    fn = _kiln(g, example_inputs)
-    if fn == g.forward:
-        # the graph runs as captured: its in-place writes happen as it runs,
-        # so a replay after an error would write twice (and the kept index
-        # checks are eager's own: the captured graph runs them)
-        return gm.forward
-    if not extra:
-        return _EagerOnError(fn, gm)
 
-    def checked(*args):
-        out = fn(*args)
-        return out[0] if untuple else type(out)(out[:-extra]) if isinstance(out, tuple) else out[:-extra]
-    checked._kiln_pure = getattr(fn, "_kiln_pure", False)
-    checked.kiln_stats = getattr(fn, "kiln_stats", None)
-    return _EagerOnError(checked, gm)
+    def finish(fn):
+        if isinstance(fn, EagerGraph):
+            return EagerGraph(gm, fn.reason, fn.kiln_stats["aten_ops"])
+        if fn == g.forward:
+            # the graph runs as captured: its in-place writes happen as it
+            # runs, so a replay after an error would write twice (and the kept
+            # index checks are eager's own: the captured graph runs them)
+            return gm.forward
+        if not extra:
+            return _EagerOnError(fn, gm)
+
+        def checked(*args):
+            out = fn(*args)
+            return out[0] if untuple else type(out)(out[:-extra]) if isinstance(out, tuple) else out[:-extra]
+        checked._kiln_pure = getattr(fn, "_kiln_pure", False)
+        checked.kiln_stats = getattr(fn, "kiln_stats", None)
+        return _EagerOnError(checked, gm)
+    return g, finish
 
 
 def _eager_rejects(gm, example_inputs):
@@ -153,8 +166,7 @@ def _kiln(gm, example_inputs):
             except Exception as e:
                 # a graph with data-dependent shapes takes AOT autograd's full
                 # path too (which reports it); anything else is a kiln bug
-                if not data_dependent(e):
-                    errors.internal(e, where=f"{_graph_name(gm)}, lowering for inference (kiln.trace._lower)")
+                _lowering_failed(e, gm)
                 fn = None
         pure = fn is not None   # no input mutation, no aliased outputs (aot_export_joint_simple checked)
         if fn is None:
@@ -187,13 +199,10 @@ def _kiln(gm, example_inputs):
         stats.fallback(_count_ops(gm), reason)
         return gm.forward
     except (errors.UserError, _C.CompilerError):
-        raise
+        raise   # (they reach here only under debug: compile_graph falls back)
     except Exception as e:
-        if data_dependent(e) or _aot_assertion(e):   # torch cannot trace it: unsupported
-            errors.warn_once(f"kiln: could not lower this graph to ATen, running it eagerly: {type(e).__name__}: {e}")
-        else:
-            errors.internal(e, where=f"{_graph_name(gm)}, lowering to ATen (kiln.trace)")
-        stats.fallback(0, f"{type(e).__name__}: {e}")
+        reason = errors.fall_back(e, f"{_graph_name(gm)}, lowering to ATen (kiln.trace)", warn_unsupported=True)
+        stats.fallback(0, reason)
         return gm.forward
 
 
@@ -238,20 +247,29 @@ def _inference_lowering(g, example_inputs):
     except _NotInference:
         return None
     except Exception as e:
-        if not data_dependent(e):
-            errors.internal(e, where=f"{_graph_name(g)}, lowering for inference (kiln.backends.compile_many)")
+        _lowering_failed(e, g)
         return None
+
+
+def _lowering_failed(e, gm):
+    """The inference lowering of gm raised `e`: the graph takes AOT
+    autograd's full path instead (which reports an unsupported graph
+    again); only a kiln bug is reported here."""
+    if errors.classify(e) != errors.UNSUPPORTED:
+        errors.fall_back(e, f"{_graph_name(gm)}, lowering for inference (kiln.trace._lower)")
 
 
 def compile_many(items):
     """Compile many (gm, example_inputs) with one C compiler run.  Returns a
     callable per item (each with .kiln_stats).  Each item takes kiln()'s
-    decisions (run as captured, eager's own errors, inference lowering or
-    AOT autograd); one that fails runs eagerly, classified as kiln() does
-    (_batch_failure)."""
-    results, deferred = [], []
+    front end (_front's soundness rewrites) and decisions (run as captured,
+    eager's own errors, inference lowering or AOT autograd); one that fails
+    runs eagerly, classified as kiln() does (errors.fall_back)."""
+    results, deferred, finishes = [], [], []
     for gm, ex in items:
         mine = []
+        gm, finish = _front(gm)
+        finishes.append(finish)
 
         def fw(g, e, mine=mine):
             d = _Deferred(g)
@@ -274,8 +292,8 @@ def compile_many(items):
             if unwrap:
                 f = _Unwrap(f)
         except Exception as e:
-            _batch_failure(e, f"{_graph_name(gm)}, lowering to ATen (kiln.backends.compile_many)")
-            f = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
+            f = EagerGraph(gm, errors.fall_back(e, f"{_graph_name(gm)}, lowering to ATen (kiln.backends.compile_many)"),
+                           _count_ops(gm))
             mine = []
         results.append((f, mine))
     by_device = {}
@@ -285,13 +303,12 @@ def compile_many(items):
             prog, consts, single = pipeline._prepare(d.gm, f"g{i}_", dev)
             by_device.setdefault(dev, []).append((d, prog, consts, single))
         except Exception as e:
-            _batch_failure(e, f"an ATen graph of {_count_ops(d.gm)} ops, stage describe/c_core "
-                              f"(kiln.backends.compile_many)")
-            d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
+            d.target = EagerGraph(d.gm, errors.fall_back(e, f"an ATen graph of {_count_ops(d.gm)} ops, stage "
+                                                          f"describe/c_core (kiln.backends.compile_many)"), _count_ops(d.gm))
             d.kiln_stats = d.target.kiln_stats
     for dev, owners in by_device.items():
         _build_owned(owners, dev)
-    return _gather(results)
+    return [finish(f) for finish, f in zip(finishes, _gather(results))]
 
 
 def _build_owned(owners, dev):
@@ -308,24 +325,9 @@ def _build_owned(owners, dev):
                 so = pipeline._build([prog], dev)
                 d.target = CompiledGraph(prog, consts, single, dict(prog.stats), so)
             except Exception as e:
-                _batch_failure(e, f"an ATen graph of {_count_ops(d.gm)} ops, stage cc/load (kiln.backends.compile_many)")
-                d.target = EagerGraph(d.gm, f"{type(e).__name__}: {e}", _count_ops(d.gm))
+                d.target = EagerGraph(d.gm, errors.fall_back(e, f"an ATen graph of {_count_ops(d.gm)} ops, stage cc/load "
+                                                              f"(kiln.backends.compile_many)"), _count_ops(d.gm))
             d.kiln_stats = d.target.kiln_stats
-
-
-def _batch_failure(e, where):
-    """A graph of a compile_many batch failed with `e`; it runs eagerly.  As
-    kiln() classifies: what kiln or torch cannot handle falls back (counted);
-    the user's environment (no compiler, one past its time limit) and kiln
-    bugs are raised under debug, the bugs warned once otherwise."""
-    if isinstance(e, (fx_bridge.Unsupported, _C.Unsupported, errors.Unsupported)) or data_dependent(e) or \
-            _aot_assertion(e):
-        return
-    if isinstance(e, (errors.UserError, _C.CompilerTimeout)):
-        if config.debug:
-            raise e
-        return
-    errors.internal(e, where=where)
 
 
 def _gather(results):

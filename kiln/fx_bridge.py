@@ -8,7 +8,7 @@ import operator
 
 import torch
 
-from . import _C
+from . import _C, errors
 
 # The dtype codes of the C core: kiln._C.DTYPES names them in the order of
 # src/kiln.h's KN_DTYPES table (the one place the order is written).
@@ -44,8 +44,8 @@ class Ref(int):
     __slots__ = ()
 
 
-class Unsupported(Exception):
-    """The graph cannot be compiled by kiln (it runs eagerly instead)."""
+# the graph cannot be compiled by kiln (it runs eagerly instead)
+Unsupported = errors.Unsupported
 
 
 def _meta_of(val, device="cpu"):

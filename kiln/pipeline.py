@@ -209,26 +209,13 @@ def compile_graph(gm, example_inputs=None, described=None):
         stage = "cc/load"
         cg = _finish(program, constants, single, dev, t0)
         cg.fresh, cg.fresh_of_input = _fresh_outputs(gm)
-    except (fx_bridge.Unsupported, _C.Unsupported) as e:
-        cg = EagerGraph(gm, str(e), _count_ops(gm))
-    except (_C.CompilerTimeout, errors.UserError) as e:
-        # the user's environment: no C compiler, one that ran past
-        # kiln.config.cc_timeout, or a kiln.config value the runtime refuses:
-        # raised under debug, else that graph runs eagerly
-        if config.debug:
-            raise
-        what = "C compilation failed" if isinstance(e, (_C.CompilerError, errors.ToolchainError)) else "bad setting"
-        errors.warn_once(f"kiln: {what}, running eagerly: {str(e).splitlines()[0]}")
-        cg = EagerGraph(gm, str(e), _count_ops(gm))
-    except _C.CompilerError as e:
-        # the C compiler rejected the code kiln generated (even at -O1, for a
-        # compiler that crashed): a kiln bug, raised under debug
-        errors.internal(e, where=f"an ATen graph of {_count_ops(gm)} ops, stage {stage}: the C compiler rejected "
-                                 f"kiln's code (kiln.pipeline)")
-        cg = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
-    except Exception as e:  # a kiln bug: raised under debug, else never crashes the user's process
-        errors.internal(e, where=f"an ATen graph of {_count_ops(gm)} ops, stage {stage} (kiln.pipeline)")
-        cg = EagerGraph(gm, f"{type(e).__name__}: {e}", _count_ops(gm))
+    except Exception as e:
+        # unsupported: counted; the user's environment (no C compiler, one past
+        # kiln.config.cc_timeout, a setting the runtime refuses): raised under
+        # debug; a kiln bug (the C compiler rejecting kiln's code included):
+        # errors.internal.  Never crashes the user's process.
+        reason = errors.fall_back(e, f"an ATen graph of {_count_ops(gm)} ops, stage {stage} (kiln.pipeline)")
+        cg = EagerGraph(gm, reason, _count_ops(gm))
     stats.compiled_graphs.append(cg.kiln_stats)
     return cg
 

@@ -114,6 +114,42 @@ def test_kiln_bug_in_the_inference_lowering_is_reported_not_hidden(monkeypatch):
         torch.testing.assert_close(fn(x)[0], x * 2 + 1)   # AOT autograd's path still compiles it
 
 
+def test_one_classifier_for_every_compile_path(monkeypatch):
+    """errors.classify sorts what a compile path raised into the kinds of
+    failure, and kiln(), compile_many and compile_graph all act on it through
+    errors.fall_back: the same bug is an internal error on every path."""
+    from torch._subclasses.fake_tensor import DynamicOutputShapeException
+
+    kinds = [(errors.Unsupported("op"), errors.UNSUPPORTED), (kiln.fx_bridge.Unsupported("op"), errors.UNSUPPORTED),
+             (_C.Unsupported("op"), errors.UNSUPPORTED),
+             (DynamicOutputShapeException(torch.ops.aten.nonzero.default), errors.UNSUPPORTED),
+             (errors.ToolchainError("no cc"), errors.ENVIRONMENT), (_C.CompilerTimeout("slow"), errors.ENVIRONMENT),
+             (_C.ToolchainMissing("none"), errors.ENVIRONMENT), (_C.CompilerError("bad C"), errors.REJECTED_C),
+             (RuntimeError("bug"), errors.INTERNAL), (AssertionError("bug"), errors.INTERNAL)]
+    for e, kind in kinds:
+        assert errors.classify(e) == kind, (e, kind)
+
+    def broken(*a, **k):
+        raise RuntimeError("kiln bug in describe")
+
+    monkeypatch.setattr(kiln.pipeline, "_prepare", broken)
+    monkeypatch.setattr(kiln.pipeline, "_describe", broken)
+    monkeypatch.setattr(config, "debug", True)
+    gm = torch.fx.symbolic_trace(lambda x: (x.sin() * 3,))
+    x = torch.randn(5)
+    with torch.no_grad():
+        with pytest.raises(errors.InternalError, match="compile_many.*kiln bug in describe"):
+            backends.compile_many([(gm, [x])])
+        with pytest.raises(errors.InternalError, match="kiln.pipeline.*kiln bug in describe"):
+            kiln.pipeline.compile_graph(gm, [x])
+        monkeypatch.setattr(config, "debug", False)
+        errors.forget_warnings()
+        with pytest.warns(RuntimeWarning, match="kiln internal error .*compile_many.*kiln bug in describe"):
+            [fn] = backends.compile_many([(gm, [x])])
+        torch.testing.assert_close(fn(x)[0], x.sin() * 3)
+        assert "kiln bug in describe" in fn.kiln_stats["reason"]
+
+
 def test_data_dependent_errors_are_classified_in_one_place():
     """The capture (by type, from C) and the backend (kiln.trace.data_dependent)
     share one classification."""
