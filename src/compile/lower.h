@@ -108,6 +108,28 @@ int kn_make_operand(kn_ctx *c, const kn_arg *a, int on, const int64_t *osize, kn
 int kn_settle_narrow(kn_ctx *c, kn_operand *o);
 int kn_lazy_start(kn_ctx *c, int ni, kn_buf **bp, kn_expr **idx, kn_operand *o, int n, const int *argk,
                   int settle);
+/* The preamble of a lowering that reads its operands itself (views, moves,
+ * gathers): declares b and idx[] and starts node ni's lazy result in them
+ * when `ok` holds, else declines (the lowering returns 0); returns from the
+ * lowering too when kn_lazy_start declines (0) or fails (-1). */
+#define KN_LAZY_START(c, ni, ok, b, idx)                                         \
+    kn_buf *b;                                                                 \
+    kn_expr *idx[KN_MAXDIM];                                                   \
+    do {                                                                       \
+        int r_ = (ok) ? kn_lazy_start((c), (ni), &b, idx, NULL, 0, NULL, 0) : 0; \
+        if (r_ <= 0)                                                           \
+            return r_;                                                         \
+    } while (0)
+/* The same with operands: kn_lazy_start makes the n operands o[] of node
+ * ni (argk, settle: as kn_lazy_start takes them). */
+#define KN_LAZY_START_OPS(c, ni, b, idx, o, n, argk, settle)                    \
+    kn_buf *b;                                                                 \
+    kn_expr *idx[KN_MAXDIM];                                                   \
+    do {                                                                       \
+        int r_ = kn_lazy_start((c), (ni), &b, idx, (o), (n), (argk), (settle)); \
+        if (r_ <= 0)                                                           \
+            return r_;                                                         \
+    } while (0)
 kn_expr *kn_in_bounds(kn_ctx *c, kn_expr *i, int64_t n);
 kn_expr *kn_clamp_index(kn_ctx *c, kn_expr *i, int64_t n);
 

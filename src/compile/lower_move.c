@@ -17,11 +17,7 @@ kn_lower_cat(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_arg *ts = arg(c, ni, 0);
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = ts->kind == KN_A_LIST ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, ts->kind == KN_A_LIST, b, idx);
     int d = wrap_dim(arg(c, ni, 1)->kind == KN_A_INT ? arg(c, ni, 1)->i : 0, b->ndim);
     if (d < 0 || d >= b->ndim)
         return 0;
@@ -72,12 +68,7 @@ kn_lower_pad(kn_ctx *c, int ni, int param)
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     kn_arg *pad = arg(c, ni, 1), *v = arg(c, ni, 2);
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x && is_int_list(pad) && pad->n % 2 == 0 && pad->n / 2 <= x->ndim
-                ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x && is_int_list(pad) && pad->n % 2 == 0 && pad->n / 2 <= x->ndim, b, idx);
     kn_dtype cd = kn_dtype_compute(b->dt);
     kn_expr *si[KN_MAXDIM], *valid = kn_const_i(c, KN_BOOL, 1);
     for (int d = 0; d < x->ndim; d++)
@@ -91,7 +82,7 @@ kn_lower_pad(kn_ctx *c, int ni, int param)
     }
     kn_operand fill;
     kn_arg zero = {KN_A_INT, 0, 0, 0, NULL, NULL};
-    r = kn_make_operand(c, v->kind == KN_A_NONE ? &zero : v, b->ndim, b->size, idx, &fill);
+    int r = kn_make_operand(c, v->kind == KN_A_NONE ? &zero : v, b->ndim, b->size, idx, &fill);
     if (r <= 0)
         return r;
     kn_expr *xv = kn_cast(c, kn_buf_load(c, x, si), cd);
@@ -146,11 +137,7 @@ kn_lower_gather(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 2));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x && ib && is_index_dtype(ib) && ib->ndim == x->ndim ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x && ib && is_index_dtype(ib) && ib->ndim == x->ndim, b, idx);
     int d = wrap_dim(arg(c, ni, 1)->i, x->ndim);
     if (d < 0 || (x->ndim && d >= x->ndim))
         return 0;
@@ -167,12 +154,7 @@ kn_lower_index_select(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 2));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x && ib && is_index_dtype(ib) && ib->ndim <= 1 && x->ndim >= 1
-                ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x && ib && is_index_dtype(ib) && ib->ndim <= 1 && x->ndim >= 1, b, idx);
     if (checks_unread(b, ib))
         return 0;
     int d = wrap_dim(arg(c, ni, 1)->i, x->ndim);
@@ -190,11 +172,7 @@ kn_lower_embedding(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *w = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 1));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = w && ib && w->ndim == 2 && is_index_dtype(ib) ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, w && ib && w->ndim == 2 && is_index_dtype(ib), b, idx);
     if (checks_unread(b, ib))
         return 0;
     kn_expr *si[2];
@@ -209,11 +187,7 @@ kn_lower_flip(kn_ctx *c, int ni, int param)
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     kn_arg *dims = arg(c, ni, 1);
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x && is_int_list(dims) ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x && is_int_list(dims), b, idx);
     kn_expr *si[KN_MAXDIM];
     for (int k = 0; k < x->ndim; k++)
         si[k] = idx[k];
@@ -343,11 +317,7 @@ kn_lower_avg_pool2d(kn_ctx *c, int ni, int param)
     if (dov->kind != KN_A_NONE && dov->kind != KN_A_INT)
         return 0;
     int hd = x->ndim - 2, wd = x->ndim - 1;
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, 1, b, idx);
     if (b->ndim != x->ndim)
         return 0;
     kn_dtype cd = kn_dtype_compute(x->dt);
@@ -380,11 +350,7 @@ kn_lower_repeat(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x, b, idx);
     if (b->ndim < x->ndim)
         return 0;
     kn_expr *si[KN_MAXDIM];
@@ -404,11 +370,7 @@ kn_lower_slice_scatter(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0)), *src = ref_buf(c, arg(c, ni, 1));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x && src && src->ndim == x->ndim && x->ndim > 0 ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x && src && src->ndim == x->ndim && x->ndim > 0, b, idx);
     kn_arg *ad = arg(c, ni, 2), *as = arg(c, ni, 3), *ast = arg(c, ni, 5);
     int d = wrap_dim(ad->kind == KN_A_INT ? ad->i : 0, x->ndim);
     if (d < 0 || d >= x->ndim || (as->kind != KN_A_INT && as->kind != KN_A_NONE))
@@ -447,11 +409,7 @@ kn_lower_select_scatter(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0)), *src = ref_buf(c, arg(c, ni, 1));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x && src && src->ndim + 1 == x->ndim ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x && src && src->ndim + 1 == x->ndim, b, idx);
     int d = wrap_dim(arg(c, ni, 2)->i, x->ndim);
     int64_t i = arg(c, ni, 3)->i;
     if (d < 0 || d >= x->ndim)
@@ -499,11 +457,7 @@ kn_lower_index(kn_ctx *c, int ni, int param)
     for (int k = first; k <= last; k++)
         if (ibs[k] == NULL)
             adjacent = 0;
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, 1, b, idx);
     for (int k = first; k <= last; k++)
         if (ibs[k] && checks_unread(b, ibs[k]))
             return 0; /* (ATen raises when an indexed dim has size 0) */

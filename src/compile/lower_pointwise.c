@@ -116,12 +116,8 @@ apply(kn_ctx *c, kn_sop op, kn_dtype compute, kn_operand *o, int n)
 static int
 pointwise(kn_ctx *c, int ni, kn_sop op, int n, const int *argk)
 {
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
     kn_operand o[3];
-    int r = kn_lazy_start(c, ni, &b, idx, o, n, argk, decides(op));
-    if (r <= 0)
-        return r;
+    KN_LAZY_START_OPS(c, ni, b, idx, o, n, argk, decides(op));
     int cls = kn_sops[op].cls;
     kn_dtype compute;
     if (cls == KN_SC_CMP || cls == KN_SC_PRED)
@@ -161,12 +157,8 @@ kn_lower_add(kn_ctx *c, int ni, int param)
 {
     if (is_one(arg(c, ni, 2)))
         return pointwise(c, ni, (kn_sop)param, 2, NULL);
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
     kn_operand o[3];
-    int r = kn_lazy_start(c, ni, &b, idx, o, 3, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START_OPS(c, ni, b, idx, o, 3, NULL, 0);
     kn_dtype compute = kn_dtype_compute(b->dt);
     if (compute == KN_BOOL)
         return 0;
@@ -280,12 +272,8 @@ int
 kn_lower_relu(kn_ctx *c, int ni, int param)
 {
     (void)param;
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
     kn_operand o;
-    int r = kn_lazy_start(c, ni, &b, idx, &o, 1, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START_OPS(c, ni, b, idx, &o, 1, NULL, 0);
     kn_dtype cd = kn_dtype_compute(b->dt);
     if (cd == KN_BOOL)
         return 0;
@@ -309,12 +297,8 @@ int
 kn_lower_frac(kn_ctx *c, int ni, int param)
 {
     (void)param;
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
     kn_operand o;
-    int r = kn_lazy_start(c, ni, &b, idx, &o, 1, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START_OPS(c, ni, b, idx, &o, 1, NULL, 0);
     kn_dtype cd = kn_dtype_compute(b->dt);
     if (!kn_dtype_is_float(cd))
         return 0;
@@ -329,12 +313,8 @@ int
 kn_lower_leaky_relu(kn_ctx *c, int ni, int param)
 {
     (void)param;
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
     kn_operand o[2];
-    int r = kn_lazy_start(c, ni, &b, idx, o, 1, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START_OPS(c, ni, b, idx, o, 1, NULL, 0);
     kn_arg *s = arg(c, ni, 1);
     double slope = s->kind == KN_A_FLOAT ? s->f : s->kind == KN_A_INT ? (double)s->i : 0.01;
     kn_dtype cd = kn_dtype_compute(b->dt);
@@ -351,12 +331,8 @@ kn_lower_leaky_relu(kn_ctx *c, int ni, int param)
 int
 kn_lower_clamp(kn_ctx *c, int ni, int param)
 {
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
     kn_operand o[3];
-    int r = kn_lazy_start(c, ni, &b, idx, o, 1, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START_OPS(c, ni, b, idx, o, 1, NULL, 0);
     kn_arg *lo = param == 2 ? NULL : arg(c, ni, 1);
     kn_arg *hi = param == 1 ? NULL : param == 2 ? arg(c, ni, 1) : arg(c, ni, 2);
     int hard = strcmp(node(c, ni)->target, "aten.hardtanh.default") == 0;
@@ -372,13 +348,13 @@ kn_lower_clamp(kn_ctx *c, int ni, int param)
         return 0;
     kn_expr *x = kn_cast(c, o[0].e, cd);
     if (lo && lo->kind != KN_A_NONE) {
-        r = kn_make_operand(c, lo, b->ndim, b->size, idx, &o[1]);
+        int r = kn_make_operand(c, lo, b->ndim, b->size, idx, &o[1]);
         if (r <= 0)
             return r;
         x = kn_op2(c, KN_S_MAX, cd, x, kn_cast(c, o[1].e, cd));
     }
     if (hi && hi->kind != KN_A_NONE) {
-        r = kn_make_operand(c, hi, b->ndim, b->size, idx, &o[2]);
+        int r = kn_make_operand(c, hi, b->ndim, b->size, idx, &o[2]);
         if (r <= 0)
             return r;
         x = kn_op2(c, KN_S_MIN, cd, x, kn_cast(c, o[2].e, cd));
@@ -391,12 +367,8 @@ int
 kn_lower_where(kn_ctx *c, int ni, int param)
 {
     (void)param;
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
     kn_operand o[3];
-    int r = kn_lazy_start(c, ni, &b, idx, o, 3, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START_OPS(c, ni, b, idx, o, 3, NULL, 0);
     kn_dtype cd = kn_dtype_compute(b->dt);
     kn_expr *cond = kn_cast(c, o[0].e, KN_BOOL);
     b->body = kn_cast(c, kn_op3(c, KN_S_WHERE, cd, cond, kn_cast(c, o[1].e, cd), kn_cast(c, o[2].e, cd)), b->dt);
@@ -408,12 +380,8 @@ kn_lower_where(kn_ctx *c, int ni, int param)
 int
 kn_cast_of_arg(kn_ctx *c, int ni, int k)
 {
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
     kn_operand o;
-    int r = kn_lazy_start(c, ni, &b, idx, &o, 1, &k, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START_OPS(c, ni, b, idx, &o, 1, &k, 0);
     if (b->dt != o.dt && !kn_settle_narrow(c, &o))
         return -1;
     b->body = kn_round(c, o.e, b->dt);
@@ -452,11 +420,7 @@ kn_lower_identity(kn_ctx *c, int ni, int param)
 int
 kn_lower_full(kn_ctx *c, int ni, int param)
 {
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, 1, b, idx);
     kn_arg *v;
     kn_arg one = {KN_A_INT, 1, 0, 0, NULL, NULL}, zero = {KN_A_INT, 0, 0, 0, NULL, NULL};
     switch (param) {
@@ -467,7 +431,7 @@ kn_lower_full(kn_ctx *c, int ni, int param)
     default: v = &one; break;
     }
     kn_operand o;
-    r = kn_make_operand(c, v, b->ndim, b->size, idx, &o);
+    int r = kn_make_operand(c, v, b->ndim, b->size, idx, &o);
     if (r <= 0 || v->kind == KN_A_REF)
         return r < 0 ? -1 : 0;
     b->body = kn_cast(c, o.e, b->dt);
@@ -477,11 +441,7 @@ kn_lower_full(kn_ctx *c, int ni, int param)
 int
 kn_lower_arange(kn_ctx *c, int ni, int param)
 {
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, 1, b, idx);
     if (b->ndim != 1)
         return 0;
     kn_arg *s = param == 2 ? NULL : arg(c, ni, 0), *st = param == 0 ? arg(c, ni, 2) : NULL;

@@ -27,11 +27,7 @@ kn_lower_reshape(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x, b, idx);
     int64_t ostr[KN_MAXDIM], istr[KN_MAXDIM];
     kn_contiguous_strides(b->ndim, b->size, ostr);
     kn_contiguous_strides(x->ndim, x->size, istr);
@@ -51,11 +47,7 @@ kn_lower_permute(kn_ctx *c, int ni, int param)
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     kn_arg *p = arg(c, ni, 1);
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x && is_int_list(p) && p->n == x->ndim ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x && is_int_list(p) && p->n == x->ndim, b, idx);
     kn_expr *si[KN_MAXDIM];
     for (int d = 0; d < x->ndim; d++) {
         int s = wrap_dim(p->items[d].i, x->ndim);
@@ -69,11 +61,7 @@ int
 kn_lower_transpose(kn_ctx *c, int ni, int param)
 {
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x, b, idx);
     int d0 = 0, d1 = 1;
     if (param == 0) {
         d0 = wrap_dim(arg(c, ni, 1)->i, x->ndim);
@@ -94,11 +82,7 @@ kn_lower_expand(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x, b, idx);
     if (x->ndim > b->ndim)
         return 0;
     kn_expr *si[KN_MAXDIM];
@@ -112,11 +96,7 @@ kn_lower_slice(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x, b, idx);
     kn_arg *ad = arg(c, ni, 1), *as = arg(c, ni, 2), *ast = arg(c, ni, 4);
     int d = ad->kind == KN_A_INT ? wrap_dim(ad->i, x->ndim) : 0;
     if (d < 0 || d >= x->ndim)
@@ -142,11 +122,7 @@ kn_lower_select(kn_ctx *c, int ni, int param)
 {
     (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = x ? kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0) : 0;
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, x, b, idx);
     int d = wrap_dim(arg(c, ni, 1)->i, x->ndim);
     int64_t i = arg(c, ni, 2)->i;
     if (d < 0 || d >= x->ndim)
@@ -231,11 +207,7 @@ kn_lower_as_strided(kn_ctx *c, int ni, int param)
             return 0;
     if (kn_realize(c, x) < 0)
         return -1;
-    kn_expr *idx[KN_MAXDIM];
-    kn_buf *b;
-    int r = kn_lazy_start(c, ni, &b, idx, NULL, 0, NULL, 0);
-    if (r <= 0)
-        return r;
+    KN_LAZY_START(c, ni, 1, b, idx);
     kn_expr *ix = kn_iconst(c, off->kind == KN_A_INT ? off->i : 0);
     int64_t hi = off->kind == KN_A_INT ? off->i : 0;
     for (int d = 0; d < sz->n; d++) {

@@ -14,18 +14,18 @@ import re
 from .gen import Unit
 
 _CONSTANTS = ("SEED", "NCALLS", "SHAPE_CALLS", "BAD_CALL", "ENTRIES", "STATE")
-_HEAD = ('if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname('
-         'os.path.abspath(__file__)), "..", "..", ".."))\n'
-         'from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)')
-_START = "    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)"
-_TAIL = 'if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH\n    run(__file__)\n'
+_HEAD = "from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers)"
+_OLD_START = "    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)"
 
 
 def compact(src):
     """A program (gen.Program.render, or a committed reproducer) in the form
     of tests/fuzz/found/: the shared helpers imported from tests.fuzz.found
-    instead of written out, make_inputs' first lines as one `start` call, the
-    constants on one line after it, `run` at the end."""
+    instead of written out, the constants on one line after that import,
+    make_inputs(g, D, bad) given the call's generator, size and out-of-range
+    flag (run.load makes them from the constants), inputs that are only
+    returned written in the return, no before_call that does nothing.  Run
+    them with `python -m tests.fuzz.found NAME`."""
     from .gen import HELPERS
     src = src.replace(HELPERS, "")
     lines = src.split("\n")
@@ -35,33 +35,59 @@ def compact(src):
         i += 1
     drop = {"import torch", "import torch.nn.functional as F", "import os", "import sys", "exec(HELPERS)",
             "    g = torch.Generator().manual_seed(SEED * 1000 + call)", "    D = 4 + (call in SHAPE_CALLS)",
-            "    bad = call == BAD_CALL"}
+            "    bad = call == BAD_CALL", _OLD_START}
     values, body, skip = {}, [], False
     for line in lines[i:]:
         name = line.split(" = ")[0]
         if name in _CONSTANTS and not line.startswith(" "):
             values[name] = line.split(" = ", 1)[1]
             continue
-        if line.startswith('if "__file__" in globals()'):
-            skip = True
+        if name == ", ".join(_CONSTANTS):   # the found/ form's one line
+            exec(line, {}, values)
+            values = {k: repr(v) for k, v in values.items()}
             continue
-        if skip:   # the indented line of that `if`
+        if line.startswith('if "__file__" in globals()'):
+            skip = line.rstrip().endswith(":")   # the old form's one-line `if` has no indented line
+            continue
+        if skip:
             skip = False
             if line.startswith(" "):
                 continue
-        if line in drop or line.startswith("from tests.fuzz.gen import HELPERS"):
+        if line in drop or line.startswith(("from tests.fuzz.gen import HELPERS", "from tests.fuzz.found import")):
             continue
         if line.startswith('if __name__ == "__main__"'):
             break
-        body.append(line)
-        if line == "def make_inputs(call):":
-            body.append(_START)
-    text = "\n".join(body)
+        body.append("def make_inputs(g, D, bad):" if line == "def make_inputs(call):" else line)
+    text = _inline_inputs(_drop_noop(("\n".join(body)), "before_call"))
     consts = "%s = %s" % (", ".join(_CONSTANTS), ", ".join(values[k] for k in _CONSTANTS))
-    text = text.replace("\n\ndef before_call(call):", "\n\n" + consts + "\n\n\ndef before_call(call):", 1)
     while "\n\n\n\n" in text:
         text = text.replace("\n\n\n\n", "\n\n\n")
-    return "\n".join(head) + "\n" + _HEAD + "\n" + text.strip("\n").join(["\n\n", "\n\n\n"]) + _TAIL
+    return "\n".join(head + [_HEAD, "", consts, "", "", ""]) + text.strip("\n") + "\n"
+
+
+def _drop_noop(text, fn):
+    return re.sub(r"\ndef %s\(call\):\n    pass\n" % fn, "\n", text)
+
+
+def _inline_inputs(text):
+    """make_inputs' `x = expr` lines whose names are only returned (in
+    order) become the return's items."""
+    m = re.search(r"def make_inputs\(g, D, bad\):\n((?:    .*\n)+)", text + "\n")
+    if not m:
+        return text
+    lines = m.group(1).rstrip("\n").split("\n")
+    ret = re.fullmatch(r"    return \[(.*)\]", lines[-1])
+    assigns = [re.fullmatch(r"    ([A-Za-z_]\w*) = (.*)", l) for l in lines[:-1]]
+    if not ret or not all(assigns) or not assigns:
+        return text
+    names = [a.group(1) for a in assigns]
+    if [n.strip() for n in ret.group(1).split(",") if n.strip()] != names or \
+            any(re.search(r"\b%s\b" % n, a.group(2)) for n in names for a in assigns):
+        return text
+    items = [a.group(2) for a in assigns]
+    one = "    return [%s]" % ", ".join(items)
+    new = one if len(one) <= 120 else "    return [" + (",\n" + " " * 12).join(items) + "]"
+    return text[:m.start(1)] + new + "\n" + text[m.end(1):]
 
 
 def reproducer(p, entry):

@@ -346,6 +346,13 @@ def load(src, tag):
     linecache.cache[name] = (len(src), None, src.splitlines(True), name)
     ns = {"__name__": "fuzzprog"}
     exec(compile(src, name, "exec"), ns)
+    make = ns.get("make_inputs")
+    if make is not None and make.__code__.co_varnames[:make.__code__.co_argcount] == ("g", "D", "bad"):
+        # the found/ form (minimize.compact): make_inputs is given the call's
+        # generator, size D and out-of-range flag as gen.Program.render makes them
+        ns["make_inputs"] = lambda call: make(torch.Generator().manual_seed(ns["SEED"] * 1000 + call),
+                                              4 + (call in ns["SHAPE_CALLS"]), call == ns["BAD_CALL"])
+    ns.setdefault("before_call", lambda call: None)
     return ns
 
 

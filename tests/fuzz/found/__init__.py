@@ -1,32 +1,20 @@
 """tests/fuzz/found — the fuzzer's reproducers of failures it found, one file
-each, kept as they were minimised (each names its issue class).  Every file
-prints OK or MISMATCH and exits 0 or 1:
+each, kept as they were minimised (each names its issue class).  Each file is
+a program in the form minimize.compact writes: the constants on one line,
+make_inputs(g, D, bad) given the call's generator, size and out-of-range flag,
+an optional before_call(call), and f.
 
-    python tests/fuzz/found/<name>.py
+    python -m tests.fuzz.found NAME ...   # those files (or paths), OK or MISMATCH each
     python -m tests.fuzz.found            # all of them (tests/fuzz/test_found.py)
 
 This module is what the files share (`from tests.fuzz.found import *`):
-torch, F, the input helpers every generated program holds (gen.HELPERS),
-`start` (a call's generator, size D and out-of-range flag) and `run` (the
-comparison with eager, run.check_file).
+torch, F and the input helpers every generated program holds (gen.HELPERS).
 """
-import sys
-
 import torch
 import torch.nn.functional as F
 
 from ..gen import HELPERS
 
-__all__ = ["torch", "F", "_f", "_i", "_b", "_ix", "start", "run"]
+__all__ = ["torch", "F", "_f", "_i", "_b", "_ix"]
 
 exec(HELPERS)
-
-
-def start(call, seed, shape_calls, bad_call):
-    """make_inputs' first line: (generator, D, bad) for call number `call`."""
-    return torch.Generator().manual_seed(seed * 1000 + call), 4 + (call in shape_calls), call == bad_call
-
-
-def run(path):
-    from ..run import check_file
-    sys.exit(check_file(path))

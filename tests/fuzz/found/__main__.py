@@ -1,6 +1,6 @@
-"""python -m tests.fuzz.found [NAME ...]: every reproducer (or those named),
-each on a cold and then a warm kiln cache; prints one line per file and
-exits 1 if any mismatches."""
+"""python -m tests.fuzz.found [NAME_OR_PATH ...]: every reproducer (or those
+named, or files elsewhere in the same form), each on a cold and then a warm
+kiln cache; prints one line per file and exits 1 if any mismatches."""
 import glob
 import io
 import os
@@ -15,7 +15,7 @@ def main(names):
     paths = sorted(glob.glob(os.path.join(here, "*.py")))
     paths = [p for p in paths if not os.path.basename(p).startswith("_")]
     if names:
-        paths = [p for p in paths if os.path.basename(p)[:-3] in names]
+        paths = [p for p in paths if os.path.basename(p)[:-3] in names] + [n for n in names if os.path.isfile(n)]
     bad = []
     for p in paths:
         out = io.StringIO()

@@ -1,21 +1,14 @@
 # an output viewing overlapping inputs, one written in place: AOT autograd's replay from the synthetic base returned other elements
 # found by the kiln fuzzer (tensor seed 700800, entry torch): kind=tensor seed=700800
-if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
-
-
-def make_inputs(call):
-    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
-    _o0 = _f(g, (5, 2, 4, ), torch.float32)
-    a0, a1 = _o0[:-1], _o0[1:]
-    return [a0, a1]
-
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers)
 
 SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 700800, 2, (), -1, ('kiln', 'torch'), ()
 
 
-def before_call(call):
-    pass
+def make_inputs(g, D, bad):
+    _o0 = _f(g, (5, 2, 4, ), torch.float32)
+    a0, a1 = _o0[:-1], _o0[1:]
+    return [a0, a1]
 
 
 def f(a0, a1):
@@ -23,7 +16,3 @@ def f(a0, a1):
     a0.floor_divide_(2)
     v3 = v0.flatten()
     return (v3, )
-
-
-if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    run(__file__)

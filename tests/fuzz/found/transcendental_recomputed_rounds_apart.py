@@ -1,21 +1,12 @@
 # sigmoid(x) read by amax (a scalar reduction loop) and by a division (a vectorised loop) was recomputed in both: libmvec's exp and glibc's scalar exp rounded apart, s / s.amax() truncated to 0
 # found by the kiln fuzzer (tensor seed 942657, entry kiln): kind=tensor seed=942657
-if "__file__" in globals(): import os, sys; sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers, start, run)
-
-
-def make_inputs(call):
-    g, D, bad = start(call, SEED, SHAPE_CALLS, BAD_CALL)
-    a0 = _b(g, (5, D, D, 3, ))
-    a2 = _f(g, (1, 2, ), torch.float64)
-    return [a0, a2]
-
+from tests.fuzz.found import *  # noqa: F401,F403  (torch, F, the input helpers)
 
 SEED, NCALLS, SHAPE_CALLS, BAD_CALL, ENTRIES, STATE = 942657, 3, (), -1, ('kiln', 'torch'), ()
 
 
-def before_call(call):
-    pass
+def make_inputs(g, D, bad):
+    return [_b(g, (5, D, D, 3, )), _f(g, (1, 2, ), torch.float64)]
 
 
 def f(a0, a2):
@@ -25,7 +16,3 @@ def f(a0, a2):
     v3 = a2[None]
     v4 = v3.diagonal()
     return (v2, v4, )
-
-
-if __name__ == "__main__":   # compare eager with kiln: prints OK or MISMATCH
-    run(__file__)
