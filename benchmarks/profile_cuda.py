@@ -11,28 +11,12 @@ call spends its host time.
 """
 import argparse
 import collections
-import statistics
-import time
 
 import torch
 
 import kiln
 from kiln.bench import models as zoo
-
-
-def timings(fn, x, n=30):
-    for _ in range(5):
-        fn(*x)
-    torch.cuda.synchronize()
-    wall, enq = [], []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn(*x)
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        wall.append(time.perf_counter() - t0)
-        enq.append(t1 - t0)
-    return statistics.median(wall) * 1e3, statistics.median(enq) * 1e3
+from kiln.bench.measure import wall_and_enqueue_ms
 
 
 def gpu_profile(fn, x, n=5):
@@ -84,7 +68,7 @@ def main():
         with torch.no_grad():
             variants = {"eager": model, "inductor": torch.compile(model), "kiln": kiln.compile(model, backend=spy)}
             for name, fn in variants.items():
-                wall, enq = timings(fn, inputs)
+                wall, enq = wall_and_enqueue_ms(fn, inputs)
                 gpu, nk, top = gpu_profile(fn, inputs)
                 print(f"{spec.name:10s} {name:8s} wall {wall:7.3f} ms  enqueue {enq:7.3f} ms  "
                       f"gpu {gpu:7.3f} ms  kernels/call {nk}")
@@ -100,7 +84,7 @@ def main():
                     continue
                 args = tuple(ex) + cg.constants
                 st = cg.kiln_stats
-                wall, enq = timings(cg.program, args)
+                wall, enq = wall_and_enqueue_ms(cg.program, args)
                 print(f"      kiln program alone: wall {wall:.3f} ms enqueue {enq:.3f} ms; "
                       f"{st.get('kernels')} kernels, {st.get('externs')} externs, {len(args)} inputs; "
                       f"externs {sorted(set(st.get('extern_ops', [])))}")

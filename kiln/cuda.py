@@ -123,7 +123,7 @@ def chunks(bodies, jobs):
     similar size (each compiles on its own thread), kernels that divide
     integers apart (compiled with NVRTC's full optimisation): [(source, names,
     options)]."""
-    prelude = _C.prelude_cuda()
+    prelude = _C.prelude("cuda")
     out = []
     for exact in (False, True):
         items = sorted(((b, f) for b, f in bodies.items() if bool(_INT_DIVISION.search(b)) == exact),

@@ -122,7 +122,7 @@ def build(programs):
     disk cache, with the system C++ compiler) and bind them."""
     bodies, per_program = unique_kernels(programs)
     kernels = "".join(body.replace("KN_FN", fn, 1) for body, fn in bodies.items())
-    unit = SHIM + _C.prelude_cuda() + kernels + _trampolines(kernels)
+    unit = SHIM + _C.prelude("cuda") + kernels + _trampolines(kernels)
     flags = "-O1 -std=c++17 -fPIC -pthread -fwrapv -w"
     from .pipeline import cc
     so, cached = cc([unit], config.cxx, flags, "kiln cuda emulator 1", 1)

@@ -129,7 +129,7 @@ def _program(desc, prefix, device):
     if "loops" in config.dump:
         print(f"[kiln] loops:\n{program.loops}")
     if "code" in config.dump:
-        what = "CUDA C (kernels; the prelude is kiln._C.prelude_cuda())" if program.cuda else \
+        what = "CUDA C (kernels; the prelude is kiln._C.prelude('cuda'))" if program.cuda else \
             "C (kernels; the prelude is kiln._C.prelude())"
         print(f"[kiln] generated {what}:\n{program.source}")
     return program

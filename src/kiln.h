@@ -390,11 +390,11 @@ void kn_dump_loops(kn_ctx *c, kn_str *s);
 
 /* codegen/c.c: one C function per kernel */
 int kn_codegen_c(kn_ctx *c, kn_str *out);
-const char *kn_codegen_prelude(void);
+/* codegen/emit.c: the text heading every unit of target "c" or "cuda" (NULL: no such target) */
+const char *kn_codegen_prelude(const char *target);
 /* codegen/cuda.c: one extern "C" __global__ function per kernel; fills each
    kernel's cu_* launch fields */
 int kn_codegen_cuda(kn_ctx *c, kn_str *out);
-const char *kn_codegen_prelude_cuda(void);
 
 /* runtime/: declared in runtime/runtime.h */
 

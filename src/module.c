@@ -98,19 +98,16 @@ done:
 }
 
 static PyObject *
-py_prelude(PyObject *self, PyObject *unused)
+py_prelude(PyObject *self, PyObject *args)
 {
     (void)self;
-    (void)unused;
-    return PyUnicode_FromString(kn_codegen_prelude());
-}
-
-static PyObject *
-py_prelude_cuda(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    return PyUnicode_FromString(kn_codegen_prelude_cuda());
+    const char *target = "c";
+    if (!PyArg_ParseTuple(args, "|s", &target))
+        return NULL;
+    const char *text = kn_codegen_prelude(target);
+    if (text == NULL)
+        return PyErr_Format(PyExc_ValueError, "kiln: no code generation target %s (\"c\" or \"cuda\")", target);
+    return PyUnicode_FromString(text);
 }
 
 static PyObject *
@@ -124,8 +121,8 @@ py_lowered_ops(PyObject *self, PyObject *unused)
 static PyMethodDef methods[] = {
     {"compile", py_compile, METH_VARARGS, "Compile a graph description into a Program (not yet loaded)."},
     {"build", kn_py_build, METH_VARARGS, "Compile C units into a cached shared object; returns (path, cached)."},
-    {"prelude", py_prelude, METH_NOARGS, "The C text that heads every generated unit."},
-    {"prelude_cuda", py_prelude_cuda, METH_NOARGS, "The CUDA C text that heads every generated CUDA program."},
+    {"prelude", py_prelude, METH_VARARGS,
+     "prelude(target=\"c\"): the text that heads every generated unit of target \"c\" or \"cuda\"."},
     {"nvrtc_compile", kn_py_nvrtc_compile, METH_VARARGS,
      "nvrtc_compile(source, arch, nvrtc_path=None) -> (cubin, log): compile CUDA C with NVRTC alone."},
     {"lowered_ops", py_lowered_ops, METH_NOARGS, "Names of the ATen ops kiln lowers itself."},

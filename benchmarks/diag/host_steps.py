@@ -8,30 +8,18 @@ Python around the graph cost), and each program step's CPU time
 """
 import argparse
 import collections
-import statistics
-import time
 
 import torch
 
 import kiln
 from kiln.bench import models as zoo
+from kiln.bench.measure import wall_and_enqueue_ms
 
 
-def enqueue_ms(fn, args, n=30):
+def enqueue_ms(fn, args):
     """(wall, enqueue) medians in ms: enqueue is the host time of a call
     begun on an idle GPU."""
-    for _ in range(5):
-        fn(*args)
-    wall, enq = [], []
-    for _ in range(n):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn(*args)
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        wall.append(time.perf_counter() - t0)
-        enq.append(t1 - t0)
-    return statistics.median(wall) * 1e3, statistics.median(enq) * 1e3
+    return wall_and_enqueue_ms(fn, args, idle=True)
 
 
 def main():

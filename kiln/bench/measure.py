@@ -56,6 +56,27 @@ def time_iterations(fn: Callable, inputs: tuple, warmup: int, repeat: int,
     return samples
 
 
+def wall_and_enqueue_ms(fn: Callable, inputs: tuple, n: int = 30, idle: bool = False) -> tuple[float, float]:
+    """(wall, enqueue) medians in ms of n calls on a CUDA device: wall until
+    the GPU finished, enqueue the host time until the call returned.  With
+    idle, each call begins on an idle GPU (the host cost alone); otherwise
+    only the first does (calls queue behind each other's work)."""
+    for _ in range(5):
+        fn(*inputs)
+    torch.cuda.synchronize()
+    wall, enq = [], []
+    for _ in range(n):
+        if idle:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*inputs)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        wall.append(time.perf_counter() - t0)
+        enq.append(t1 - t0)
+    return statistics.median(wall) * 1e3, statistics.median(enq) * 1e3
+
+
 def median(samples: list[float]) -> float:
     return statistics.median(samples)
 

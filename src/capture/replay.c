@@ -64,6 +64,44 @@ run_graph(kn_seg *seg, PyObject **vals, PyObject **out)
     return 0;
 }
 
+/* The effect ops: how many values each pops (the deepest first in in[]). */
+static int
+effect_pops(kn_popkind k)
+{
+    switch (k) {
+    case KN_P_SETITEM: return 3;
+    case KN_P_DELATTR:
+    case KN_P_GLOBAL: return 1;
+    default: return 2;   /* SETATTR, DELITEM, REPLACE, CELLSET */
+    }
+}
+
+/* One effect op on its popped values in[] (references the caller drops):
+ * 0 ok, -1 error set. */
+static int
+replay_effect(kn_seg *seg, _PyInterpreterFrame *f, kn_pop op, PyObject **in)
+{
+    PyObject *name = op.a < PyList_GET_SIZE(seg->consts) ? PyList_GET_ITEM(seg->consts, op.a) : NULL;
+    switch (op.kind) {
+    case KN_P_SETATTR: return PyObject_SetAttr(in[0], name, in[1]);      /* obj, value */
+    case KN_P_DELATTR: return PyObject_DelAttr(in[0], name);             /* obj */
+    case KN_P_SETITEM: return PyObject_SetItem(in[0], in[1], in[2]);     /* obj, key, value */
+    case KN_P_DELITEM: return PyObject_DelItem(in[0], in[1]);            /* obj, key */
+    case KN_P_GLOBAL: return PyDict_SetItem(f->f_globals, name, in[0]);  /* value */
+    case KN_P_CELLSET: return PyCell_Set(in[0], in[1]);                  /* cell, value */
+    case KN_P_REPLACE:                                                   /* old, new */
+        if (PyList_Check(in[0]))
+            return PyList_SetSlice(in[0], 0, PyList_GET_SIZE(in[0]), in[1]);
+        if (PyDict_Check(in[0])) {
+            PyDict_Clear(in[0]);
+            return PyDict_Update(in[0], in[1]);
+        }
+        return KN_INTERNAL("replace on a non-container");
+    default:
+        return KN_INTERNAL("not an effect op");
+    }
+}
+
 /* Runs seg's graph and replay program against frame f, whose sources are
  * already in vals.  On KN_T_RETURN sets *ret.  0 ok, -1 error, -2 the graph
  * raised (nothing of the frame was touched yet).  The switch below is the
@@ -98,7 +136,7 @@ kn_replay(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret)
             st = ns;
             cap = ncap;
         }
-        PyObject *v, *w, *x;
+        PyObject *v, *w;
         int e = 0;   /* status of the effect ops below */
         switch (op.kind) {
         case KN_P_SRC:
@@ -190,19 +228,12 @@ kn_replay(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret)
             Py_SETREF(st[sp - 1], v);
             break;
         case KN_P_CALL:
-            v = PyObject_Vectorcall(st[sp - op.a - 1], st + sp - op.a, op.a, NULL);
-            for (int i = 0; i <= op.a; i++)
-                Py_DECREF(st[sp - 1 - i]);
-            sp -= op.a + 1;
-            if (v == NULL)
-                goto done;
-            st[sp++] = v;
-            break;
         case KN_P_CALLKW: {
-            PyObject *kw = st[--sp];
-            Py_ssize_t nkw = PyTuple_GET_SIZE(kw);
-            v = PyObject_Vectorcall(st[sp - op.a - 1], st + sp - op.a, op.a - nkw, kw);
-            Py_DECREF(kw);
+            /* fn, a args; CALLKW: then kwnames (the last len(kwnames) args by keyword) */
+            PyObject *kw = op.kind == KN_P_CALLKW ? st[--sp] : NULL;
+            Py_ssize_t npos = op.a - (kw ? PyTuple_GET_SIZE(kw) : 0);
+            v = PyObject_Vectorcall(st[sp - op.a - 1], st + sp - op.a, npos, kw);
+            Py_XDECREF(kw);
             for (int i = 0; i <= op.a; i++)
                 Py_DECREF(st[sp - 1 - i]);
             sp -= op.a + 1;
@@ -218,59 +249,19 @@ kn_replay(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret)
             st[sp++] = Py_XNewRef(tmp[op.a]);
             break;
         case KN_P_SETATTR:
-            v = st[--sp];
-            w = st[--sp];
-            e = PyObject_SetAttr(w, PyList_GET_ITEM(seg->consts, op.a), v);
-            Py_DECREF(v);
-            Py_DECREF(w);
-            break;
         case KN_P_DELATTR:
-            w = st[--sp];
-            e = PyObject_DelAttr(w, PyList_GET_ITEM(seg->consts, op.a));
-            Py_DECREF(w);
-            break;
         case KN_P_SETITEM:
-            v = st[--sp];
-            w = st[--sp];
-            x = st[--sp];
-            e = PyObject_SetItem(x, w, v);
-            Py_DECREF(v);
-            Py_DECREF(w);
-            Py_DECREF(x);
-            break;
         case KN_P_DELITEM:
-            w = st[--sp];
-            x = st[--sp];
-            e = PyObject_DelItem(x, w);
-            Py_DECREF(w);
-            Py_DECREF(x);
-            break;
         case KN_P_REPLACE:
-            v = st[--sp];
-            w = st[--sp];
-            if (PyList_Check(w))
-                e = PyList_SetSlice(w, 0, PyList_GET_SIZE(w), v);
-            else if (PyDict_Check(w)) {
-                PyDict_Clear(w);
-                e = PyDict_Update(w, v);
-            } else {
-                e = KN_INTERNAL("replace on a non-container");
-            }
-            Py_DECREF(v);
-            Py_DECREF(w);
-            break;
         case KN_P_GLOBAL:
-            v = st[--sp];
-            e = PyDict_SetItem(f->f_globals, PyList_GET_ITEM(seg->consts, op.a), v);
-            Py_DECREF(v);
+        case KN_P_CELLSET: {
+            int n = effect_pops(op.kind);
+            sp -= n;
+            e = replay_effect(seg, f, op, st + sp);
+            for (int i = 0; i < n; i++)
+                Py_XDECREF(st[sp + i]);
             break;
-        case KN_P_CELLSET:
-            v = st[--sp];
-            w = st[--sp];
-            e = PyCell_Set(w, v);
-            Py_XDECREF(v);
-            Py_DECREF(w);
-            break;
+        }
         case KN_P_LOCAL:
             v = st[--sp];
             Py_XSETREF(f->localsplus[op.a], v);

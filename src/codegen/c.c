@@ -33,13 +33,8 @@ const kn_target kn_target_c = {
     .store = {[KN_F16] = "(_Float16)(%0)", [KN_BF16] = "kn_f2bf(%0)"},
     .round = {[KN_F16] = "(float)(_Float16)%0", [KN_BF16] = "kn_bf2f(kn_f2bf((float)%0))"},
     .exact_f2i = 1,
+    .prelude = kn_prelude_text,
 };
-
-const char *
-kn_codegen_prelude(void)
-{
-    return kn_prelude_text;
-}
 
 /* Flat index within the inner space (for argmax/argmin). */
 static void
@@ -305,11 +300,9 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             continue;
         }
         /* a run of inner pointwise members shares one inner loop */
-        for (int q = m; q < k->nmembers; q++) {
-            kn_buf *p = c->bufs[k->members[q]];
-            if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
-                break;
-            kn_expr *hb = kn_member_body(c, k, p);
+        int end = kn_cg_inner_run(c, k, m);
+        for (int q = m; q < end; q++) {
+            kn_expr *hb = kn_member_body(c, k, c->bufs[k->members[q]]);
             if (hb == NULL)
                 return -1;
             kn_cg_hoist(&g, hb);
@@ -317,12 +310,8 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
         /* index checks left inside the loop: OR-reduced, no branch */
         kn_expr *bodies[64];
         int nb = 0;
-        for (int q = m; q < k->nmembers && nb < 64; q++) {
-            kn_buf *p = c->bufs[k->members[q]];
-            if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
-                break;
-            bodies[nb++] = kn_member_body(c, k, p);
-        }
+        for (int q = m; q < end && nb < 64; q++)
+            bodies[nb++] = kn_member_body(c, k, c->bufs[k->members[q]]);
         kn_str clause = {0};
         checks_begin(&g, bodies, nb, &clause);
         if (par_inner) {
@@ -332,14 +321,9 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
         }
         kn_cg_open_loops(&g, k->ninner, k->inner, KN_VAR_I(0), !par_inner, par_inner ? NULL : clause.p);
         kn_str_free(&clause);
-        while (m < k->nmembers) {
-            kn_buf *p = c->bufs[k->members[m]];
-            if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
-                break;
-            if (gen_pointwise_value(&g, p, 0) < 0)
+        for (; m < end; m++)
+            if (gen_pointwise_value(&g, c->bufs[k->members[m]], 0) < 0)
                 return -1;
-            m++;
-        }
         kn_cg_close_loops(&g, k->ninner);
         checks_end(&g);
     }

@@ -40,13 +40,8 @@ const kn_target kn_target_cuda = {
     .store = {[KN_F16] = "kn_f2h(%0)", [KN_BF16] = "kn_f2bf(%0)"},
     .round = {[KN_F16] = "kn_h2f(kn_f2h((float)%0))", [KN_BF16] = "kn_bf2f(kn_f2bf((float)%0))"},
     .exact_f2i = 0,
+    .prelude = kn_prelude_cuda_text,
 };
-
-const char *
-kn_codegen_prelude_cuda(void)
-{
-    return kn_prelude_cuda_text;
-}
 
 #define KN_CU_THREADS 256
 
@@ -431,12 +426,10 @@ gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
             continue;
         }
         /* a run of pointwise members over the row shares one strided loop */
-        for (int q = m; q < k->nmembers; q++) {
-            kn_buf *p = c->bufs[k->members[q]];
-            if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
-                break;
+        int end = kn_cg_inner_run(c, k, m);
+        for (int q = m; q < end; q++) {
             kn_expr *hb, *hix;
-            if (member_value(g, p, &hb, &hix) < 0)
+            if (member_value(g, c->bufs[k->members[q]], &hb, &hix) < 0)
                 return -1;
             kn_cg_hoist(g, hb);
         }
@@ -444,14 +437,9 @@ gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
         kn_str_printf(s, "for (kn_ix i = lane; i < lim; i += %d) {\n", (int)G);
         kn_cg_open_scope(g);
         decompose(g, "i", k->ninner, k->inner, KN_VAR_I(0));
-        while (m < k->nmembers) {
-            kn_buf *p = c->bufs[k->members[m]];
-            if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
-                break;
-            if (gen_pointwise(g, p) < 0)
+        for (; m < end; m++)
+            if (gen_pointwise(g, c->bufs[k->members[m]]) < 0)
                 return -1;
-            m++;
-        }
         kn_cg_close_scope(g);
         kn_cg_ind(g);
         kn_str_printf(s, "}\n");

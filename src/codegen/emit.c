@@ -27,6 +27,12 @@ const kn_sop_info kn_sops[KN_S__COUNT] = {
 #undef COMM
 };
 
+const char *
+kn_codegen_prelude(const char *target)
+{
+    return strcmp(target, "c") == 0 ? kn_target_c.prelude : strcmp(target, "cuda") == 0 ? kn_target_cuda.prelude : NULL;
+}
+
 int
 kn_cg_active(kn_gen *g, int mark)
 {
@@ -541,6 +547,18 @@ kn_cg_scan(kn_gen *g, kn_buf *b)
     kn_cg_store(g, b, ix, name);
     kn_cg_close_loops(g, g->k->ninner);
     return 0;
+}
+
+int
+kn_cg_inner_run(kn_ctx *c, const kn_kernel *k, int m)
+{
+    while (m < k->nmembers) {
+        const kn_buf *p = c->bufs[k->members[m]];
+        if (p->kind != KN_B_POINTWISE || kn_cg_is_outer_member(k, p))
+            break;
+        m++;
+    }
+    return m;
 }
 
 int

@@ -24,6 +24,7 @@ typedef struct {
     int exact_f2i;                       /* float -> integer casts through the prelude's
                                             kn_f2<to>_<from> (a C cast of an out-of-range
                                             float is undefined: gcc folds (float)(int)x) */
+    const char *prelude;                 /* the text heading every unit (prelude.h, prelude_cuda.h) */
 } kn_target;
 
 extern const kn_target kn_target_c;      /* codegen/c.c */
@@ -75,6 +76,9 @@ void kn_cg_close_loops(kn_gen *g, int n);
 const char *kn_cg_acc_init(kn_rop r, kn_dtype acc, int *is_float);
 int kn_cg_in_register(kn_gen *g, const kn_buf *b);
 int kn_cg_is_outer_member(const kn_kernel *k, const kn_buf *b);
+/* the end of the run of inner pointwise members of k that starts at member m
+   (those share one inner loop) */
+int kn_cg_inner_run(kn_ctx *c, const kn_kernel *k, int m);
 uint8_t *kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k);  /* 1 read, 2 stored; caller frees */
 int kn_cg_scan(kn_gen *g, kn_buf *b);
 #endif

@@ -75,41 +75,17 @@ static inline b_t KN_SIGNBIT_f64(double a) { uint64_t u; memcpy(&u, &a, 8); retu
 /* NaN-propagating max/min are written as a plain select plus an unordered
    test (a NaN operand makes a + b NaN): gcc 12 vectorises that form, but not
    `a != a` in a short-circuit condition nor a nested isnan select. */
-#define KN_FLOAT_OPS(T, tag, F)                                                                  \
-static inline T kn_div_##tag(T a, T b) { return a / b; }                                          \
-static inline T kn_truncdiv_##tag(T a, T b, int64_t *e) { (void)e; return trunc##F(a / b); }      \
-static inline T kn_floordiv_##tag(T a, T b, int64_t *e) {                                         \
-    (void)e;                                                                                      \
-    if (b == 0) return a / b;                                                                     \
-    T m = fmod##F(a, b), d = (a - m) / b;                                                         \
-    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;                                                   \
-    if (d == 0) return copysign##F((T)0, a / b);                                                  \
-    T f = floor##F(d);                                                                            \
-    if (d - f > (T)0.5) f += 1;                                                                   \
-    return f; }                                                                                   \
-static inline T kn_rem_##tag(T a, T b, int64_t *e) {                                              \
-    (void)e;                                                                                      \
-    T m = fmod##F(a, b);                                                                          \
-    if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
-    return m; }                                                                                   \
-static inline T kn_fmod_##tag(T a, T b, int64_t *e) { (void)e; return fmod##F(a, b); }             \
-static inline T kn_abs_##tag(T a) { return fabs##F(a); }                                          \
-static inline T kn_max_##tag(T a, T b) { T m = a > b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
-static inline T kn_min_##tag(T a, T b) { T m = a < b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
-static inline T kn_sign_##tag(T a) { return (T)((a > 0) - (a < 0)); } /* eager: sign(NaN) = 0 */    \
-static inline T kn_pow_##tag(T a, T b) { return pow##F(a, b); }                                   \
-static inline T kn_fmax_##tag(T a, T b) { return (a >= b || b != b) ? a : b; }                    \
-static inline T kn_fmin_##tag(T a, T b) { return (a <= b || b != b) ? a : b; }                    \
-static inline T kn_rsqrt_##tag(T a) { return (T)1 / sqrt##F(a); }                                 \
-static inline T kn_recip_##tag(T a) { return (T)1 / a; }                                          \
-static inline T kn_sigmoid_##tag(T a) { return (T)1 / ((T)1 + exp##F(-a)); }                      \
-static inline T kn_gelu_##tag(T a) { return (T)0.5 * a * ((T)1 + erf##F(a * (T)0.70710678118654752440)); } \
-static inline T kn_gelu_tanh_##tag(T a) {                                                         \
-    T k = (T)0.79788456080286535588; /* sqrt(2/pi) */                                             \
-    return (T)0.5 * a * ((T)1 + tanh##F(k * (a + (T)0.044715 * a * a * a))); }                    \
-static inline b_t kn_isnan_##tag(T a) { return __builtin_isnan(a) != 0; }                         \
-static inline b_t kn_isinf_##tag(T a) { return isinf(a) != 0; }                                   \
-static inline b_t kn_signbit_##tag(T a) { return KN_SIGNBIT_##tag(a); }
+#define KN_D static inline
+#define KN_FLOAT_TARGET_OPS(T, tag, F)                                                           \
+KN_D T kn_max_##tag(T a, T b) { T m = a > b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
+KN_D T kn_min_##tag(T a, T b) { T m = a < b ? a : b; return __builtin_isunordered(a, b) ? a + b : m; } \
+KN_D T kn_fmax_##tag(T a, T b) { return (a >= b || b != b) ? a : b; }                            \
+KN_D T kn_fmin_##tag(T a, T b) { return (a <= b || b != b) ? a : b; }                            \
+KN_D T kn_rsqrt_##tag(T a) { return (T)1 / sqrt##F(a); }                                         \
+KN_D b_t kn_isnan_##tag(T a) { return __builtin_isnan(a) != 0; }                                 \
+KN_D b_t kn_isinf_##tag(T a) { return isinf(a) != 0; }                                           \
+KN_D b_t kn_signbit_##tag(T a) { return KN_SIGNBIT_##tag(a); }
+#include "prelude_float.h"
 
 KN_FLOAT_OPS(float, f32, f)
 KN_FLOAT_OPS(double, f64, )

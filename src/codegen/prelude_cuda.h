@@ -79,39 +79,16 @@ KN_D float kn_h2f(uint16_t v) { _Float16 h; memcpy(&h, &v, 2); return (float)h; 
 KN_D uint16_t kn_f2h(float f) { _Float16 h = (_Float16)f; uint16_t v; memcpy(&v, &h, 2); return v; }
 #endif
 
-#define KN_FLOAT_OPS(T, tag, F)                                                                  \
-KN_D T kn_div_##tag(T a, T b) { return a / b; }                                                   \
-KN_D T kn_truncdiv_##tag(T a, T b, int64_t *e) { return trunc##F(a / b); }                                    \
-KN_D T kn_floordiv_##tag(T a, T b, int64_t *e) {                                                              \
-    if (b == 0) return a / b;                                                                     \
-    T m = fmod##F(a, b), d = (a - m) / b;                                                         \
-    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;                                                   \
-    if (d == 0) return copysign##F((T)0, a / b);                                                  \
-    T f = floor##F(d);                                                                            \
-    if (d - f > (T)0.5) f += 1;                                                                   \
-    return f; }                                                                                   \
-KN_D T kn_rem_##tag(T a, T b, int64_t *e) {                                                                   \
-    T m = fmod##F(a, b);                                                                          \
-    if (m != 0 && ((b < 0) != (m < 0))) m += b;                                                   \
-    return m; }                                                                                   \
-KN_D T kn_fmod_##tag(T a, T b, int64_t *e) { return fmod##F(a, b); }                                          \
-KN_D T kn_abs_##tag(T a) { return fabs##F(a); }                                                   \
+#define KN_FLOAT_TARGET_OPS(T, tag, F)                                                           \
 KN_D T kn_max_##tag(T a, T b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }            \
 KN_D T kn_min_##tag(T a, T b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }            \
-KN_D T kn_sign_##tag(T a) { return (T)((a > 0) - (a < 0)); } /* eager: sign(NaN) = 0 */           \
-KN_D T kn_pow_##tag(T a, T b) { return pow##F(a, b); }                                            \
-KN_D T kn_fmax_##tag(T a, T b) { return fmax##F(a, b); } /* as ATen's GPU kernel */                       \
-KN_D T kn_fmin_##tag(T a, T b) { return fmin##F(a, b); } /* as ATen's GPU kernel */                       \
+KN_D T kn_fmax_##tag(T a, T b) { return fmax##F(a, b); } /* as ATen's GPU kernel */               \
+KN_D T kn_fmin_##tag(T a, T b) { return fmin##F(a, b); } /* as ATen's GPU kernel */               \
 KN_D T kn_rsqrt_##tag(T a) { return rsqrt##F(a); }                                                \
-KN_D T kn_recip_##tag(T a) { return (T)1 / a; }                                                   \
-KN_D T kn_sigmoid_##tag(T a) { return (T)1 / ((T)1 + exp##F(-a)); }                               \
-KN_D T kn_gelu_##tag(T a) { return (T)0.5 * a * ((T)1 + erf##F(a * (T)0.70710678118654752440)); } \
-KN_D T kn_gelu_tanh_##tag(T a) {                                                                  \
-    T k = (T)0.79788456080286535588;                                                              \
-    return (T)0.5 * a * ((T)1 + tanh##F(k * (a + (T)0.044715 * a * a * a))); }                    \
 KN_D b_t kn_isnan_##tag(T a) { return a != a; }                                                   \
 KN_D b_t kn_isinf_##tag(T a) { return isinf(a); }                                                 \
 KN_D b_t kn_signbit_##tag(T a) { return signbit(a) != 0; }
+#include "prelude_float.h"
 
 KN_FLOAT_OPS(float, f32, f)
 KN_FLOAT_OPS(double, f64, )

@@ -37,7 +37,7 @@ def render(fn, *args):
 def nvrtc(program):
     # with kiln's --Ofast-compile option, as kiln/cuda.py compiles
     opt = f"--Ofast-compile={kiln.config.nvrtc_fast_compile}" if kiln.config.nvrtc_fast_compile else None
-    cubin, log = _C.nvrtc_compile(_C.prelude_cuda() + program.source, 90, NVRTC, opt)
+    cubin, log = _C.nvrtc_compile(_C.prelude("cuda") + program.source, 90, NVRTC, opt)
     assert cubin[:4] == b"\x7fELF", "NVRTC must produce a cubin (native code), not PTX"
     assert "error" not in (log or "").lower()
     return cubin
