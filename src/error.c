@@ -37,33 +37,42 @@ kn_unsupported_type(void)
                           PyExc_Exception);
 }
 
+/* Sets `type` (NULL: creating it failed, its error is set) with the
+   message fmt/ap, prefixed by "kiln internal error at <where>: " when where
+   is given.  Always -1. */
+static int
+set_error(PyObject *type, const char *where, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (type == NULL)
+        return -1;
+    if (where)
+        PyErr_Format(type, "kiln internal error at %s: %s", where, msg);
+    else
+        PyErr_SetString(type, msg);
+    return -1;
+}
+
 int
 kn_internal(const char *file, int line, const char *fmt, ...)
 {
-    char what[512];
+    const char *base = strrchr(file, '/');
+    char where[256];
+    snprintf(where, sizeof where, "%s:%d", base ? base + 1 : file, line);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    set_error(kn_internal_error_type(), where, fmt, ap);
     va_end(ap);
-    PyObject *type = kn_internal_error_type();
-    if (type == NULL)
-        return -1;   /* (the MemoryError creating it is set) */
-    const char *base = strrchr(file, '/');
-    PyErr_Format(type, "kiln internal error at %s:%d: %s", base ? base + 1 : file, line, what);
     return -1;
 }
 
 int
 kn_unsupported(const char *fmt, ...)
 {
-    char why[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
+    set_error(kn_unsupported_type(), NULL, fmt, ap);
     va_end(ap);
-    PyObject *type = kn_unsupported_type();
-    if (type == NULL)
-        return -1;
-    PyErr_SetString(type, why);
     return -1;
 }

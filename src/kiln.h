@@ -67,11 +67,14 @@ typedef enum {
     KN_NDTYPES
 } kn_dtype;
 
-extern const char *const kn_dtype_name[KN_NDTYPES];
-extern const char *const kn_dtype_ctype[KN_NDTYPES];   /* storage type in C */
-extern const int kn_dtype_size[KN_NDTYPES];
-extern const char *const kn_dtype_cctype[KN_NDTYPES];  /* compute type in generated code */
-extern const char *const kn_dtype_tag[KN_NDTYPES];     /* prelude helper suffix: f32, i64, ... */
+typedef struct {
+    const char *name;     /* torch's name: "float32" */
+    const char *ctype;    /* storage type in C */
+    int size;             /* bytes of an element */
+    const char *cctype;   /* compute type in generated code */
+    const char *tag;      /* prelude helper suffix: f32, i64, ... */
+} kn_dtype_info;
+extern const kn_dtype_info kn_dtypes[KN_NDTYPES];   /* (expr.c, from KN_DTYPES) */
 int kn_dtype_is_float(kn_dtype d);
 int kn_dtype_is_int(kn_dtype d);                       /* integral, not bool */
 kn_dtype kn_dtype_compute(kn_dtype d);                 /* f16/bf16 -> f32 */

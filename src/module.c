@@ -156,7 +156,7 @@ dtype_names(void)
     if (t == NULL)
         return NULL;
     for (int i = 0; i < KN_NDTYPES; i++) {
-        PyObject *n = PyUnicode_FromString(kn_dtype_name[i]);
+        PyObject *n = PyUnicode_FromString(kn_dtypes[i].name);
         if (n == NULL) {
             Py_DECREF(t);
             return NULL;

@@ -29,3 +29,15 @@ def dev(request):
         if not _CUDA:
             pytest.skip("no CUDA device usable by kiln here")
     return request.param
+
+
+@pytest.fixture
+def fresh_compilers():
+    """kiln and TorchDynamo reset before and after the test (a module uses
+    it for all its tests with `pytestmark = pytest.mark.usefixtures(...)`)."""
+    import torch
+    kiln.reset()
+    torch._dynamo.reset()
+    yield
+    kiln.reset()
+    torch._dynamo.reset()

@@ -110,7 +110,7 @@ gen_reduction(kn_gen *g, kn_buf *b)
         return -1;
     int isf;
     const char *init = kn_cg_acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
-    const char *at = b->acc_dt == KN_BOOL ? "int" : kn_dtype_cctype[b->acc_dt];
+    const char *at = b->acc_dt == KN_BOOL ? "int" : kn_dtypes[b->acc_dt].cctype;
     int id = b->id;
     const kn_kernel *k = g->k;
     kn_cg_hoist(g, body);
@@ -187,19 +187,7 @@ gen_reduction(kn_gen *g, kn_buf *b)
     default:
         return KN_INTERNAL("reduction %d in a %s kernel", (int)b->rop, g->t->name);
     }
-    /* the result: a register r<id>, stored unless local */
-    kn_dtype rdt = kn_dtype_compute(b->dt);
-    kn_cg_ind(g);
-    kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", kn_dtype_cctype[rdt], id, kn_dtype_cctype[rdt], id);
-    if (!b->local) {
-        kn_expr *ix = kn_store_index(c, k, b);
-        if (ix == NULL)
-            return -1;
-        char name[32];
-        snprintf(name, sizeof name, "r%d", id);
-        kn_cg_store(g, b, ix, name);
-    }
-    return 0;
+    return kn_cg_result(g, b, NULL);   /* the register r<id>, stored unless local */
 }
 static int
 gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
@@ -212,7 +200,7 @@ gen_pointwise_value(kn_gen *g, kn_buf *b, int outer_only)
     if (outer_only) {
         kn_dtype rdt = kn_dtype_compute(b->dt);
         kn_cg_ind(g);
-        kn_str_printf(g->s, "const %s r%d = %s;\n", kn_dtype_cctype[rdt], b->id, v.p);
+        kn_str_printf(g->s, "const %s r%d = %s;\n", kn_dtypes[rdt].cctype, b->id, v.p);
         if (!b->local)
             kn_cg_store(g, b, ix, v.p);
     } else {

@@ -102,7 +102,7 @@ gen_pointwise(kn_gen *g, kn_buf *b)
 static void
 combine(kn_str *s, const kn_buf *b, const char *x, const char *y)
 {
-    const char *tag = kn_dtype_tag[b->acc_dt];
+    const char *tag = kn_dtypes[b->acc_dt].tag;
     switch (b->rop) {
     case KN_R_SUM: kn_str_printf(s, "%s + %s", x, y); break;
     case KN_R_PROD: kn_str_printf(s, "%s * %s", x, y); break;
@@ -118,7 +118,7 @@ acc_type(const kn_buf *b)
 {
     if (b->rop == KN_R_ANY || b->rop == KN_R_ALL)
         return "int";
-    return kn_dtype_cctype[b->acc_dt];
+    return kn_dtypes[b->acc_dt].cctype;
 }
 
 /* Declare reduction b's accumulator(s). */
@@ -227,31 +227,11 @@ group_combine(kn_gen *g, kn_buf *b, int G)
 static int
 group_finish(kn_gen *g, kn_buf *b)
 {
-    kn_ctx *c = g->c;
-    const kn_kernel *k = g->k;
-    int id = b->id, arg = b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN;
-    kn_dtype rdt = kn_dtype_compute(b->dt);
-    kn_cg_ind(g);
-    kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", kn_dtype_cctype[rdt], id, kn_dtype_cctype[rdt], id);
-    if (arg) {
+    if (b->rop == KN_R_ARGMAX || b->rop == KN_R_ARGMIN) {
         kn_cg_ind(g);
-        kn_str_printf(g->s, "(void)m%d;\n", id);
+        kn_str_printf(g->s, "(void)m%d;\n", b->id);
     }
-    if (!b->local) {
-        kn_expr *ix = kn_store_index(c, k, b);
-        if (ix == NULL)
-            return -1;
-        char name[32];
-        snprintf(name, sizeof name, "r%d", id);
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "if (valid && lane == 0) {\n");
-        kn_cg_open_scope(g);
-        kn_cg_store(g, b, ix, name);
-        kn_cg_close_scope(g);
-        kn_cg_ind(g);
-        kn_str_printf(g->s, "}\n");
-    }
-    return 0;
+    return kn_cg_result(g, b, "valid && lane == 0");
 }
 
 /* One reduction member inside a row: strided accumulation, then the group
@@ -290,7 +270,7 @@ gen_outer_member(kn_gen *g, kn_buf *b)
     kn_str v = kn_cg_value(g, body);
     kn_dtype rdt = kn_dtype_compute(b->dt);
     kn_cg_ind(g);
-    kn_str_printf(g->s, "const %s r%d = %s;\n", kn_dtype_cctype[rdt], b->id, v.p);
+    kn_str_printf(g->s, "const %s r%d = %s;\n", kn_dtypes[rdt].cctype, b->id, v.p);
     if (!b->local) {
         kn_cg_ind(g);
         kn_str_printf(g->s, "if (valid && lane == 0) {\n");
@@ -570,14 +550,14 @@ emit_vec_ok(kn_gen *g, vecscan *v, kn_expr **six)
     for (int q = 0; q < v->nvl; q++) {
         kn_buf *b = c->bufs[v->vl[q]->i];
         kn_cg_ind(g);
-        kn_str_printf(g->s, "vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id, v->vw * kn_dtype_size[b->dt] - 1);
+        kn_str_printf(g->s, "vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id, v->vw * kn_dtypes[b->dt].size - 1);
     }
     for (int m = 0; m < g->k->nmembers; m++) {
         kn_buf *b = c->bufs[g->k->members[m]];
         if (six[m] && contiguous(v, six[m])) {
             kn_cg_ind(g);
             kn_str_printf(g->s, "vec_ok &= ((unsigned long long)b%d & %d) == 0;\n", b->id,
-                          v->vw * kn_dtype_size[b->dt] - 1);
+                          v->vw * kn_dtypes[b->dt].size - 1);
         }
     }
 }
@@ -662,10 +642,10 @@ gen_flat_vec_w(kn_gen *g, int64_t n, int vw, int max_elem)
     }
     /* every buffer accessed as vectors must fit vw lanes in 16 bytes */
     for (int q = 0; q < v.nvl && rc > 0; q++)
-        if (kn_dtype_size[c->bufs[v.vl[q]->i]->dt] > max_elem)
+        if (kn_dtypes[c->bufs[v.vl[q]->i]->dt].size > max_elem)
             rc = 0;
     for (int m = 0; m < nm && rc > 0; m++)
-        if (kn_dtype_size[c->bufs[k->members[m]]->dt] > max_elem && contiguous(&v, six[m]))
+        if (kn_dtypes[c->bufs[k->members[m]]->dt].size > max_elem && contiguous(&v, six[m]))
             rc = 0;
     if (rc <= 0) {
         free(body);
@@ -861,7 +841,7 @@ rowplan_scan(rowplan *p, kn_gen *g, int vw)
     }
     int words = 0, arrays = p->v.nvl;
     for (int q = 0; q < p->v.nvl; q++) {
-        int sz = kn_dtype_size[c->bufs[p->v.vl[q]->i]->dt];
+        int sz = kn_dtypes[c->bufs[p->v.vl[q]->i]->dt].size;
         if (sz * vw > 16)
             return 2;
         words += (sz * vw + 3) / 4;
@@ -869,7 +849,7 @@ rowplan_scan(rowplan *p, kn_gen *g, int vw)
     for (int m = 0; m < nm; m++) {
         if (p->six[m] == NULL)
             continue;
-        int sz = kn_dtype_size[c->bufs[k->members[m]]->dt];
+        int sz = kn_dtypes[c->bufs[k->members[m]]->dt].size;
         if (sz * vw > 16 && contiguous(&p->v, p->six[m]))
             return 2;
         if (p->own[m]) {

@@ -130,7 +130,7 @@ render_const(kn_str *s, kn_expr *e, int plain)
             kn_str_printf(s, "INT64_C(%lld)", (long long)e->i);
         break;
     default:
-        kn_str_printf(s, "((%s)%lld)", kn_dtype_cctype[e->dt], (long long)e->i);
+        kn_str_printf(s, "((%s)%lld)", kn_dtypes[e->dt].cctype, (long long)e->i);
     }
 }
 
@@ -150,7 +150,7 @@ expand(kn_str *out, const char *t, const char *const *args, kn_dtype adt)
         if (*p >= '0' && *p <= '2')
             kn_str_printf(out, "%s", args[*p - '0']);
         else if (*p == 't')
-            kn_str_printf(out, "%s", kn_dtype_tag[adt]);
+            kn_str_printf(out, "%s", kn_dtypes[adt].tag);
         else if (*p == 'f')
             kn_str_printf(out, "%s", adt == KN_F32 ? "f" : "");
         else if (*p == '%')
@@ -248,15 +248,15 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
             expand1(&rhs, g->t->round[e->i], a.p, (kn_dtype)e->dt);
         else if (g->t->exact_f2i && kn_dtype_is_float((kn_dtype)e->a[0]->dt) && kn_dtype_is_int((kn_dtype)e->dt))
             /* the prelude's kn_f2* give eager's values */
-            kn_str_printf(&rhs, "kn_f2%s_%s(%s)", kn_dtype_tag[e->dt], kn_dtype_tag[e->a[0]->dt], a.p);
+            kn_str_printf(&rhs, "kn_f2%s_%s(%s)", kn_dtypes[e->dt].tag, kn_dtypes[e->a[0]->dt].tag, a.p);
         else if (g->t->exact_f2i && kn_dtype_is_float((kn_dtype)e->dt) && truncated_float(e->a[0]))
             /* float -> int(s) -> float: gcc (-fno-trapping-math) would make
                it trunc(x), -0.0 for x in (-1, 0); an integer's float is +0
                (prelude: kn_opaque_zero) */
-            kn_str_printf(&rhs, "(%s)(%s ^ (%s)kn_opaque_zero)", kn_dtype_cctype[e->dt], a.p,
-                          kn_dtype_cctype[e->a[0]->dt]);
+            kn_str_printf(&rhs, "(%s)(%s ^ (%s)kn_opaque_zero)", kn_dtypes[e->dt].cctype, a.p,
+                          kn_dtypes[e->a[0]->dt].cctype);
         else
-            kn_str_printf(&rhs, "(%s)%s", kn_dtype_cctype[e->dt], a.p);
+            kn_str_printf(&rhs, "(%s)%s", kn_dtypes[e->dt].cctype, a.p);
         kn_str_free(&a);
         break;
     }
@@ -314,7 +314,7 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
     }
     }
     kn_cg_ind(g);
-    kn_str_printf(g->s, "const %s t%u = %s;\n", is32(g, e) ? "int" : kn_dtype_cctype[e->dt], e->id, rhs.p ? rhs.p : "0");
+    kn_str_printf(g->s, "const %s t%u = %s;\n", is32(g, e) ? "int" : kn_dtypes[e->dt].cctype, e->id, rhs.p ? rhs.p : "0");
     kn_str_free(&rhs);
     e->mark = g->scope[g->nscope - 1];
 }
@@ -403,7 +403,7 @@ kn_cg_value(kn_gen *g, kn_expr *e)
 const char *
 kn_cg_storage(kn_gen *g, kn_dtype dt)
 {
-    return g->t->storage[dt] ? g->t->storage[dt] : kn_dtype_ctype[dt];
+    return g->t->storage[dt] ? g->t->storage[dt] : kn_dtypes[dt].ctype;
 }
 
 /* What a store into dtype dt needs of value e: a value rounded through dt
@@ -434,6 +434,33 @@ kn_cg_store(kn_gen *g, kn_buf *b, kn_expr *ix, const char *val)
     kn_str_printf(g->s, "b%d[%s] = %s;\n", b->id, i.p, v.p);
     kn_str_free(&i);
     kn_str_free(&v);
+}
+
+int
+kn_cg_result(kn_gen *g, kn_buf *b, const char *guard)
+{
+    kn_dtype rdt = kn_dtype_compute(b->dt);
+    kn_cg_ind(g);
+    kn_str_printf(g->s, "const %s r%d = (%s)a%d;\n", kn_dtypes[rdt].cctype, b->id, kn_dtypes[rdt].cctype, b->id);
+    if (b->local)
+        return 0;
+    kn_expr *ix = kn_store_index(g->c, g->k, b);
+    if (ix == NULL)
+        return -1;
+    char name[32];
+    snprintf(name, sizeof name, "r%d", b->id);
+    if (guard) {
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "if (%s) {\n", guard);
+        kn_cg_open_scope(g);
+    }
+    kn_cg_store(g, b, ix, name);
+    if (guard) {
+        kn_cg_close_scope(g);
+        kn_cg_ind(g);
+        kn_str_printf(g->s, "}\n");
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- loops */
@@ -536,7 +563,7 @@ kn_cg_scan(kn_gen *g, kn_buf *b)
     int isf;
     const char *init = kn_cg_acc_init(b->rop, (kn_dtype)b->acc_dt, &isf);
     kn_cg_ind(g);
-    kn_str_printf(g->s, "%s a%d = %s;\n", kn_dtype_cctype[b->acc_dt], b->id, init);
+    kn_str_printf(g->s, "%s a%d = %s;\n", kn_dtypes[b->acc_dt].cctype, b->id, init);
     kn_cg_open_loops(g, g->k->ninner, g->k->inner, KN_VAR_I(0), 0, NULL);
     kn_str v = kn_cg_value(g, body);
     kn_cg_ind(g);

@@ -67,6 +67,10 @@ void kn_cg_emit(kn_gen *g, kn_expr *e);
 kn_str kn_cg_value(kn_gen *g, kn_expr *e);
 void kn_cg_hoist(kn_gen *g, kn_expr *e);
 void kn_cg_store(kn_gen *g, kn_buf *b, kn_expr *ix, const char *val);
+/* reduction member b's result: the register r<id> (its accumulator a<id>
+   in the compute dtype), stored at b's store index unless b is local,
+   inside `if (guard)` when guard is given; 0 or -1 */
+int kn_cg_result(kn_gen *g, kn_buf *b, const char *guard);
 const char *kn_cg_storage(kn_gen *g, kn_dtype dt);   /* buffer element type */
 void kn_cg_to_storage(kn_gen *g, kn_str *out, kn_dtype dt, const char *val);
 kn_expr *kn_cg_stored(kn_expr *e, kn_dtype dt);

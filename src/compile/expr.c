@@ -110,28 +110,8 @@ kn_str_free(kn_str *s)
 }
 
 /* ---------------------------------------------------------------- dtypes */
-const char *const kn_dtype_name[KN_NDTYPES] = {
-#define X(n, s, c, b, cc, tag) s,
-    KN_DTYPES(X)
-#undef X
-};
-const char *const kn_dtype_ctype[KN_NDTYPES] = {
-#define X(n, s, c, b, cc, tag) c,
-    KN_DTYPES(X)
-#undef X
-};
-const int kn_dtype_size[KN_NDTYPES] = {
-#define X(n, s, c, b, cc, tag) b,
-    KN_DTYPES(X)
-#undef X
-};
-const char *const kn_dtype_cctype[KN_NDTYPES] = {
-#define X(n, s, c, b, cc, tag) cc,
-    KN_DTYPES(X)
-#undef X
-};
-const char *const kn_dtype_tag[KN_NDTYPES] = {
-#define X(n, s, c, b, cc, tag) tag,
+const kn_dtype_info kn_dtypes[KN_NDTYPES] = {
+#define X(n, s, c, b, cc, tag) {s, c, b, cc, tag},
     KN_DTYPES(X)
 #undef X
 };

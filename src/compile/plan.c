@@ -238,7 +238,7 @@ kn_plan(kn_ctx *c)
                 continue;
             if (b->kind != KN_B_POINTWISE && b->kind != KN_B_REDUCTION)
                 continue;
-            int64_t bytes = (kn_buf_span(b) * kn_dtype_size[b->dt] + 63) & ~(int64_t)63;
+            int64_t bytes = (kn_buf_span(b) * kn_dtypes[b->dt].size + 63) & ~(int64_t)63;
             if (bytes == 0)
                 bytes = 64;
             int best = -1;

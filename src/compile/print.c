@@ -40,7 +40,7 @@ kn_print_expr(kn_str *s, kn_expr *e)
         kn_str_printf(s, "]");
         return;
     case KN_S_CAST:
-        kn_str_printf(s, "%s(", kn_dtype_name[e->i ? e->i : e->dt]);
+        kn_str_printf(s, "%s(", kn_dtypes[e->i ? e->i : e->dt].name);
         kn_print_expr(s, e->a[0]);
         kn_str_printf(s, ")");
         return;
@@ -96,7 +96,7 @@ kn_dump_loops(kn_ctx *c, kn_str *s)
                 PyErr_Clear();
                 body = b->body;
             }
-            kn_str_printf(s, "  buf%d %s = ", b->id, kn_dtype_name[b->dt]);
+            kn_str_printf(s, "  buf%d %s = ", b->id, kn_dtypes[b->dt].name);
             if (b->kind == KN_B_REDUCTION)
                 kn_str_printf(s, "%s_r(", rop_name[b->rop]);
             kn_print_expr(s, body);

@@ -18,13 +18,7 @@ import kiln
 MODES = ["kiln", "dynamo"]
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    kiln.reset()
-    torch._dynamo.reset()
-    yield
-    kiln.reset()
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
 
 
 def _compiled(fn, mode, **kw):

@@ -37,13 +37,7 @@ ENTRIES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    kiln.reset()
-    torch._dynamo.reset()
-    yield
-    kiln.reset()
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
 
 
 def _eager(fn, *args):
