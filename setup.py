@@ -41,7 +41,7 @@ embed_prelude("prelude_cuda", "kn_prelude_cuda_text")
 SOURCES = sorted(str(p) for p in pathlib.Path("src").rglob("*.c"))
 DEPENDS = sorted(str(p) for ext in ("*.h", "*.def") for p in pathlib.Path("src").rglob(ext))
 
-cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers", "-O2"]
+cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers", "-Wno-unused-parameter", "-O2"]
 ldflags = ["-ldl"]
 if os.environ.get("KILN_ASAN"):
     cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g", "-DKN_CHECKED"]

@@ -40,6 +40,12 @@
 #include <stddef.h>
 
 #define KN_MAXDIM 12
+
+/* The head of each of kiln._C's Python types: its name "kiln._C.<name>",
+   instance struct, flags and docstring (the type's other slots follow). */
+#define KN_TYPE_HEAD(name, cstruct, flags, doc)                              \
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._C." name,                \
+    .tp_basicsize = sizeof(cstruct), .tp_flags = (flags), .tp_doc = (doc)
 #define KN_MAXARGS 16
 
 /* ---------------------------------------------------------------- dtypes */

@@ -39,7 +39,6 @@ PyObject *kn_py_test_fault(PyObject *self, PyObject *name);   /* compile/index_h
 static PyObject *
 py_compile(PyObject *self, PyObject *args)
 {
-    (void)self;
     PyObject *desc;
     const char *prefix;
     int want_loops, packed_linear = 0, cuda = 0, sms = 0, row_regs = 1;
@@ -100,7 +99,6 @@ done:
 static PyObject *
 py_prelude(PyObject *self, PyObject *args)
 {
-    (void)self;
     const char *target = "c";
     if (!PyArg_ParseTuple(args, "|s", &target))
         return NULL;
@@ -113,8 +111,6 @@ py_prelude(PyObject *self, PyObject *args)
 static PyObject *
 py_lowered_ops(PyObject *self, PyObject *unused)
 {
-    (void)self;
-    (void)unused;
     return kn_lowered_ops();
 }
 

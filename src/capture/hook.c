@@ -561,8 +561,6 @@ find_return_const(PyCodeObject *code, PyObject *value)
     Py_DECREF(b);
     return found;
 #else
-    (void)code;
-    (void)value;
     return -1;
 #endif
 }
@@ -919,7 +917,6 @@ ctx_traverse(PyObject *self, visitproc visit, void *arg)
 static PyObject *
 ctx_get_fn(PyObject *self, void *unused)
 {
-    (void)unused;
     return Py_NewRef(((kn_capctx *)self)->fn);
 }
 
@@ -929,10 +926,8 @@ static PyGetSetDef ctx_getset[] = {
 };
 
 static PyTypeObject CapType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._C.Captured",
-    .tp_basicsize = sizeof(kn_capobj),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "A callable whose frames kiln records and runs as compiled segments.",
+    KN_TYPE_HEAD("Captured", kn_capobj, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+                 "A callable whose frames kiln records and runs as compiled segments."),
     .tp_new = PyType_GenericNew,
     .tp_init = ctx_init,
     .tp_dealloc = ctx_dealloc,
@@ -947,7 +942,6 @@ static PyTypeObject CapType = {
 static PyObject *
 py_capture_setup(PyObject *self, PyObject *args)
 {
-    (void)self;
     PyObject *mod, *prefixes;
     if (!PyArg_ParseTuple(args, "OO!", &mod, &PyTuple_Type, &prefixes))
         return NULL;
@@ -1031,8 +1025,6 @@ py_capture_setup(PyObject *self, PyObject *args)
 static PyObject *
 py_capture_reset(PyObject *self, PyObject *unused)
 {
-    (void)self;
-    (void)unused;
     /* frames may be running these segments (other threads, or this one
      * below a call): detach the chains, free them once none runs.  Nothing
      * here runs Python code, so the list of infos cannot change under us. */
@@ -1058,8 +1050,6 @@ py_capture_reset(PyObject *self, PyObject *unused)
 static PyObject *
 py_capture_stats(PyObject *self, PyObject *unused)
 {
-    (void)self;
-    (void)unused;
     return PyDict_Copy(capture_stats ? capture_stats : Py_None);
 }
 
@@ -1067,7 +1057,6 @@ py_capture_stats(PyObject *self, PyObject *unused)
 static PyObject *
 py_capture_guards(PyObject *self, PyObject *code)
 {
-    (void)self;
     if (!PyCode_Check(code)) {
         PyErr_SetString(PyExc_TypeError, "capture_guards expects a code object");
         return NULL;
@@ -1093,8 +1082,6 @@ py_capture_guards(PyObject *self, PyObject *code)
 static PyObject *
 py_opcode_table(PyObject *self, PyObject *unused)
 {
-    (void)self;
-    (void)unused;
     PyObject *d = PyDict_New();
     if (d == NULL)
         return NULL;

@@ -151,7 +151,6 @@ kn_v_is_const(kn_val *v)
 PyObject *
 kn_const_of(kn_rec *r, kn_val *v)
 {
-    (void)r;
     if (v->kind == V_CONST)
         return Py_NewRef(v->obj);
     if (v->kind == V_TUPLE && kn_v_is_const(v)) {
@@ -857,8 +856,7 @@ cell_store(kn_rec *r, kn_val *cell, kn_val *v)
 int
 kn_decode(rframe *fr, int pc, int *op, int *arg, int *next)
 {
-    int a = 0, start = pc;
-    (void)start;
+    int a = 0;
     for (;;) {
         if (pc >= fr->nins)
             return -1;

@@ -642,7 +642,6 @@ done:
 static int
 const_items(kn_rec *r, kn_val **args, int n)
 {
-    (void)r;
     for (int i = 0; i < n; i++)
         if (!kn_v_is_const(args[i]))
             return 0;

@@ -732,7 +732,6 @@ kn_seg *
 kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func, PyObject *globals,
           PyObject *builtins, PyObject **locals, PyObject **stack, int nstack, int offset, int *abort_kind)
 {
-    (void)func;
     *abort_kind = 0;
     PyObject *bytes = PyCode_GetCode(code);
     if (bytes == NULL)

@@ -101,6 +101,20 @@ checks_end(kn_gen *g)
     g->nchk = 0;
 }
 
+/* Opens the inner loops of an OpenMP reduction under `clause` (freed
+   here; the index checks of body OR-reduced with it) and returns the text
+   of body's value inside them, indented for the update that follows. */
+static kn_str
+open_reduction(kn_gen *g, kn_expr *body, kn_str *clause)
+{
+    checks_begin(g, &body, 1, clause);
+    kn_cg_open_loops(g, g->k->ninner, g->k->inner, KN_VAR_I(0), 1, clause->p);
+    kn_str_free(clause);
+    kn_str v = kn_cg_value(g, body);
+    kn_cg_ind(g);
+    return v;
+}
+
 static int
 gen_reduction(kn_gen *g, kn_buf *b)
 {
@@ -123,11 +137,7 @@ gen_reduction(kn_gen *g, kn_buf *b)
         kn_str_printf(g->s, "%s a%d = %s;\n", truth ? "int" : at, id, init);
         kn_str clause = {0};
         kn_str_printf(&clause, "reduction(%c:a%d)", opc, id);
-        checks_begin(g, &body, 1, &clause);
-        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause.p);
-        kn_str_free(&clause);
-        kn_str v = kn_cg_value(g, body);
-        kn_cg_ind(g);
+        kn_str v = open_reduction(g, body, &clause);
         kn_str_printf(g->s, truth ? "a%d %c= (%s != 0);\n" : "a%d %c= %s;\n", id, opc, v.p);
         kn_str_free(&v);
         kn_cg_close_loops(g, k->ninner);
@@ -142,11 +152,7 @@ gen_reduction(kn_gen *g, kn_buf *b)
             kn_str_printf(&clause, "reduction(%s:a%d) reduction(|:n%d)", mm, id, id);
         else
             kn_str_printf(&clause, "reduction(%s:a%d)", mm, id);
-        checks_begin(g, &body, 1, &clause);
-        kn_cg_open_loops(g, k->ninner, k->inner, KN_VAR_I(0), 1, clause.p);
-        kn_str_free(&clause);
-        kn_str v = kn_cg_value(g, body);
-        kn_cg_ind(g);
+        kn_str v = open_reduction(g, body, &clause);
         kn_str_printf(g->s, "a%d = (%s %s a%d) ? %s : a%d;\n", id, v.p, b->rop == KN_R_MAX ? ">" : "<", id, v.p, id);
         if (isf) {
             kn_cg_ind(g);

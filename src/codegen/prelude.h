@@ -44,19 +44,10 @@ static inline int kn_zerodiv(int64_t *e) { kn_flag(e, KN_E_ZERODIV, 0, 0); retur
    them `simd` lets the vectoriser call them (kiln/config.py turns this on
    where glibc >= 2.35 provides them all). */
 #ifdef KN_LIBMVEC
-#define KN_SIMD __attribute__((__simd__("notinbranch")))
-extern float expf(float) KN_SIMD;
-extern float logf(float) KN_SIMD;
-extern float sinf(float) KN_SIMD;
-extern float cosf(float) KN_SIMD;
-extern float tanhf(float) KN_SIMD;
-extern float erff(float) KN_SIMD;
-extern float expm1f(float) KN_SIMD;
-extern float log1pf(float) KN_SIMD;
-extern double exp(double) KN_SIMD;
-extern double log(double) KN_SIMD;
-extern double tanh(double) KN_SIMD;
-extern double erf(double) KN_SIMD;
+#define KN_SIMD1(T, f) extern T f(T) __attribute__((__simd__("notinbranch")));
+KN_SIMD1(float, expf) KN_SIMD1(float, logf) KN_SIMD1(float, sinf) KN_SIMD1(float, cosf)
+KN_SIMD1(float, tanhf) KN_SIMD1(float, erff) KN_SIMD1(float, expm1f) KN_SIMD1(float, log1pf)
+KN_SIMD1(double, exp) KN_SIMD1(double, log) KN_SIMD1(double, tanh) KN_SIMD1(double, erf)
 #endif
 
 static inline float kn_bf2f(uint16_t v) { uint32_t u = (uint32_t)v << 16; float f; memcpy(&f, &u, 4); return f; }

@@ -78,7 +78,6 @@ build_expr(kn_ctx *c, PyObject *spec, int depth)
 PyObject *
 kn_py_index_expr(PyObject *self, PyObject *spec)
 {
-    (void)self;
     kn_ctx c;
     memset(&c, 0, sizeof c);
     kn_str s = {0};
@@ -103,7 +102,6 @@ int kn_fault_bad_expr;
 PyObject *
 kn_py_test_fault(PyObject *self, PyObject *name)
 {
-    (void)self;
     if (name == Py_None) {
         kn_fault_bad_expr = 0;
         Py_RETURN_NONE;

@@ -15,7 +15,6 @@
 int
 kn_lower_cat(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_arg *ts = arg(c, ni, 0);
     KN_LAZY_START(c, ni, ts->kind == KN_A_LIST, b, idx);
     int d = wrap_dim(arg(c, ni, 1)->kind == KN_A_INT ? arg(c, ni, 1)->i : 0, b->ndim);
@@ -65,7 +64,6 @@ kn_lower_cat(kn_ctx *c, int ni, int param)
 int
 kn_lower_pad(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     kn_arg *pad = arg(c, ni, 1), *v = arg(c, ni, 2);
     KN_LAZY_START(c, ni, x && is_int_list(pad) && pad->n % 2 == 0 && pad->n / 2 <= x->ndim, b, idx);
@@ -135,7 +133,6 @@ checks_unread(const kn_buf *b, const kn_buf *ib)
 int
 kn_lower_gather(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 2));
     KN_LAZY_START(c, ni, x && ib && is_index_dtype(ib) && ib->ndim == x->ndim, b, idx);
     int d = wrap_dim(arg(c, ni, 1)->i, x->ndim);
@@ -152,7 +149,6 @@ kn_lower_gather(kn_ctx *c, int ni, int param)
 int
 kn_lower_index_select(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 2));
     KN_LAZY_START(c, ni, x && ib && is_index_dtype(ib) && ib->ndim <= 1 && x->ndim >= 1, b, idx);
     if (checks_unread(b, ib))
@@ -170,7 +166,6 @@ kn_lower_index_select(kn_ctx *c, int ni, int param)
 int
 kn_lower_embedding(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *w = ref_buf(c, arg(c, ni, 0)), *ib = ref_buf(c, arg(c, ni, 1));
     KN_LAZY_START(c, ni, w && ib && w->ndim == 2 && is_index_dtype(ib), b, idx);
     if (checks_unread(b, ib))
@@ -184,7 +179,6 @@ kn_lower_embedding(kn_ctx *c, int ni, int param)
 int
 kn_lower_flip(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     kn_arg *dims = arg(c, ni, 1);
     KN_LAZY_START(c, ni, x && is_int_list(dims), b, idx);
@@ -244,7 +238,6 @@ pair_arg(const kn_arg *a, int64_t dflt0, int64_t dflt1, int64_t out[2])
 int
 kn_lower_max_pool2d(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     const kn_meta *m0 = out_meta(c, ni, 0), *m1 = out_meta(c, ni, 1);
     if (x == NULL || m0 == NULL || m1 == NULL || (x->ndim != 3 && x->ndim != 4) || !kn_dtype_is_float(x->dt))
@@ -302,7 +295,6 @@ kn_lower_max_pool2d(kn_ctx *c, int ni, int param)
 int
 kn_lower_avg_pool2d(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     if (x == NULL || (x->ndim != 3 && x->ndim != 4) || !kn_dtype_is_float(x->dt))
         return 0;
@@ -348,7 +340,6 @@ kn_lower_avg_pool2d(kn_ctx *c, int ni, int param)
 int
 kn_lower_repeat(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     KN_LAZY_START(c, ni, x, b, idx);
     if (b->ndim < x->ndim)
@@ -368,7 +359,6 @@ kn_lower_repeat(kn_ctx *c, int ni, int param)
 int
 kn_lower_slice_scatter(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0)), *src = ref_buf(c, arg(c, ni, 1));
     KN_LAZY_START(c, ni, x && src && src->ndim == x->ndim && x->ndim > 0, b, idx);
     kn_arg *ad = arg(c, ni, 2), *as = arg(c, ni, 3), *ast = arg(c, ni, 5);
@@ -407,7 +397,6 @@ kn_lower_slice_scatter(kn_ctx *c, int ni, int param)
 int
 kn_lower_select_scatter(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0)), *src = ref_buf(c, arg(c, ni, 1));
     KN_LAZY_START(c, ni, x && src && src->ndim + 1 == x->ndim, b, idx);
     int d = wrap_dim(arg(c, ni, 2)->i, x->ndim);
@@ -431,7 +420,6 @@ kn_lower_select_scatter(kn_ctx *c, int ni, int param)
 int
 kn_lower_index(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     kn_arg *il = arg(c, ni, 1);
     if (x == NULL || il->kind != KN_A_LIST || il->n > x->ndim)

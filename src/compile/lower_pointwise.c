@@ -172,7 +172,6 @@ kn_lower_add(kn_ctx *c, int ni, int param)
 int
 kn_lower_rsub(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     if (!is_one(arg(c, ni, 2)))
         return 0;
     static const int order[2] = {1, 0};
@@ -182,7 +181,6 @@ kn_lower_rsub(kn_ctx *c, int ni, int param)
 int
 kn_lower_div_mode(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_arg *mode = arg(c, ni, 2);
     if (mode->kind == KN_A_NONE)
         return pointwise(c, ni, KN_S_DIV, 2, NULL);
@@ -231,7 +229,6 @@ narrow_value(double v, kn_dtype nd)
 int
 kn_lower_pow_scalar(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_arg *e = arg(c, ni, 1);
     const kn_meta *m = out_meta(c, ni, 0);
     if (m == NULL)
@@ -271,7 +268,6 @@ kn_lower_pow_scalar(kn_ctx *c, int ni, int param)
 int
 kn_lower_relu(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_operand o;
     KN_LAZY_START_OPS(c, ni, b, idx, &o, 1, NULL, 0);
     kn_dtype cd = kn_dtype_compute(b->dt);
@@ -285,7 +281,6 @@ kn_lower_relu(kn_ctx *c, int ni, int param)
 int
 kn_lower_gelu(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_arg *ap = arg(c, ni, 1);
     int tanh_approx = ap->kind == KN_A_STR && strcmp(ap->s, "tanh") == 0;
     if (ap->kind == KN_A_STR && !tanh_approx && strcmp(ap->s, "none") != 0)
@@ -296,7 +291,6 @@ kn_lower_gelu(kn_ctx *c, int ni, int param)
 int
 kn_lower_frac(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_operand o;
     KN_LAZY_START_OPS(c, ni, b, idx, &o, 1, NULL, 0);
     kn_dtype cd = kn_dtype_compute(b->dt);
@@ -312,7 +306,6 @@ kn_lower_frac(kn_ctx *c, int ni, int param)
 int
 kn_lower_leaky_relu(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_operand o[2];
     KN_LAZY_START_OPS(c, ni, b, idx, o, 1, NULL, 0);
     kn_arg *s = arg(c, ni, 1);
@@ -366,7 +359,6 @@ kn_lower_clamp(kn_ctx *c, int ni, int param)
 int
 kn_lower_where(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_operand o[3];
     KN_LAZY_START_OPS(c, ni, b, idx, o, 3, NULL, 0);
     kn_dtype cd = kn_dtype_compute(b->dt);
@@ -393,7 +385,6 @@ kn_cast_of_arg(kn_ctx *c, int ni, int k)
 int
 kn_lower_to_copy(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_node *n = node(c, ni);
     for (int k = 1; k < n->nargs; k++)
         if (n->args[k].kind == KN_A_STR && strcmp(n->args[k].s, "device-change") == 0)
@@ -405,14 +396,12 @@ kn_lower_to_copy(kn_ctx *c, int ni, int param)
 int
 kn_lower_copy(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     return kn_cast_of_arg(c, ni, 1);
 }
 
 int
 kn_lower_identity(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     return kn_lower_to_copy(c, ni, 0);
 }
 

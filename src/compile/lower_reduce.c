@@ -378,7 +378,6 @@ lazy_div(kn_ctx *c, kn_buf *sum, double divisor, kn_dtype out_dt)
 int
 kn_lower_mean(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     const kn_meta *m = out_meta(c, ni, 0);
     if (x == NULL || m == NULL || !kn_dtype_is_float(m->dt))

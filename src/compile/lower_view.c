@@ -25,7 +25,6 @@ kn_view_of(kn_ctx *c, int ni, kn_buf *src, kn_expr **srcidx, kn_buf *b)
 int
 kn_lower_reshape(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     KN_LAZY_START(c, ni, x, b, idx);
     int64_t ostr[KN_MAXDIM], istr[KN_MAXDIM];
@@ -44,7 +43,6 @@ kn_lower_reshape(kn_ctx *c, int ni, int param)
 int
 kn_lower_permute(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     kn_arg *p = arg(c, ni, 1);
     KN_LAZY_START(c, ni, x && is_int_list(p) && p->n == x->ndim, b, idx);
@@ -67,9 +65,8 @@ kn_lower_transpose(kn_ctx *c, int ni, int param)
         d0 = wrap_dim(arg(c, ni, 1)->i, x->ndim);
         d1 = wrap_dim(arg(c, ni, 2)->i, x->ndim);
     }
-    kn_expr *si[KN_MAXDIM];
-    for (int d = 0; d < x->ndim; d++)
-        si[d] = idx[d];
+    kn_expr *si[KN_MAXDIM];   /* the output's index with d0 and d1 swapped */
+    memcpy(si, idx, sizeof(kn_expr *) * x->ndim);
     if (x->ndim >= 2) {
         si[d0] = idx[d1];
         si[d1] = idx[d0];
@@ -80,7 +77,6 @@ kn_lower_transpose(kn_ctx *c, int ni, int param)
 int
 kn_lower_expand(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     KN_LAZY_START(c, ni, x, b, idx);
     if (x->ndim > b->ndim)
@@ -94,7 +90,6 @@ kn_lower_expand(kn_ctx *c, int ni, int param)
 int
 kn_lower_slice(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     KN_LAZY_START(c, ni, x, b, idx);
     kn_arg *ad = arg(c, ni, 1), *as = arg(c, ni, 2), *ast = arg(c, ni, 4);
@@ -120,7 +115,6 @@ kn_lower_slice(kn_ctx *c, int ni, int param)
 int
 kn_lower_select(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_buf *x = ref_buf(c, arg(c, ni, 0));
     KN_LAZY_START(c, ni, x, b, idx);
     int d = wrap_dim(arg(c, ni, 1)->i, x->ndim);
@@ -146,7 +140,6 @@ kn_lower_split(kn_ctx *c, int ni, int param)
     int d = wrap_dim(arg(c, ni, 2)->kind == KN_A_INT ? arg(c, ni, 2)->i : 0, x->ndim);
     if (d < 0 || d >= x->ndim)
         return 0;
-    (void)param;
     int *ids = kn_alloc(&c->arena, sizeof(int) * (size_t)n->nout);
     if (ids == NULL)
         return -1;
@@ -181,7 +174,6 @@ kn_lower_split(kn_ctx *c, int ni, int param)
 int
 kn_lower_as_strided(kn_ctx *c, int ni, int param)
 {
-    (void)param;
     kn_arg *a0 = arg(c, ni, 0);
     kn_buf *x = ref_buf(c, a0);
     if (x == NULL || x->kind != KN_B_LAZY || x->body == NULL)

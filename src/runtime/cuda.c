@@ -362,14 +362,12 @@ cudamod_launch(PyObject *self, PyObject *args)
 static PyObject *
 cudamod_get_cubin(PyObject *self, void *unused)
 {
-    (void)unused;
     return Py_NewRef(((kn_cudamod *)self)->cubin);
 }
 
 static PyObject *
 cudamod_get_log(PyObject *self, void *unused)
 {
-    (void)unused;
     PyObject *l = ((kn_cudamod *)self)->log;
     return Py_NewRef(l ? l : Py_None);
 }
@@ -377,7 +375,6 @@ cudamod_get_log(PyObject *self, void *unused)
 static PyObject *
 cudamod_get_arch(PyObject *self, void *unused)
 {
-    (void)unused;
     return PyLong_FromLong(((kn_cudamod *)self)->arch);
 }
 
@@ -395,10 +392,8 @@ static PyGetSetDef cudamod_getset[] = {
 };
 
 PyTypeObject kn_CudaModuleType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._C.CudaModule",
-    .tp_basicsize = sizeof(kn_cudamod),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "CUDA C compiled by NVRTC to native code for the current device, loaded through the driver API.",
+    KN_TYPE_HEAD("CudaModule", kn_cudamod, Py_TPFLAGS_DEFAULT,
+                 "CUDA C compiled by NVRTC to native code for the current device, loaded through the driver API."),
     .tp_new = PyType_GenericNew,
     .tp_init = cudamod_init,
     .tp_dealloc = cudamod_dealloc,
@@ -410,7 +405,6 @@ PyTypeObject kn_CudaModuleType = {
 PyObject *
 kn_py_cuda_available(PyObject *self, PyObject *args)
 {
-    (void)self;
     const char *path = NULL;
     if (!PyArg_ParseTuple(args, "|z", &path))
         return NULL;
@@ -426,7 +420,6 @@ kn_py_cuda_available(PyObject *self, PyObject *args)
 PyObject *
 kn_py_nvrtc_compile(PyObject *self, PyObject *args)
 {
-    (void)self;
     const char *src, *path = NULL, *options = NULL;
     int arch;
     if (!PyArg_ParseTuple(args, "si|zz", &src, &arch, &path, &options))

@@ -328,7 +328,6 @@ config_cc_timeout(void)
 PyObject *
 kn_py_build(PyObject *self, PyObject *args)
 {
-    (void)self;
     PyObject *units;
     const char *cache, *cc, *cflags, *salt;
     int jobs;

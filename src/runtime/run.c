@@ -46,7 +46,6 @@ static PyObject *rt_empty_strided_cuda, *rt_reinterpret;
 PyObject *
 kn_py_set_fast_runtime(PyObject *self, PyObject *args)
 {
-    (void)self;
     PyObject *es, *re;
     if (!PyArg_ParseTuple(args, "OO", &es, &re))
         return NULL;
@@ -58,7 +57,6 @@ kn_py_set_fast_runtime(PyObject *self, PyObject *args)
 PyObject *
 kn_py_set_cuda_stream(PyObject *self, PyObject *fn)
 {
-    (void)self;
     Py_XSETREF(rt_cuda_stream, Py_NewRef(fn));
     Py_RETURN_NONE;
 }
@@ -67,7 +65,6 @@ static PyObject *dtype_kwargs[KN_NDTYPES]; /* {"dtype": torch dtype}, built once
 PyObject *
 kn_py_set_runtime(PyObject *self, PyObject *args)
 {
-    (void)self;
     PyObject *es, *e, *as, *dts, *u8, *rt, *reorder = Py_None, *linear = Py_None;
     if (!PyArg_ParseTuple(args, "OOOO!OO|OO", &es, &e, &as, &PyTuple_Type, &dts, &u8, &rt, &reorder, &linear))
         return NULL;
@@ -120,7 +117,6 @@ typedef struct {
 static int
 library_init(LibraryObject *self, PyObject *args, PyObject *kw)
 {
-    (void)kw;
     const char *path;
     if (!PyArg_ParseTuple(args, "s", &path))
         return -1;
@@ -149,10 +145,8 @@ static PyMemberDef library_members[] = {
 };
 
 PyTypeObject kn_LibraryType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._C.Library",
-    .tp_basicsize = sizeof(LibraryObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A loaded shared object of kiln kernels (closed when no Program uses it).",
+    KN_TYPE_HEAD("Library", LibraryObject, Py_TPFLAGS_DEFAULT,
+                 "A loaded shared object of kiln kernels (closed when no Program uses it)."),
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)library_init,
     .tp_dealloc = (destructor)library_dealloc,
@@ -1140,7 +1134,6 @@ static int linear_force = -1; /* -1: measure; 0: always ATen; 1: always packed *
 PyObject *
 kn_py_set_linear_mode(PyObject *self, PyObject *arg)
 {
-    (void)self;
     long m = PyLong_AsLong(arg);
     if (m == -1 && PyErr_Occurred())
         return NULL;
@@ -1274,7 +1267,6 @@ run_linear(ProgramObject *p, frame *f, rstep *st)
 static PyObject *
 program_call(ProgramObject *self, PyObject *args, PyObject *kw)
 {
-    (void)kw;
     if ((self->cuda && !self->emulated ? self->cumod == NULL : self->library == NULL) && self->nkernels > 0) {
         PyErr_SetString(PyExc_RuntimeError, "kiln: program not loaded");
         return NULL;
@@ -1725,10 +1717,8 @@ static PyMemberDef program_members[] = {
 };
 
 PyTypeObject kn_ProgramType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._C.Program",
-    .tp_basicsize = sizeof(ProgramObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A compiled graph: call it with the graph's inputs to run its steps.",
+    KN_TYPE_HEAD("Program", ProgramObject, Py_TPFLAGS_DEFAULT,
+                 "A compiled graph: call it with the graph's inputs to run its steps."),
     .tp_dealloc = (destructor)program_dealloc,
     .tp_call = (ternaryfunc)program_call,
     .tp_methods = program_methods,
