@@ -23,7 +23,18 @@ COUNT = 200
 # is a real failure, listed here so that CI fails on any NEW one while these
 # stay visible (a listed failure that no longer occurs is reported, and its
 # line should then be deleted).  Never add a line without an issue for it.
-KNOWN = {}
+KNOWN = {
+    # issue 15 (the capture fuzzer's new constructs); reproducers in tests/fuzz/pending/:
+    # a ModelOutput-like OrderedDict dataclass read by int / to_tuple() gives stale or another instance's items
+    ("capture", 3, "kiln"): "pending/capture_modeloutput_to_tuple_reads_other_instance.py",
+    ("capture", 95, "kiln"): "pending/capture_ordereddict_input_items_by_keys_stale.py",
+    ("capture", 107, "kiln"): "pending/capture_ordereddict_input_items_by_keys_stale.py",
+    ("capture", 159, "kiln"): "pending/capture_modeloutput_to_tuple_stale.py",
+    ("capture", 191, "kiln"): "pending/capture_ordereddict_input_items_by_keys_stale.py",
+    # contextlib.contextmanager: AttributeError on the second call
+    ("capture", 79, "kiln"): "pending/capture_contextmanager_reused_on_second_call.py",
+    ("capture", 83, "kiln"): "pending/capture_contextmanager_reused_on_second_call.py",
+}
 
 
 def test_fuzz_slice(tmp_path, monkeypatch):
