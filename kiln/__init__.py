@@ -267,7 +267,11 @@ def explain(fn, backend="kiln"):
         compiled = compile(fn, backend=backend)
         compiled(*args, **kwargs)
         graphs = list(_capture.graphs[g0:])
-        breaks = [GraphBreak(b["reason"], b["filename"], b["lineno"], b["source"]) for b in _capture.breaks[b0:]]
+        # one break per place and reason: a break inside a call kiln was
+        # inlining is noted where it stops the inlining and again when the
+        # callee, run by CPython from there, is recorded as its own frame
+        seen = {(b["filename"], b["lineno"], b["reason"]): b for b in _capture.breaks[b0:]}
+        breaks = [GraphBreak(b["reason"], b["filename"], b["lineno"], b["source"]) for b in seen.values()]
         guards = []
         code = _root_code(fn)
         if code is not None:

@@ -336,26 +336,46 @@ from ._liveness import dead_cells, dead_locals, private_cells  # noqa: E402,F401
 
 
 # ---------------------------------------------------------------- paths never recorded
-def _skip_prefixes():
+def _path_rules():
+    """((prefix, skip), ...) for the capture's hook: frames of torch, kiln,
+    the standard library and a few tools are never recorded (they run as
+    Python unless a recorded frame inlines them); site-packages is recorded
+    (a library's model code is the user's code), even where it sits inside
+    the standard library's folder (an installation without a virtual
+    environment).  The longest matching prefix decides.  Each path in both
+    spellings: code objects name the path they were imported by (a
+    symlinked venv's and the real one)."""
+    import site
+
     import kiln
 
-    paths = {os.path.dirname(torch.__file__), os.path.dirname(kiln.__file__)}
+    skip = {os.path.dirname(torch.__file__), os.path.dirname(kiln.__file__), os.path.dirname(functools.__file__)}
     for key in ("stdlib", "platstdlib"):
         p = sysconfig.get_paths().get(key)
         if p:
-            paths.add(p)
-    paths.add(os.path.dirname(functools.__file__))
+            skip.add(p)
+    files = set()
     for name in ("numpy", "typing_extensions", "_pytest", "pytest", "pluggy", "tqdm", "sympy", "triton"):
         m = sys.modules.get(name)
-        if m is not None and getattr(m, "__file__", None):
-            paths.add(os.path.dirname(m.__file__))
-    out = []
-    for p in paths:   # code objects name the path they were imported by: a symlinked venv's and the real one
-        out.append(os.path.realpath(p) + os.sep)
-        out.append(os.path.abspath(p) + os.sep)
-    return tuple(sorted(set(out)))
+        f = getattr(m, "__file__", None) if m is not None else None
+        if f and os.path.basename(f) == "__init__.py":
+            skip.add(os.path.dirname(f))   # a package: its folder
+        elif f:
+            files.add(f)                  # a module of one file (typing_extensions): that file alone
+    keep = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")} | set(site.getsitepackages())
+    try:
+        keep.add(site.getusersitepackages())
+    except Exception:  # noqa: BLE001  (no user site in some embedded interpreters)
+        pass
+    rules = {}
+    for paths, is_skip, sep in ((keep, False, os.sep), (skip, True, os.sep), (files, True, "")):
+        for p in paths:
+            if p:
+                for q in {os.path.realpath(p), os.path.abspath(p)}:
+                    rules[q + sep] = is_skip
+    return tuple(sorted(rules.items()))
 
 
 def setup():
     _OWN_BACKENDS.update(f for f in _own_backends() if callable(f))
-    _C.capture_setup(sys.modules[__name__], _skip_prefixes())
+    _C.capture_setup(sys.modules[__name__], _path_rules())

@@ -42,7 +42,7 @@ static _Thread_local kn_capctx *tls_ctx;   /* the compiled callable running on t
 _Thread_local int kn_hook_off;             /* > 0: hook off (recording, running a graph) */
 static long installed;                     /* compiled calls in flight, all threads (GIL) */
 static Py_ssize_t extra_index = -1;
-static PyObject *skip_prefixes;            /* tuple of path prefixes never recorded */
+static PyObject *path_rules;               /* ((prefix, skip), ...): the longest matching prefix decides */
 static PyObject *capture_stats;            /* dict: counters for tests and explain */
 
 /* Every live code info, so kiln.reset() can drop them all. */
@@ -209,18 +209,27 @@ free_extra(void *p)
     PyMem_Free(n);
 }
 
+/* Is code never recorded (torch, kiln, the standard library, a few tools:
+   kiln/_capture.py's path rules; the longest prefix of its file that a rule
+   names decides, so site-packages inside the standard library's folder is
+   recorded while torch inside site-packages is not)? */
 static int
 path_skipped(PyCodeObject *code)
 {
-    if (skip_prefixes == NULL || !PyUnicode_Check(code->co_filename))
+    if (path_rules == NULL || !PyUnicode_Check(code->co_filename))
         return 0;
-    Py_ssize_t n = PyTuple_GET_SIZE(skip_prefixes);
+    Py_ssize_t n = PyTuple_GET_SIZE(path_rules), best = -1;
+    int skip = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t r = PyUnicode_Tailmatch(code->co_filename, PyTuple_GET_ITEM(skip_prefixes, i), 0,
-                                           PY_SSIZE_T_MAX, -1);
-        if (r == 1)
-            return 1;
+        PyObject *rule = PyTuple_GET_ITEM(path_rules, i), *prefix = PyTuple_GET_ITEM(rule, 0);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(prefix);
+        if (len > best && PyUnicode_Tailmatch(code->co_filename, prefix, 0, PY_SSIZE_T_MAX, -1) == 1) {
+            best = len;
+            skip = PyObject_IsTrue(PyTuple_GET_ITEM(rule, 1)) == 1;
+        }
     }
+    if (skip)
+        return 1;
     /* torch.fx's generated forward methods */
     const char *fn = PyUnicode_AsUTF8(code->co_filename);
     return fn && (strncmp(fn, "<eval_with_key", 14) == 0 || strncmp(fn, "<frozen ", 8) == 0);
@@ -942,10 +951,15 @@ static PyTypeObject CapType = {
 static PyObject *
 py_capture_setup(PyObject *self, PyObject *args)
 {
-    PyObject *mod, *prefixes;
-    if (!PyArg_ParseTuple(args, "OO!", &mod, &PyTuple_Type, &prefixes))
+    PyObject *mod, *rules;
+    if (!PyArg_ParseTuple(args, "OO!", &mod, &PyTuple_Type, &rules))
         return NULL;
-    Py_XSETREF(skip_prefixes, Py_NewRef(prefixes));
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(rules); i++) {
+        PyObject *rule = PyTuple_GET_ITEM(rules, i);
+        if (!PyTuple_Check(rule) || PyTuple_GET_SIZE(rule) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(rule, 0)))
+            return PyErr_Format(PyExc_TypeError, "capture_setup: path rules are (prefix, skip) pairs");
+    }
+    Py_XSETREF(path_rules, Py_NewRef(rules));
     Py_XSETREF(kn_cenv.mod, Py_NewRef(mod));
 #define GET(field, name)                                          \
     do {                                                          \
@@ -1101,7 +1115,7 @@ py_opcode_table(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef capture_methods[] = {
-    {"capture_setup", py_capture_setup, METH_VARARGS, "Hand capture its Python helpers and skip prefixes."},
+    {"capture_setup", py_capture_setup, METH_VARARGS, "capture_setup(module, rules): hand capture its Python helpers and its path rules ((prefix, skip), ...)."},
     {"capture_reset", py_capture_reset, METH_NOARGS, "Drop every cached segment of every code object."},
     {"capture_stats", py_capture_stats, METH_NOARGS, "Counters of the capture stage."},
     {"capture_guards", py_capture_guards, METH_O, "Readable guards of each cached segment of a code object."},
