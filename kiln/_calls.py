@@ -16,6 +16,7 @@ import torch
 # 3: pure function of constants, run at record time  4: functools.partial
 # 5: a query whose answer under kiln is a constant (compiling: True)
 # 7: a standard-library function: run for real on real objects, else inlined
+# 8: marked torch.compiler.disable (or kiln.disable): a graph break, run eagerly
 
 _PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
 _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
@@ -61,6 +62,8 @@ _NOT_GRAPH = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled
 
 
 def _classify(f):
+    if getattr(f, "_torchdynamo_disable", False) is True:
+        return 8
     if f in _COMPILING_QUERIES:
         return 5
     if isinstance(f, functools.partial):

@@ -252,6 +252,8 @@ code_info(PyCodeObject *code)
     n->info.state = path_skipped(code) ? 1 : 2;
     if (PyErr_Occurred())
         PyErr_Clear();
+    n->info.wrapper = n->info.state == 1 && PyUnicode_Check(code->co_name) &&
+                      PyUnicode_CompareWithASCIIString(code->co_name, "_fn") == 0;
     if (PyUnicode_Check(code->co_name) && (PyUnicode_CompareWithASCIIString(code->co_name, "__torch_dispatch__") == 0 ||
                                            PyUnicode_CompareWithASCIIString(code->co_name, "__torch_function__") == 0))
         n->info.state = 3;
@@ -781,6 +783,21 @@ out:
     return result;
 }
 
+/* Is f's function marked torch.compiler.disable (its wrapper carries
+   _torchdynamo_disable = True)? */
+static int
+disabled(_PyInterpreterFrame *f)
+{
+    PyObject *fn = (PyObject *)FRAME_FUNC(f), *v = NULL;
+    if (fn == NULL || _PyObject_LookupAttr(fn, kn_cenv.s_dynamo_disable, &v) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int yes = v == Py_True;
+    Py_XDECREF(v);
+    return yes;
+}
+
 static PyObject *
 kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
 {
@@ -809,6 +826,13 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
     if (info == NULL) {
         PyErr_Clear();
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
+    }
+    if (info->wrapper && disabled(f)) {
+        /* torch.compiler.disable: the function and all it calls run eagerly */
+        kn_hook_off++;
+        PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+        kn_hook_off--;
+        return r;
     }
     if (info->eager || (info->state == 1 && (PyObject *)code != ctx->root_code))
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
@@ -1018,6 +1042,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     STR(s_parameters, "_parameters");
     STR(s_buffers, "_buffers");
     STR(s_modules, "_modules");
+    STR(s_dynamo_disable, "_torchdynamo_disable");
     STR(s_dict, "__dict__");
     STR(s_training, "training");
     STR(s_forward, "forward");

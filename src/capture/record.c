@@ -355,6 +355,31 @@ is_identity_const(PyObject *o)
            Py_TYPE(o) == &PyClassMethodDescr_Type || Py_TYPE(o) == &_PyMethodWrapper_Type;
 }
 
+/* A functools.partial (the exact type) whose function, arguments and
+ * keyword values are constants: read from a source (a global, an attribute)
+ * it is a constant, guarded on its identity and on its keywords (the one
+ * mutable part). */
+static int
+is_const_partial(PyObject *o)
+{
+    if (strcmp(Py_TYPE(o)->tp_name, "functools.partial") != 0)
+        return 0;
+    PyObject *f = PyObject_GetAttrString(o, "func"), *a = PyObject_GetAttrString(o, "args"),
+             *k = PyObject_GetAttrString(o, "keywords");
+    int ok = f && a && k && PyTuple_Check(a) && PyDict_Check(k) && (is_identity_const(f) || is_simple_const(f));
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(a); i++)
+        ok = is_simple_const(PyTuple_GET_ITEM(a, i)) || is_identity_const(PyTuple_GET_ITEM(a, i));
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (ok && PyDict_Next(k, &pos, &key, &val))
+        ok = is_simple_const(val) || is_identity_const(val);
+    Py_XDECREF(f);
+    Py_XDECREF(a);
+    Py_XDECREF(k);
+    PyErr_Clear();
+    return ok;
+}
+
 /* A placeholder for a real tensor read from source src. */
 static kn_val *
 wrap_tensor(kn_rec *r, PyObject *t, int src)
@@ -489,6 +514,18 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             if (ds < 0 || kn_guard_add(r, KN_G_EQ, ds, defs, NULL, NULL, NULL, 0) < 0)
                 return NULL;
         }
+        v = kn_v_const(r, obj);
+    } else if (src >= 0 && is_const_partial(obj)) {
+        PyObject *kw = PyObject_GetAttrString(obj, "keywords"), *copy = kw ? PyDict_Copy(kw) : NULL;
+        int ks = kn_src_add(r, KN_SRC_ATTR, src, PyUnicode_FromString("keywords"), 0);
+        if (ks >= 0)
+            Py_DECREF(r->srcs[ks].key);
+        int bad = copy == NULL || ks < 0 || kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0 ||
+                  kn_guard_add(r, KN_G_EQ, ks, copy, NULL, NULL, NULL, 0) < 0;
+        Py_XDECREF(kw);
+        Py_XDECREF(copy);
+        if (bad)
+            return NULL;
         v = kn_v_const(r, obj);
     } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type)) {
         if (src >= 0 && kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0)

@@ -1501,6 +1501,13 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
             return rc;
         return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);
     }
+    case 8: { /* torch.compiler.disable: break, the call runs eagerly */
+        PyObject *nm = PyObject_GetAttrString(f, "__qualname__");
+        PyErr_Clear();
+        int rc = kn_brk(r, KN_BRK_CALL_DISABLED, nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : "?");
+        Py_XDECREF(nm);
+        return rc;
+    }
     case 5:   /* "is torch compiling?" under kiln: yes */
         *out = kn_v_const(r, Py_True);
         return *out ? 0 : KN_FAIL;
