@@ -17,6 +17,7 @@ import torch
 # 5: a query whose answer under kiln is a constant (compiling: True)
 # 7: a standard-library function: run for real on real objects, else inlined
 # 8: marked torch.compiler.disable (or kiln.disable): a graph break, run eagerly
+# 9: a TorchScript function: its Python source (f._torchdynamo_inline) is inlined, as Dynamo does
 
 _PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
 _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
@@ -64,6 +65,9 @@ _NOT_GRAPH = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled
 def _classify(f):
     if getattr(f, "_torchdynamo_disable", False) is True:
         return 8
+    if isinstance(f, torch.jit.ScriptFunction) and isinstance(getattr(f, "_torchdynamo_inline", None),
+                                                               types.FunctionType):
+        return 9
     if f in _COMPILING_QUERIES:
         return 5
     if isinstance(f, functools.partial):

@@ -527,7 +527,9 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         if (bad)
             return NULL;
         v = kn_v_const(r, obj);
-    } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type)) {
+    } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type) ||
+               strcmp(t->tp_name, "ScriptFunction") == 0) {
+        /* (a TorchScript function, pybind's tp_name: kiln inlines its Python source, kiln/_calls.py class 9) */
         if (src >= 0 && kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0)
             return NULL;
         /* the same function may be given another __code__ or defaults */

@@ -1501,6 +1501,17 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
             return rc;
         return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);
     }
+    case 9: { /* a TorchScript function: its Python function, inlined (the script is guarded by identity) */
+        PyObject *py = PyObject_GetAttrString(f, "_torchdynamo_inline");
+        if (py == NULL || !PyFunction_Check(py) || PyList_Append(r->pins, py) < 0) {
+            Py_XDECREF(py);
+            PyErr_Clear();
+            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a TorchScript function");
+        }
+        Py_DECREF(py);   /* pinned */
+        kn_val *pv = kn_v_const(r, py);
+        return pv ? kn_inline(r, fr, py, pv, args, nargs, kwnames, out) : KN_FAIL;
+    }
     case 8: { /* torch.compiler.disable: break, the call runs eagerly */
         PyObject *nm = PyObject_GetAttrString(f, "__qualname__");
         PyErr_Clear();

@@ -107,3 +107,32 @@ def test_torch_compiler_disable_breaks_and_runs_everything_below_eagerly():
     for _ in range(2):
         torch.testing.assert_close(cf(x), _calls_disabled(x))
     assert _SEEN and not any(_SEEN)   # _inner never recorded, never compiled
+
+
+@torch.jit.script
+def _scripted(x):
+    return x * 2 + 1
+
+
+@torch.jit.script
+def _scripted_other(x):
+    return x * 5
+
+
+def _calls_script(x):
+    return _scripted(x).sin()
+
+
+def test_a_torchscript_function_is_inlined_from_its_python_source():
+    global _scripted
+    x = torch.randn(4)
+    ex = kiln.explain(_calls_script, backend="eager")(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0) and ex.ops_per_graph == [3], ex
+    cf = kiln.compile(_calls_script)
+    torch.testing.assert_close(cf(x), (x * 2 + 1).sin())
+    old = _scripted
+    try:
+        _scripted = _scripted_other   # guarded by identity
+        torch.testing.assert_close(cf(x), (x * 5).sin())
+    finally:
+        _scripted = old
