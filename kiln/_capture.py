@@ -34,6 +34,11 @@ is_grad_enabled = torch.is_grad_enabled
 no_grad = torch.no_grad
 enable_grad = torch.enable_grad
 set_grad_enabled_cls = torch.set_grad_enabled
+# nn.Module's enumerations kiln walks at record time (record_value.c,
+# kn_module_members): the order is the code's `which`
+module_members = tuple(getattr(torch.nn.Module, n) for n in (
+    "modules", "named_modules", "children", "named_children",
+    "parameters", "named_parameters", "buffers", "named_buffers"))
 autocast = torch.amp.autocast
 from torch.amp.autocast_mode import _enter_autocast as enter_autocast, _exit_autocast as exit_autocast
 from contextlib import nullcontext

@@ -72,6 +72,20 @@ reduce_items(kn_rec *r, kn_val **args, int npos, kn_val **items)
 
 /* ------------------------------------------------------------------ the builtins */
 
+/* o's type is a subclass of dict, list or set that keeps the base's length */
+static int
+builtin_length(PyObject *o)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    if (PyDict_Check(o))
+        return t->tp_as_mapping && t->tp_as_mapping->mp_length == PyDict_Type.tp_as_mapping->mp_length;
+    if (PyList_Check(o))
+        return t->tp_as_sequence && t->tp_as_sequence->sq_length == PyList_Type.tp_as_sequence->sq_length;
+    if (PyAnySet_Check(o))
+        return t->tp_as_sequence && t->tp_as_sequence->sq_length == PySet_Type.tp_as_sequence->sq_length;
+    return 0;
+}
+
 static int
 rec_len(RECFF_ARGS)
 {
@@ -89,6 +103,15 @@ rec_len(RECFF_ARGS)
     }
     if (a->kind == V_CONST)
         return kn_call_real(r, f, args, nargs, kwnames, out);
+    if (a->kind == V_OBJ && a->src >= 0 && builtin_length(a->obj)) {
+        /* a dict/list/set subclass whose length is the builtin one (a module's
+           hook dicts): its length, guarded (the exact type is already) */
+        Py_ssize_t n = PyObject_Length(a->obj);
+        if (n < 0 || kn_guard_add(r, KN_G_LEN, a->src, NULL, NULL, NULL, NULL, n) < 0)
+            return KN_FAIL;
+        *out = kn_v_const_steal(r, PyLong_FromSsize_t(n));
+        return *out ? 0 : KN_FAIL;
+    }
     CHECK(kn_iter_items(r, a, &it));
     *out = kn_v_const_steal(r, PyLong_FromLong(it->n - it->pos));
     return *out ? 0 : KN_FAIL;

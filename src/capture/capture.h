@@ -282,7 +282,7 @@ typedef struct {
     PyObject *warn;              /* (message) */
     PyObject *classify;          /* (callable) -> int: how a call to it is recorded */
     PyObject *torch_tensor, *torch_param, *nn_module, *getitem, *set_grad, *is_grad;
-    PyObject *no_grad, *enable_grad, *set_grad_enabled_cls, *fake_exc;
+    PyObject *no_grad, *enable_grad, *set_grad_enabled_cls, *fake_exc, *module_members;
     PyObject *torch_size, *torch_dtype, *torch_device;
     PyObject *s_shape, *s_stride, *s_dtype, *s_device, *s_requires_grad;
     PyObject *s_parameters, *s_buffers, *s_modules, *s_dict, *s_training, *s_forward, *s_dynamo_disable;

@@ -1005,6 +1005,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(no_grad, "no_grad");
     GET(enable_grad, "enable_grad");
     GET(set_grad_enabled_cls, "set_grad_enabled_cls");
+    GET(module_members, "module_members");
     GET(fake_exc, "DataDependent");
     GET(torch_size, "Size");
     GET(torch_dtype, "dtype");

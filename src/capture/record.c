@@ -355,6 +355,20 @@ is_identity_const(PyObject *o)
            Py_TYPE(o) == &PyClassMethodDescr_Type || Py_TYPE(o) == &_PyMethodWrapper_Type;
 }
 
+static int
+const_items_set(PyObject *o)
+{
+    if (PySet_GET_SIZE(o) > 256)
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *key;
+    Py_hash_t h;
+    while (_PySet_NextEntry(o, &pos, &key, &h))
+        if (!is_simple_const(key))
+            return 0;
+    return 1;
+}
+
 /* A functools.partial (the exact type) whose function, arguments and
  * keyword values are constants: read from a source (a global, an attribute)
  * it is a constant, guarded on its identity and on its keywords (the one
@@ -514,6 +528,14 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             if (ds < 0 || kn_guard_add(r, KN_G_EQ, ds, defs, NULL, NULL, NULL, 0) < 0)
                 return NULL;
         }
+        v = kn_v_const(r, obj);
+    } else if (src >= 0 && (t == &PySet_Type || t == &PyFrozenSet_Type) && const_items_set(obj)) {
+        /* a set of constants (a module's names): a constant, guarded equal to a copy */
+        PyObject *copy = t == &PySet_Type ? PySet_New(obj) : PyFrozenSet_New(obj);
+        int bad = copy == NULL || kn_guard_add(r, KN_G_EQ, src, copy, NULL, NULL, NULL, 0) < 0;
+        Py_XDECREF(copy);
+        if (bad)
+            return NULL;
         v = kn_v_const(r, obj);
     } else if (src >= 0 && is_const_partial(obj)) {
         PyObject *kw = PyObject_GetAttrString(obj, "keywords"), *copy = kw ? PyDict_Copy(kw) : NULL;

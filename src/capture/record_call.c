@@ -1485,6 +1485,11 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         int mode = PyObject_IsTrue(args[0]->obj);
         return make_ctx(r, mode, 1, out);
     }
+    if (nargs == 1 && kwnames == NULL) {   /* module.parameters(), .named_modules(), ...: walked */
+        int mm = kn_module_members(r, f, args[0], out);
+        if (mm <= 0)
+            return mm;
+    }
     PyObject *cls = PyObject_CallOneArg(kn_cenv.classify, f);
     if (cls == NULL)
         return KN_ERR;

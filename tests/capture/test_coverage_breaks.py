@@ -136,3 +136,74 @@ def test_a_torchscript_function_is_inlined_from_its_python_source():
         torch.testing.assert_close(cf(x), (x * 5).sin())
     finally:
         _scripted = old
+
+
+class _Names(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(4, 4)
+        self.names = {"a", "b"}
+
+    def forward(self, x):
+        if any(p.requires_grad is False for p in self.parameters()):
+            x = x + 1
+        if "a" in self.names:
+            x = x * 2
+        n = sum(1 for _ in self.named_modules()) + len(list(self.named_parameters()))
+        return self.l(x) + n
+
+
+def test_module_enumerations_and_a_set_attribute_are_recorded_and_guarded():
+    m, x = _Names(), torch.randn(2, 4)
+    ex = kiln.explain(m, backend="eager")(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+    cf = kiln.compile(m)
+    torch.testing.assert_close(cf(x), m(x))
+    m.l.bias.requires_grad_(False)          # parameters' flags: the tensors' guards
+    torch.testing.assert_close(cf(x), m(x))
+    m.names.discard("a")                    # the set: guarded equal to a copy
+    torch.testing.assert_close(cf(x), m(x))
+    m.extra = torch.nn.Linear(4, 4)         # the tree: keys of every _modules dict
+    torch.testing.assert_close(cf(x), m(x))
+    m.register_buffer("b", torch.ones(1))   # parameters unchanged, no buffers walked
+    torch.testing.assert_close(cf(x), m(x))
+
+
+def test_stock_transformer_encoder_is_one_graph():
+    # its fast-path checks walk self.modules() and len() its hook dicts
+    enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        ex = kiln.explain(enc, backend="eager")(x)
+        assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+        torch.testing.assert_close(kiln.compile(enc)(x), enc(x))
+        enc.layers[0].register_forward_hook(lambda mod, a, out: out * 2)   # the hook dicts' lengths are guarded
+        torch.testing.assert_close(kiln.compile(enc)(x), enc(x))
+
+
+def test_named_enumerations_match_torch_on_a_tree_with_shared_and_missing_members():
+    shared = torch.nn.Linear(2, 2)
+    root = torch.nn.Module()
+    root.a = torch.nn.Sequential(shared, torch.nn.ReLU())
+    root.b = shared
+    root.register_module("none", None)
+    root.register_parameter("p", torch.nn.Parameter(torch.ones(2)))
+    root.register_parameter("q", None)
+    root.register_buffer("buf", torch.zeros(2))
+    root.a.register_buffer("buf2", torch.ones(2))
+    seen = {}
+
+    def f(x):
+        seen["mods"] = [n for n, _ in root.named_modules()]
+        seen["kids"] = [n for n, _ in root.named_children()]
+        seen["params"] = [n for n, _ in root.named_parameters()]
+        seen["bufs"] = [n for n, _ in root.named_buffers()]
+        return x + sum(p.sum() for p in root.parameters()) + len(list(root.modules())) + len(list(root.children()))
+
+    x = torch.randn(2)
+    want = f(x)
+    want_seen = dict(seen)
+    ex = kiln.explain(f, backend="eager")(x)
+    assert ex.graph_break_count == 0, ex
+    torch.testing.assert_close(kiln.compile(f)(x), want)
+    assert seen == want_seen
