@@ -103,6 +103,11 @@ rec_len(RECFF_ARGS)
     }
     if (a->kind == V_CONST)
         return kn_call_real(r, f, args, nargs, kwnames, out);
+    if (a->kind == V_OBJ && a->ctor && !a->attrs && builtin_length(a->obj)) {
+        /* an object built at record time (a plain dict subclass, a ModelOutput) */
+        *out = kn_v_const_steal(r, PyLong_FromSsize_t(PyObject_Length(a->obj)));
+        return *out ? 0 : KN_FAIL;
+    }
     if (a->kind == V_OBJ && a->src >= 0 && builtin_length(a->obj)) {
         /* a dict/list/set subclass whose length is the builtin one (a module's
            hook dicts): its length, guarded (the exact type is already) */

@@ -1228,6 +1228,15 @@ is_op(kn_rec *r, kn_val *a, kn_val *b, int *out)
 static int
 contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
 {
+    if (item->kind == V_CONST && kn_record_time_c_method(c, "__contains__")) {
+        int e = PySequence_Contains(c->obj, item->obj);   /* a container built at record time */
+        if (e < 0) {
+            PyErr_Clear();
+            return kn_brk(r, KN_BRK_IN_RAISES);
+        }
+        *out = e;
+        return 0;
+    }
     if (c->kind == V_DICT && item->kind == V_CONST) {
         *out = 0;
         for (int i = 0; i < c->n; i++) {

@@ -229,6 +229,9 @@ int kn_iter_items(kn_rec *r, kn_val *v, kn_val **out);      /* make a V_ITER */
 /* m.modules() ... m.named_buffers() (which: the index in kn_cenv.module_members) with default
    arguments, walked at record time: a V_ITER; 1 when f is none of them (nothing done) */
 int kn_module_members(kn_rec *r, PyObject *f, kn_val *m, kn_val **out);
+/* v is an object built at record time over fake tensors (construct_at_record_time) whose
+   method `name` is C's (no Python code of its class runs when it is called) */
+int kn_record_time_c_method(kn_val *v, const char *name);
 int kn_truth(kn_rec *r, kn_val *v, int *out);               /* 0 ok, KN_BREAK */
 int kn_is_module_seq(PyObject *o);                        /* ModuleList or Sequential */
 int kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out);

@@ -756,6 +756,26 @@ namedtuple_new(PyTypeObject *tp)
     return f;
 }
 
+/* a dict subclass (an OrderedDict's, say) that adds only methods: no Python
+ * code runs while it is built (its __new__, __init__, __setitem__, update
+ * and __setattr__ are C's) */
+static int
+plain_dict_class(PyTypeObject *tp)
+{
+    if (!PyType_IsSubtype(tp, &PyDict_Type) || Py_TYPE(tp)->tp_call != PyType_Type.tp_call)
+        return 0;
+    static const char *const names[] = {"__new__", "__init__", "__setitem__", "update", "__setattr__",
+                                        "__post_init__", NULL};
+    for (int i = 0; names[i]; i++) {
+        PyObject *nm = PyUnicode_FromString(names[i]), *d = nm ? _PyType_Lookup(tp, nm) : NULL;
+        Py_XDECREF(nm);
+        if (d && (PyFunction_Check(d) || Py_IS_TYPE(d, &PyStaticMethod_Type) || Py_IS_TYPE(d, &PyClassMethod_Type)))
+            return 0;
+    }
+    PyErr_Clear();
+    return 1;
+}
+
 static int
 library_class(PyTypeObject *tp)
 {
@@ -764,7 +784,7 @@ library_class(PyTypeObject *tp)
     int lib = m && (strncmp(m, "torch.", 6) == 0 || strncmp(m, "transformers.", 13) == 0);
     Py_XDECREF(mod);
     PyErr_Clear();
-    return lib;
+    return lib || plain_dict_class(tp);
 }
 
 /* o.name = v on an object made while recording: its __dict__ */
@@ -957,6 +977,50 @@ call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
         a[i] = real_of(r, args[i]);
         if (a[i] == NULL || kn_has_tensor(a[i])) {
             Py_XDECREF(a[i]);
+            for (int j = 0; j < i; j++)
+                Py_DECREF(a[j]);
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *res = PyObject_Vectorcall(f, a, nargs - nkw, kwnames);
+    for (int i = 0; i < nargs; i++)
+        Py_DECREF(a[i]);
+    if (res == NULL) {
+        PyErr_Clear();
+        *rc = kn_brk(r, KN_BRK_STANDARD_LIBRARY_CALL_RAISES);
+        return 1;
+    }
+    *out = kn_wrap(r, res, -1);
+    Py_DECREF(res);
+    *rc = *out ? 0 : KN_FAIL;
+    return 1;
+}
+
+/* A pure read-only method (kiln/_calls.py class 3: dict.keys, .items,
+ * __getitem__, ...) of an object built at record time over fake tensors
+ * (construct_at_record_time: a ModelOutput, a plain dict subclass), the
+ * other arguments constants: run for real on it; the fakes in the result map
+ * back to their graph values (kn_wrap).  1 done (*rc set), 0 not possible. */
+static int
+read_record_time_object(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
+    PyObject *a[16];
+    int built = 0;
+    if (nargs > 16)
+        return 0;
+    for (int i = 0; i < nargs; i++) {
+        int rt = args[i]->kind == V_OBJ && args[i]->ctor != NULL && !args[i]->attrs;
+        if (!rt && !kn_v_is_const(args[i]))
+            return 0;
+        built |= rt;
+    }
+    if (!built)
+        return 0;
+    for (int i = 0; i < nargs; i++) {
+        a[i] = args[i]->kind == V_OBJ ? Py_NewRef(args[i]->obj) : kn_const_of(r, args[i]);
+        if (a[i] == NULL) {
             for (int j = 0; j < i; j++)
                 Py_DECREF(a[j]);
             PyErr_Clear();
@@ -1538,10 +1602,14 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
             return kn_call(r, fr, m, args, nargs, kwnames, out);
         }
         return kn_brk(r, KN_BRK_INLINE_NON_FUNCTION);
-    case 3:   /* pure Python function of constants */
+    case 3: { /* pure Python function of constants */
         if (const_items(r, args, nargs))
             return kn_call_real(r, f, args, nargs, kwnames, out);
+        int rc;
+        if (read_record_time_object(r, f, args, nargs, kwnames, out, &rc))
+            return rc;
         return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
+    }
     case 4: { /* functools.partial */
         PyObject *pf = PyObject_GetAttrString(f, "func"), *pa = PyObject_GetAttrString(f, "args"),
                  *pk = PyObject_GetAttrString(f, "keywords");

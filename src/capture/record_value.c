@@ -611,6 +611,17 @@ kn_module_members(kn_rec *r, PyObject *f, kn_val *m, kn_val **out)
     return rc;
 }
 
+int
+kn_record_time_c_method(kn_val *v, const char *name)
+{
+    if (v->kind != V_OBJ || v->ctor == NULL || v->attrs || !(PyDict_Check(v->obj) || PyList_Check(v->obj)))
+        return 0;
+    PyObject *nm = PyUnicode_FromString(name), *d = nm ? _PyType_Lookup(Py_TYPE(v->obj), nm) : NULL;
+    Py_XDECREF(nm);
+    PyErr_Clear();
+    return d != NULL && !PyFunction_Check(d);
+}
+
 static int
 isinstance_of(PyObject *o, const char *cls)
 {
@@ -728,6 +739,8 @@ kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
     case V_OBJ:
         if (v->src < 0 && !(Py_TYPE(v->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) && v->attrs == NULL)
             return iter_real(r, v->obj, 1, out);   /* a builtin container made at record time */
+        if (kn_record_time_c_method(v, "__iter__"))
+            return iter_real(r, v->obj, 1, out);   /* a dict subclass built at record time: its keys */
         if (isinstance_of(v->obj, "ModuleList") || isinstance_of(v->obj, "Sequential"))
             return module_children(r, v, 1, out);
         if (isinstance_of(v->obj, "ModuleDict"))

@@ -1,5 +1,6 @@
 """Issue 15: graph breaks as TorchDynamo has them — counted once, and none
 where Dynamo records the construct (each test failed on the code before)."""
+import collections
 import functools
 
 import torch
@@ -207,3 +208,32 @@ def test_named_enumerations_match_torch_on_a_tree_with_shared_and_missing_member
     assert ex.graph_break_count == 0, ex
     torch.testing.assert_close(kiln.compile(f)(x), want)
     assert seen == want_seen
+
+
+class _Out(collections.OrderedDict):
+    """A dict subclass that adds only methods (as ModelOutput's readers)."""
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+def _reads_out(x):
+    o = _Out(a=x + 1, b=x * 2)
+    t = o.to_tuple()
+    return t[0] + t[1] + len(o) + sum(1 for _ in o.items()) + ("a" in o) + len(list(iter(o)))
+
+
+def _returns_out(x):
+    o = _Out(a=x + 1, b=x * 2)
+    return o, o["a"] * 3
+
+
+def test_a_dict_subclass_built_in_the_frame_is_read_without_a_break():
+    x = torch.randn(4)
+    ex = kiln.explain(_reads_out, backend="eager")(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+    torch.testing.assert_close(kiln.compile(_reads_out)(x), _reads_out(x))
+    o, y = kiln.compile(_returns_out)(x)
+    assert type(o) is _Out and list(o) == ["a", "b"] and not isinstance(o["a"], torch._subclasses.FakeTensor)
+    torch.testing.assert_close(o["b"], x * 2)
+    torch.testing.assert_close(y, (x + 1) * 3)
