@@ -18,6 +18,7 @@ import torch
 # 7: a standard-library function: run for real on real objects, else inlined
 # 8: marked torch.compiler.disable (or kiln.disable): a graph break, run eagerly
 # 9: a TorchScript function: its Python source (f._torchdynamo_inline) is inlined, as Dynamo does
+# 10: marked assume_constant_result: run for real at record time, its result a constant (unguarded)
 
 _PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
 _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
@@ -62,9 +63,23 @@ _NOT_GRAPH = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled
               torch.compile, torch.save, torch.load}
 
 
+def _allowed_in_graph(f):
+    """torch.compiler.allow_in_graph (kiln.allow_in_graph): one graph node,
+    never inlined."""
+    rules = getattr(torch._dynamo, "trace_rules", None)
+    try:
+        return isinstance(f, types.FunctionType) and rules is not None and bool(rules.is_callable_allowed(f))
+    except Exception:  # noqa: BLE001  (an older torch without the registry: not allowed)
+        return False
+
+
 def _classify(f):
     if getattr(f, "_torchdynamo_disable", False) is True:
         return 8
+    if getattr(f, "_dynamo_marked_constant", False) is True:
+        return 10
+    if _allowed_in_graph(f):
+        return 1
     if isinstance(f, torch.jit.ScriptFunction) and isinstance(getattr(f, "_torchdynamo_inline", None),
                                                                types.FunctionType):
         return 9

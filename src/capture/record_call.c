@@ -970,7 +970,7 @@ real_of(kn_rec *r, kn_val *v)
 static int
 call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
 {
-    PyObject *a[16];
+    PyObject *a[16] = {NULL};
     if (nargs > 16)
         return 0;
     for (int i = 0; i < nargs; i++) {
@@ -1006,7 +1006,7 @@ call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
 static int
 read_record_time_object(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
 {
-    PyObject *a[16];
+    PyObject *a[16] = {NULL};
     int built = 0;
     if (nargs > 16)
         return 0;
@@ -1580,6 +1580,12 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         Py_DECREF(py);   /* pinned */
         kn_val *pv = kn_v_const(r, py);
         return pv ? kn_inline(r, fr, py, pv, args, nargs, kwnames, out) : KN_FAIL;
+    }
+    case 10: { /* assume_constant_result: run for real now, the result a constant */
+        int rc;
+        if (call_on_real(r, f, args, nargs, kwnames, out, &rc))
+            return rc;
+        return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
     }
     case 8: { /* torch.compiler.disable: break, the call runs eagerly */
         PyObject *nm = PyObject_GetAttrString(f, "__qualname__");
