@@ -1359,6 +1359,35 @@ with_enter(kn_rec *r, kn_val *a)
     return 0;
 }
 
+/* `with a:` where a's class defines __enter__ and __exit__ in Python: the
+ * enter call is inlined now (*res its value); *exit a V_CTX (ctxkind 3)
+ * whose call at the block's end inlines the bound __exit__ */
+static int
+user_with_enter(kn_rec *r, rframe *fr, kn_val *a, kn_val **exit, kn_val **res)
+{
+    if ((a->kind != V_OBJ && a->kind != V_CONST) || a->obj == NULL)
+        return kn_brk(r, KN_BRK_WITH_UNKNOWN_CONTEXT);
+    static PyObject *s_enter, *s_exit;
+    if ((s_enter == NULL && (s_enter = PyUnicode_InternFromString("__enter__")) == NULL) ||
+        (s_exit == NULL && (s_exit = PyUnicode_InternFromString("__exit__")) == NULL))
+        return KN_FAIL;
+    PyObject *en = _PyType_Lookup(Py_TYPE(a->obj), s_enter), *ex = _PyType_Lookup(Py_TYPE(a->obj), s_exit);
+    if (en == NULL || ex == NULL || !PyFunction_Check(en) || !PyFunction_Check(ex))
+        return kn_brk(r, KN_BRK_WITH_UNKNOWN_CONTEXT);
+    kn_val *env = kn_v_const(r, en), *exv = kn_v_const(r, ex);
+    kn_val *c = env && exv ? kn_v_new(r, V_CTX) : NULL;
+    kn_val *m = c ? kn_v_method(r, exv, a) : NULL;
+    if (m == NULL)
+        return KN_FAIL;
+    c->ctxkind = 3;
+    c->entered = 1;
+    c->fn = m;
+    kn_val *argv[1] = {a};
+    CHECK(kn_inline(r, fr, en, env, argv, 1, NULL, res));
+    *exit = c;
+    return 0;
+}
+
 static int
 with_exit(kn_rec *r, kn_val *ctx)
 {
@@ -1735,8 +1764,14 @@ run_one(kn_rec *r, rframe *fr)
             break;
         case KN_OP_BEFORE_WITH:
             a = POP();
-            if (a->kind != V_CTX)
-                return kn_brk(r, KN_BRK_WITH_UNKNOWN_CONTEXT);
+            if (a->kind != V_CTX) {
+                /* a class whose __enter__ and __exit__ are Python: both inlined */
+                CHECK(user_with_enter(r, fr, a, &b, &res));
+                fr->nwith++;   /* a break inside runs the whole segment as Python */
+                PUSH(b);
+                PUSH(res);
+                break;
+            }
             if (with_enter(r, a) < 0)
                 return KN_FAIL;
             fr->nwith++;

@@ -53,7 +53,7 @@ struct kn_val {
     int tmp;                 /* replay temp + 1, 0 none */
     int outidx;              /* TENSOR graph output + 1, 0 none */
     int mode, entered, prev; /* CTX: grad mode to set (-1 none), entered, mode before */
-    int ctxkind;             /* CTX: 0 grad mode, 1 no-op, 2 autocast */
+    int ctxkind;             /* CTX: 0 grad mode, 1 no-op, 2 autocast, 3 a user class (fn: its bound __exit__) */
     PyObject *ctxargs, *ctxnode, *ctxreal;   /* autocast: its arguments, enter node, real mode */
     kn_attr *attrs;          /* OBJ: attribute stores made while recording */
     int newobj;              /* OBJ made while recording by object.__new__: obj is an empty shell, */

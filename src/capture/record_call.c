@@ -1427,6 +1427,12 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     case V_FUNC:
         return kn_inline(r, fr, NULL, fn, args, nargs, kwnames, out);
     case V_CTX:
+        if (fn->entered && fn->ctxkind == 3) {   /* a user class's __exit__(None, None, None), inlined */
+            if (fr)
+                fr->nwith--;
+            fn->entered = 0;
+            return kn_call(r, fr, fn->fn, args, nargs, kwnames, out);
+        }
         if (fn->entered) {   /* __exit__(None, None, None) */
             if (fr)
                 fr->nwith--;

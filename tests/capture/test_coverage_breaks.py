@@ -237,3 +237,53 @@ def test_a_dict_subclass_built_in_the_frame_is_read_without_a_break():
     assert type(o) is _Out and list(o) == ["a", "b"] and not isinstance(o["a"], torch._subclasses.FakeTensor)
     torch.testing.assert_close(o["b"], x * 2)
     torch.testing.assert_close(y, (x + 1) * 3)
+
+
+_LOG = []
+
+
+class _Scale:
+    def __init__(self, k):
+        self.k = k
+
+    def __enter__(self):
+        _LOG.append("in")
+        return self.k
+
+    def __exit__(self, *exc):
+        _LOG.append("out")
+        return False
+
+
+def _with_user_cm(x):
+    with _Scale(2) as k:
+        y = x * k
+    return y + 1
+
+
+def test_a_user_context_manager_class_is_inlined_with_its_effects():
+    x = torch.randn(3)
+    ex = kiln.explain(_with_user_cm, backend="eager")(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+    _LOG.clear()
+    cf = kiln.compile(_with_user_cm)
+    for _ in range(2):
+        torch.testing.assert_close(cf(x), x * 2 + 1)
+    assert _LOG == ["in", "out", "in", "out"]
+
+
+def _with_user_cm_break(x):
+    with _Scale(3) as k:
+        y = x * k
+        print("inside")
+        y = y + 1
+    return y
+
+
+def test_a_break_inside_a_user_context_manager_runs_it_as_python():
+    x = torch.randn(3)
+    _LOG.clear()
+    cf = kiln.compile(_with_user_cm_break)
+    for _ in range(2):
+        torch.testing.assert_close(cf(x), x * 3 + 1)
+    assert _LOG == ["in", "out", "in", "out"]
