@@ -42,8 +42,7 @@ def _hook_torch_reset():
     @functools.wraps(original)
     def reset_both(*args, **kwargs):
         out = original(*args, **kwargs)
-        _C.capture_reset()
-        backends.reset()
+        _C.capture_reset()   # kiln's recorded frames (its statistics and warnings stay, as Dynamo's)
         return out
     reset_both._kiln_wrapped = True
     reset_both._kiln_original = original
