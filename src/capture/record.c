@@ -529,14 +529,6 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
                 return NULL;
         }
         v = kn_v_const(r, obj);
-    } else if (src >= 0 && (t == &PySet_Type || t == &PyFrozenSet_Type) && const_items_set(obj)) {
-        /* a set of constants (a module's names): a constant, guarded equal to a copy */
-        PyObject *copy = t == &PySet_Type ? PySet_New(obj) : PyFrozenSet_New(obj);
-        int bad = copy == NULL || kn_guard_add(r, KN_G_EQ, src, copy, NULL, NULL, NULL, 0) < 0;
-        Py_XDECREF(copy);
-        if (bad)
-            return NULL;
-        v = kn_v_const(r, obj);
     } else if (src >= 0 && is_const_partial(obj)) {
         PyObject *kw = PyObject_GetAttrString(obj, "keywords"), *copy = kw ? PyDict_Copy(kw) : NULL;
         int ks = kn_src_add(r, KN_SRC_ATTR, src, PyUnicode_FromString("keywords"), 0);
@@ -1228,6 +1220,24 @@ is_op(kn_rec *r, kn_val *a, kn_val *b, int *out)
 static int
 contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
 {
+    if (item->kind == V_CONST && c->kind == V_OBJ && c->src >= 0 && c->obj &&
+        (Py_IS_TYPE(c->obj, &PySet_Type) || Py_IS_TYPE(c->obj, &PyFrozenSet_Type)) && const_items_set(c->obj)) {
+        /* `k in s`, s a set of constants read from a source (a module's names): the
+           set stays the object it is (it may be written later); its contents are
+           guarded equal to a copy */
+        PyObject *copy = Py_IS_TYPE(c->obj, &PySet_Type) ? PySet_New(c->obj) : PyFrozenSet_New(c->obj);
+        int bad = copy == NULL || kn_guard_add(r, KN_G_EQ, c->src, copy, NULL, NULL, NULL, 0) < 0;
+        Py_XDECREF(copy);
+        int e = bad ? -1 : PySet_Contains(c->obj, item->obj);
+        if (e < 0) {
+            if (bad)
+                return KN_FAIL;
+            PyErr_Clear();
+            return kn_brk(r, KN_BRK_IN_RAISES);
+        }
+        *out = e;
+        return 0;
+    }
     if (item->kind == V_CONST && kn_record_time_c_method(c, "__contains__")) {
         int e = PySequence_Contains(c->obj, item->obj);   /* a container built at record time */
         if (e < 0) {

@@ -1259,8 +1259,16 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             }
             if (Py_IS_TYPE(d, &PyStaticMethod_Type) || Py_IS_TYPE(d, &PyClassMethod_Type))
                 return wrapped_method(r, d, tp, out);
+            if ((Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) && self->src >= 0 &&
+                !self->newobj) {
+                /* a C method of a base (OrderedDict.__setitem__) on an object of the
+                   frame: the descriptor bound to the value, so a replay or a call
+                   done for real binds this call's object, not the recording's */
+                *out = kn_v_method(r, kn_v_const(r, d), self);
+                return *out ? 0 : KN_FAIL;
+            }
             if (Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) {
-                /* object.__init__ and friends: bound for real */
+                /* object.__init__ and friends of an object made while recording: bound for real */
                 PyObject *sup = PyObject_CallFunctionObjArgs((PyObject *)&PySuper_Type, v->obj, obj, NULL);
                 PyObject *b = sup ? PyObject_GetAttr(sup, name) : NULL;
                 Py_XDECREF(sup);

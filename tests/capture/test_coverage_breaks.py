@@ -287,3 +287,22 @@ def test_a_break_inside_a_user_context_manager_runs_it_as_python():
     for _ in range(2):
         torch.testing.assert_close(cf(x), x * 3 + 1)
     assert _LOG == ["in", "out", "in", "out"]
+
+
+class _Rec(collections.OrderedDict):
+    def __setattr__(self, name, value):
+        if name in ("a", "b") and value is not None:
+            super().__setitem__(name, value)   # a C method of a base, bound through super()
+        super().__setattr__(name, value)
+
+
+def test_super_c_method_binds_each_calls_object():
+    # soundness (found by the zoo: ModelOutput.__setattr__ recorded as a
+    # root): super().__setitem__ was bound once, to the recording's object, so
+    # later calls wrote into that object and left their own empty
+    x = torch.randn(3)
+    sa = kiln.compile(_Rec.__setattr__, backend="eager")
+    for _ in range(3):
+        o = _Rec()
+        sa(o, "a", x)
+        assert list(o.keys()) == ["a"] and list(o.__dict__) == ["a"]
