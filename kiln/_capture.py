@@ -344,10 +344,10 @@ from ._liveness import dead_cells, dead_locals, private_cells  # noqa: E402,F401
 def _path_rules():
     """((prefix, skip), ...) for the capture's hook: frames of torch, kiln,
     the standard library and a few tools are never recorded (they run as
-    Python unless a recorded frame inlines them); site-packages is recorded
-    (a library's model code is the user's code), even where it sits inside
-    the standard library's folder (an installation without a virtual
-    environment).  The longest matching prefix decides.  Each path in both
+    Python unless a recorded frame inlines them); with
+    config.capture_libraries site-packages is recorded (a library's model
+    code is the user's code), even where it sits inside the standard
+    library's folder (an installation without a virtual environment).  The longest matching prefix decides.  Each path in both
     spellings: code objects name the path they were imported by (a
     symlinked venv's and the real one)."""
     import site
@@ -373,7 +373,8 @@ def _path_rules():
     except Exception:  # noqa: BLE001  (no user site in some embedded interpreters)
         pass
     rules = {}
-    for paths, is_skip, sep in ((keep, False, os.sep), (skip, True, os.sep), (files, True, "")):
+    from . import config
+    for paths, is_skip, sep in ((keep, not config.capture_libraries, os.sep), (skip, True, os.sep), (files, True, "")):
         for p in paths:
             if p:
                 for q in {os.path.realpath(p), os.path.abspath(p)}:

@@ -1,4 +1,6 @@
-"""Issue 15: kiln records library code the way it records the user's.  A
+"""Issue 15: kiln records library code the way it records the user's (with
+kiln.config.capture_libraries, KILN_CAPTURE_LIBRARIES=1: off by default until
+the wrong results it exposed in the zoo are fixed).  A
 frame under site-packages (transformers' model code, a decorator wrapper's
 `forward`) is recorded when the hook meets it (after a graph break, say), even
 where site-packages sits inside the standard library's folder; only torch,
@@ -24,6 +26,7 @@ def _skipped(path, rules):
 
 
 def test_site_packages_is_recorded_even_inside_the_stdlib_folder(monkeypatch):
+    monkeypatch.setattr(kiln.config, "capture_libraries", True)
     std = sysconfig.get_paths()["stdlib"]
     inside = os.path.join(std, "site-packages")
     monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"stdlib": std, "platstdlib": std,
@@ -32,6 +35,8 @@ def test_site_packages_is_recorded_even_inside_the_stdlib_folder(monkeypatch):
     assert not _skipped(os.path.join(inside, "transformers", "models", "bert.py"), rules)
     assert _skipped(os.path.join(std, "json", "decoder.py"), rules)
     assert _skipped(os.path.join(os.path.dirname(torch.__file__), "nn", "functional.py"), rules)
+    monkeypatch.setattr(kiln.config, "capture_libraries", False)   # the default for now
+    assert _skipped(os.path.join(inside, "transformers", "models", "bert.py"), _capture._path_rules())
 
 
 def test_a_one_file_module_skips_the_file_not_its_folder(tmp_path, monkeypatch):
@@ -67,6 +72,7 @@ def test_a_library_frame_after_a_break_is_recorded(tmp_path, monkeypatch):
         "        y = self.l(x).relu()\n"
         "        print('between')\n"
         "        return y * 2 + 1\n")
+    monkeypatch.setattr(kiln.config, "capture_libraries", True)
     monkeypatch.syspath_prepend(str(site_dir))
     import site
     monkeypatch.setattr(site, "getsitepackages", lambda: [str(site_dir)])
