@@ -433,10 +433,35 @@ rec_dict(RECFF_ARGS)
     kn_val *res = kn_v_new(r, V_DICT);
     if (res == NULL)
         return KN_FAIL;
-    if (npos == 1) {
+    if (npos == 1 && args[0]->kind != V_DICT) {
+        /* dict(pairs): an iterable of (constant key, value) pairs known now (a
+           record-time object's items(), a list of tuples) */
+        kn_val *it;
+        CHECK(kn_iter_items(r, args[0], &it));
+        for (int i = it->pos; i < it->n; i++) {
+            kn_val *p = it->items[i];
+            if (p->kind != V_TUPLE || p->n != 2 || p->items[0]->kind != V_CONST || PyObject_Hash(p->items[0]->obj) == -1) {
+                PyErr_Clear();
+                return kn_brk(r, KN_BRK_DICT_NON_DICT);
+            }
+            int at = -1;
+            for (int j = 0; j < res->n && at < 0; j++) {
+                int eq = PyObject_RichCompareBool(res->keys[j], p->items[0]->obj, Py_EQ);
+                if (eq < 0)
+                    return KN_FAIL;
+                if (eq)
+                    at = j;
+            }
+            if (at >= 0) {
+                res->items[at] = p->items[1];   /* a repeated key: the last value wins */
+                continue;
+            }
+            if (PyList_Append(r->pins, p->items[0]->obj) < 0 || kn_v_add(r, res, p->items[1]) < 0)
+                return KN_FAIL;
+            res->keys[res->n - 1] = p->items[0]->obj;
+        }
+    } else if (npos == 1) {
         kn_val *src = args[0];
-        if (src->kind != V_DICT)
-            return kn_brk(r, KN_BRK_DICT_NON_DICT);
         for (int i = 0; i < src->n; i++) {
             if (kn_v_add(r, res, src->items[i]) < 0)
                 return KN_FAIL;

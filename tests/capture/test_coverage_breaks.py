@@ -306,3 +306,19 @@ def test_super_c_method_binds_each_calls_object():
         o = _Rec()
         sa(o, "a", x)
         assert list(o.keys()) == ["a"] and list(o.__dict__) == ["a"]
+
+
+def _dict_of_pairs(x):
+    o = _Out(a=x + 1, b=x * 2)
+    d = dict(o.items())                                  # ModelOutput.__getitem__'s pattern
+    e = dict([("p", x), ("q", x * 3), ("p", x - 1)])     # a repeated key: the last value wins
+    return d["a"] + d["b"] + e["p"] + e["q"], list(e)
+
+
+def test_dict_of_pairs_known_at_record_time_is_recorded():
+    x = torch.randn(3)
+    ex = kiln.explain(_dict_of_pairs, backend="eager")(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+    got, want = kiln.compile(_dict_of_pairs)(x), _dict_of_pairs(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1] == ["p", "q"]
