@@ -966,16 +966,14 @@ real_of(kn_rec *r, kn_val *v)
     }
 }
 
-/* Call f for real when every argument is a real object; 1 done, 0 not possible. */
+/* Gathers the real objects of args into a[] (with kn_has_tensor: none
+ * may hold a tensor); 0 when one has none (nothing kept). */
 static int
-call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+real_args(kn_rec *r, kn_val **args, int nargs, int no_tensors, PyObject **a)
 {
-    PyObject *a[16] = {NULL};
-    if (nargs > 16)
-        return 0;
     for (int i = 0; i < nargs; i++) {
         a[i] = real_of(r, args[i]);
-        if (a[i] == NULL || kn_has_tensor(a[i])) {
+        if (a[i] == NULL || (no_tensors && kn_has_tensor(a[i]))) {
             Py_XDECREF(a[i]);
             for (int j = 0; j < i; j++)
                 Py_DECREF(a[j]);
@@ -983,6 +981,15 @@ call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
             return 0;
         }
     }
+    return 1;
+}
+
+/* Calls f on a[] (references it drops) at record time: *out the result
+ * wrapped (fakes in it map back to their graph values), or a break when it
+ * raises.  Always 1 (done, *rc set). */
+static int
+call_gathered(kn_rec *r, PyObject *f, PyObject **a, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *res = PyObject_Vectorcall(f, a, nargs - nkw, kwnames);
     for (int i = 0; i < nargs; i++)
@@ -996,6 +1003,17 @@ call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
     Py_DECREF(res);
     *rc = *out ? 0 : KN_FAIL;
     return 1;
+}
+
+/* Call f for real when every argument is a real object holding no tensor;
+ * 1 done, 0 not possible. */
+static int
+call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
+    PyObject *a[16] = {NULL};
+    if (nargs > 16 || !real_args(r, args, nargs, 1, a))
+        return 0;
+    return call_gathered(r, f, a, nargs, kwnames, out, rc);
 }
 
 /* A pure read-only method (kiln/_calls.py class 3: dict.keys, .items,
@@ -1016,30 +1034,9 @@ read_record_time_object(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObje
             return 0;
         built |= rt;
     }
-    if (!built)
+    if (!built || !real_args(r, args, nargs, 0, a))
         return 0;
-    for (int i = 0; i < nargs; i++) {
-        a[i] = args[i]->kind == V_OBJ ? Py_NewRef(args[i]->obj) : kn_const_of(r, args[i]);
-        if (a[i] == NULL) {
-            for (int j = 0; j < i; j++)
-                Py_DECREF(a[j]);
-            PyErr_Clear();
-            return 0;
-        }
-    }
-    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *res = PyObject_Vectorcall(f, a, nargs - nkw, kwnames);
-    for (int i = 0; i < nargs; i++)
-        Py_DECREF(a[i]);
-    if (res == NULL) {
-        PyErr_Clear();
-        *rc = kn_brk(r, KN_BRK_STANDARD_LIBRARY_CALL_RAISES);
-        return 1;
-    }
-    *out = kn_wrap(r, res, -1);
-    Py_DECREF(res);
-    *rc = *out ? 0 : KN_FAIL;
-    return 1;
+    return call_gathered(r, f, a, nargs, kwnames, out, rc);
 }
 
 static int
