@@ -104,6 +104,43 @@ class _ViewWithGrad(torch.autograd.Function):
         return g, None
 
 
+class _FunctionCtx:
+    """The ctx a torch.autograd.Function's forward gets when kiln inlines it
+    without autograd (grad off, or no input needs it): what forward may call
+    on it, recorded like any object (the backward is never needed)."""
+
+    def __init__(self, args):
+        self.needs_input_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        self.saved_tensors = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def save_for_forward(self, *tensors):
+        pass
+
+    def mark_dirty(self, *tensors):
+        pass
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value
+
+
+def function_apply(cls, *args, **kwargs):
+    """Fn.apply(*args) where no gradient is needed, as the recorder inlines
+    it (kiln._calls class 11): Fn.forward with a stand-in ctx."""
+    ctx = _FunctionCtx(args)
+    if cls.setup_context is torch.autograd.function._SingleLevelFunction.setup_context:
+        return cls.forward(ctx, *args, **kwargs)
+    out = cls.forward(*args, **kwargs)
+    cls.setup_context(ctx, args, out)
+    return out
+
+
 def fill_object(obj, d):
     """An object made while recording, built by the replay: object.__new__
     made it, its __dict__ is what the recorded __init__ and stores left."""

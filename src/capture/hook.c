@@ -1046,6 +1046,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(nullcontext, "nullcontext");
     GET(regen_view, "regen_view");
     GET(fill_object, "fill_object");
+    GET(function_apply, "function_apply");
     GET(has_fake, "has_fake");
     GET(backend_failed, "BackendCompilerFailed");
     GET(tensor_unsupported, "tensor_unsupported");

@@ -724,6 +724,10 @@ kn_to_py(kn_rec *r, kn_val *v, int fake)
         Py_XDECREF(c);
         return s;
     }
+    case V_OBJ:
+        if (PyFloat_Check(v->obj) && v->attrs == NULL)   /* numpy.float64: a float to torch */
+            return PyFloat_FromDouble(PyFloat_AS_DOUBLE(v->obj));
+        /* fall through */
     default:
         kn_brk(r, KN_BRK_TENSOR_OP_ARGUMENT,
                v->kind == V_OBJ ? Py_TYPE(v->obj)->tp_name : "Python");
@@ -1165,6 +1169,16 @@ compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
         which <= 3 && a->n != b->n) {
         *out = kn_v_const(r, which == 3 ? Py_True : Py_False);
         return *out ? 0 : KN_ERR;
+    }
+    if (which >= 2 && which <= 3) {
+        /* a dict or list (holding anything) == a str, number, None or bytes: never equal */
+        kn_val *c = a->kind == V_CONST ? a : b->kind == V_CONST ? b : NULL, *o = c == a ? b : a;
+        if (c && ((o->kind == V_DICT) || (o->kind == V_LIST) || (o->kind == V_TUPLE && !o->ttype)) &&
+            (PyUnicode_CheckExact(c->obj) || PyLong_CheckExact(c->obj) || PyFloat_CheckExact(c->obj) ||
+             PyBool_Check(c->obj) || c->obj == Py_None || PyBytes_CheckExact(c->obj))) {
+            *out = kn_v_const(r, which == 3 ? Py_True : Py_False);
+            return *out ? 0 : KN_ERR;
+        }
     }
     return kn_brk(r, KN_BRK_COMPARISON_NON_CONSTANT_PYTHON);
 }

@@ -687,8 +687,6 @@ kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
 }
 
 static PyObject *real_of(kn_rec *r, kn_val *v);
-static int construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames,
-                                    kn_val **out);
 
 /* ------------------------------------------------------------------ objects built while recording
  *
@@ -859,7 +857,7 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
 {
     PyTypeObject *tp = (PyTypeObject *)cls->obj;
     if (library_class(tp))
-        return construct_at_record_time(r, cls, args, nargs, kwnames, out);
+        return kn_construct_at_record_time(r, cls, args, nargs, kwnames, out);
     if (modelled_class(tp))
         return construct_modelled(r, fr, cls, args, nargs, kwnames, out);
     PyObject *nt = namedtuple_new(tp);
@@ -876,8 +874,8 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
 
 /* A library container (library_class), built at record time over fake
  * tensors; the replay builds it again over the real ones. */
-static int
-construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+int
+kn_construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     PyObject *fa = PyTuple_New(npos), *fk = PyDict_New(), *obj = NULL;
@@ -1005,6 +1003,21 @@ call_gathered(kn_rec *r, PyObject *f, PyObject **a, int nargs, PyObject *kwnames
     return 1;
 }
 
+/* copy.copy or copy.deepcopy */
+static int
+copy_function(PyObject *f)
+{
+    static PyObject *cp, *dcp;
+    if (cp == NULL) {
+        PyObject *m = PyImport_ImportModule("copy");
+        cp = m ? PyObject_GetAttrString(m, "copy") : NULL;
+        dcp = m ? PyObject_GetAttrString(m, "deepcopy") : NULL;
+        Py_XDECREF(m);
+        PyErr_Clear();
+    }
+    return f != NULL && (f == cp || f == dcp);
+}
+
 /* Call f for real when every argument is a real object holding no tensor;
  * 1 done, 0 not possible. */
 static int
@@ -1018,7 +1031,7 @@ call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
 
 /* A pure read-only method (kiln/_calls.py class 3: dict.keys, .items,
  * __getitem__, ...) of an object built at record time over fake tensors
- * (construct_at_record_time: a ModelOutput, a plain dict subclass), the
+ * (kn_construct_at_record_time: a ModelOutput, a plain dict subclass), the
  * other arguments constants: run for real on it; the fakes in the result map
  * back to their graph values (kn_wrap).  1 done (*rc set), 0 not possible. */
 static int
@@ -1037,6 +1050,108 @@ read_record_time_object(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObje
     if (!built || !real_args(r, args, nargs, 0, a))
         return 0;
     return call_gathered(r, f, a, nargs, kwnames, out, rc);
+}
+
+/* v cannot change after it is stored (a tensor, a constant of an immutable
+ * type, a tuple of these): the value stored now is the value the replay
+ * stores; a list or dict could still be written through another name */
+static int
+hashable(PyObject *o)
+{
+    if (PyObject_Hash(o) != -1)
+        return 1;
+    PyErr_Clear();
+    return 0;
+}
+
+static int
+immutable_value(kn_val *v)
+{
+    switch (v->kind) {
+    case V_TENSOR:
+        return 1;
+    case V_CONST: {
+        PyObject *o = v->obj;
+        return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+               PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyType_Check(o) ||
+               Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_dtype || Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_device ||
+               (PyTuple_CheckExact(o) && !kn_has_tensor(o) && hashable(o));
+    }
+    case V_TUPLE:
+        if (v->ttype)
+            return 0;
+        for (int i = 0; i < v->n; i++)
+            if (!immutable_value(v->items[i]))
+                return 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* o.name = v on an object built at record time (kn_construct_at_record_time:
+ * a ModelOutput, a config copy): the store runs now on the record-time object
+ * (its class's own __setattr__ included, over fakes) and again in the replay,
+ * as an effect, on the object the replay built.  1 done (*rc set), 0 not
+ * this case. */
+int
+kn_record_time_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v, int *rc)
+{
+    if (o->kind != V_OBJ || o->ctor == NULL || o->src >= 0 || o->attrs || o->newobj || !immutable_value(v))
+        return 0;
+    PyObject *x = kn_to_py(r, v, 1);
+    if (x == NULL) {
+        PyErr_Clear();
+        *rc = kn_brk(r, KN_BRK_ATTRIBUTE_STORE_ON, "record-time object of a value kiln cannot rebuild");
+        return 1;
+    }
+    int bad = PyObject_SetAttr(o->obj, name, x);
+    Py_DECREF(x);
+    if (bad < 0) {
+        PyErr_Clear();
+        *rc = kn_brk(r, KN_BRK_ATTRIBUTE_STORE_HAS_OWN, Py_TYPE(o->obj)->tp_name);
+        return 1;
+    }
+    *rc = kn_effect_add(r, E_SETATTR, o, v, name) < 0 ? KN_FAIL : 0;
+    return 1;
+}
+
+/* dict.__getitem__(d, key) / dict.get(d, key[, default]) on a dict (a
+ * subclass: OrderedDict, transformers' ACT2FN) read from a source, the key a
+ * present constant: the item, read as the source d[key] (a guard reads it
+ * again with the dict's own lookup, not the subclass's __getitem__).  1 done
+ * (*rc set), 0 not possible. */
+static int
+read_source_dict_item(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
+    if (kwnames || nargs < 2 || nargs > 3 || args[0]->kind != V_OBJ || args[0]->src < 0 || args[0]->attrs ||
+        !PyDict_Check(args[0]->obj) || args[1]->kind != V_CONST)
+        return 0;
+    PyObject *nm = PyObject_GetAttrString(f, "__name__");
+    int which = nm && PyUnicode_Check(nm) ? (PyUnicode_CompareWithASCIIString(nm, "__getitem__") == 0 ? 1
+                                             : PyUnicode_CompareWithASCIIString(nm, "get") == 0    ? 2
+                                                                                                   : 0)
+                                          : 0;
+    Py_XDECREF(nm);
+    PyErr_Clear();
+    if (which == 0 || (which == 1 && nargs != 2))
+        return 0;
+    PyObject *objclass = PyObject_GetAttrString(f, "__objclass__");
+    int dict_method = objclass && PyType_Check(objclass) && PyType_IsSubtype((PyTypeObject *)objclass, &PyDict_Type) &&
+                      !(((PyTypeObject *)objclass)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    Py_XDECREF(objclass);
+    PyErr_Clear();
+    if (!dict_method)
+        return 0;   /* not dict's (or OrderedDict's) own C method */
+    PyObject *val = PyDict_GetItemWithError(args[0]->obj, args[1]->obj);
+    if (val == NULL) {   /* absent (or unhashable): eager raises or returns the default; not modelled */
+        PyErr_Clear();
+        return 0;
+    }
+    int s = kn_src_add(r, KN_SRC_DICT, args[0]->src, args[1]->obj, 0);
+    *out = s >= 0 ? kn_wrap(r, val, s) : NULL;
+    *rc = *out ? 0 : KN_FAIL;
+    return 1;
 }
 
 static int
@@ -1456,7 +1571,19 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
                 return kn_inline(r, fr, c, cv, argv, nargs + 1, kwnames, out);
             }
         }
-        return kn_brk(r, KN_BRK_CALLING_TYPE, Py_TYPE(fn->obj)->tp_name);
+        {   /* a callable object of a pure kind (numpy's ufuncs, an lru_cache wrapper) or marked
+               assume_constant_result: as a constant callable, its identity guarded */
+            PyObject *cls = PyObject_CallOneArg(kn_cenv.classify, fn->obj);
+            long how = cls ? PyLong_AsLong(cls) : -1;
+            Py_XDECREF(cls);
+            if (how == -1 && PyErr_Occurred())
+                return KN_ERR;
+            if (how != 3 && how != 10)
+                return kn_brk(r, KN_BRK_CALLING_TYPE, Py_TYPE(fn->obj)->tp_name);
+            if (fn->src >= 0 && kn_guard_add(r, KN_G_ID, fn->src, fn->obj, NULL, NULL, NULL, 0) < 0)
+                return KN_FAIL;
+        }
+        break;
     case V_CONST:
         break;
     default:
@@ -1569,8 +1696,18 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         return kn_torch_op(r, f, 0, args, nargs, kwnames, out);
     case 7: { /* the standard library: run it for real on real objects */
         int rc;
-        if (call_on_real(r, f, args, nargs, kwnames, out, &rc))
+        if (call_on_real(r, f, args, nargs, kwnames, out, &rc)) {
+            if (rc == 0 && copy_function(f) && (*out)->kind == V_OBJ && (*out)->src < 0 && !(*out)->ctor &&
+                !(*out)->newobj && !kwnames && nargs == 1) {
+                /* copy.copy(o) / copy.deepcopy(o): a new object the replay makes again
+                   (so that it can be written: a config copied and changed) */
+                kn_val *ct = kn_v_new(r, V_TUPLE);
+                if (ct == NULL || kn_v_add(r, ct, fn) < 0 || kn_v_add(r, ct, args[0]) < 0)
+                    return KN_FAIL;
+                (*out)->ctor = ct;
+            }
             return rc;
+        }
         return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);
     }
     case 9: { /* a TorchScript function: its Python function, inlined (the script is guarded by identity) */
@@ -1589,6 +1726,25 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         if (call_on_real(r, f, args, nargs, kwnames, out, &rc))
             return rc;
         return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
+    }
+    case 11: { /* Fn.apply of a torch.autograd.Function: with grad off, forward inlined (eager runs
+                  forward without grad too, and no backward can be needed) */
+        if (r->grad_cur || nargs + 1 > 64)
+            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "torch.autograd.Function.apply with grad enabled");
+        kn_val *argv[65], *hv = kn_v_const(r, kn_cenv.function_apply);
+        if (hv == NULL)
+            return KN_FAIL;
+        if (PyMethod_Check(f)) {   /* Fn.apply bound: the class first */
+            if ((argv[0] = kn_v_const(r, PyMethod_GET_SELF(f))) == NULL)
+                return KN_FAIL;
+            memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
+            nargs++;
+        } else {                   /* Function.apply(Fn, ...) */
+            if (nargs < 1 || args[0]->kind != V_CONST || !PyType_Check(args[0]->obj))
+                return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "torch.autograd.Function.apply");
+            memcpy(argv, args, sizeof(kn_val *) * nargs);
+        }
+        return kn_inline(r, fr, kn_cenv.function_apply, hv, argv, nargs, kwnames, out);
     }
     case 8: { /* torch.compiler.disable: break, the call runs eagerly */
         PyObject *nm = PyObject_GetAttrString(f, "__qualname__");
@@ -1615,7 +1771,8 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         if (const_items(r, args, nargs))
             return kn_call_real(r, f, args, nargs, kwnames, out);
         int rc;
-        if (read_record_time_object(r, f, args, nargs, kwnames, out, &rc))
+        if (read_record_time_object(r, f, args, nargs, kwnames, out, &rc) ||
+            read_source_dict_item(r, f, args, nargs, kwnames, out, &rc))
             return rc;
         return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
     }
@@ -1676,10 +1833,16 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     default:
         break;
     }
-    if (PyType_Check(f) && PyObject_IsSubclass(f, kn_cenv.nn_module) == 0 &&
-        (((PyTypeObject *)f)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    if (PyType_Check(f) && (((PyTypeObject *)f)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        int is_module = PyObject_IsSubclass(f, kn_cenv.nn_module);
         PyErr_Clear();
-        return construct(r, fr, fn, args, nargs, kwnames, out);
+        if (is_module == 0)
+            return construct(r, fr, fn, args, nargs, kwnames, out);
+        /* torch.nn.Softmax(dim=-1)(x) in a forward: a module of torch's built at
+           record time and again by the replay (one that makes parameters holds
+           fakes the graph does not know: using them breaks) */
+        if (is_module == 1 && library_class((PyTypeObject *)f))
+            return kn_construct_at_record_time(r, fn, args, nargs, kwnames, out);
     }
     PyErr_Clear();
     PyObject *nmo = PyObject_GetAttrString(f, "__qualname__");

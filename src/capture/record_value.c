@@ -614,7 +614,8 @@ kn_module_members(kn_rec *r, PyObject *f, kn_val *m, kn_val **out)
 int
 kn_record_time_c_method(kn_val *v, const char *name)
 {
-    if (v->kind != V_OBJ || v->ctor == NULL || v->attrs || !(PyDict_Check(v->obj) || PyList_Check(v->obj)))
+    if (v->kind != V_OBJ || v->ctor == NULL || v->attrs ||
+        !(PyDict_Check(v->obj) || PyList_Check(v->obj) || PyAnySet_Check(v->obj)))
         return 0;
     PyObject *nm = PyUnicode_FromString(name), *d = nm ? _PyType_Lookup(Py_TYPE(v->obj), nm) : NULL;
     Py_XDECREF(nm);
@@ -780,6 +781,16 @@ kn_truth(kn_rec *r, kn_val *v, int *out)
             kn_val *it;
             CHECK(module_children(r, v, 0, &it));
             *out = it->n > 0;
+            return 0;
+        }
+        if (v->ctor && v->src < 0 && !v->attrs && !v->newobj) {
+            /* an object built at record time (a cache): its __bool__/__len__ read it now */
+            int tv = PyObject_IsTrue(v->obj);
+            if (tv < 0) {
+                PyErr_Clear();
+                return kn_brk(r, KN_BRK_TRUTH_VALUE_RAISES);
+            }
+            *out = tv;
             return 0;
         }
         if ((t->tp_as_number && t->tp_as_number->nb_bool) || (t->tp_as_mapping && t->tp_as_mapping->mp_length) ||

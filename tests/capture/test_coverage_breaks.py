@@ -1,8 +1,10 @@
 """Issue 15: graph breaks as TorchDynamo has them — counted once, and none
 where Dynamo records the construct (each test failed on the code before)."""
 import collections
+import copy
 import functools
 
+import numpy as np
 import torch
 
 import kiln
@@ -322,3 +324,192 @@ def test_dict_of_pairs_known_at_record_time_is_recorded():
     got, want = kiln.compile(_dict_of_pairs)(x), _dict_of_pairs(x)
     torch.testing.assert_close(got[0], want[0])
     assert got[1] == want[1] == ["p", "q"]
+
+
+# ---------------------------------------------------------------- the zoo's break classes (2026-12-04)
+
+
+def _one_graph(fn, *args):
+    ex = kiln.explain(fn, backend="eager")(*args)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+
+
+class _Cfg:
+    pass
+
+
+_CFG = _Cfg()
+
+
+def _over_set_of_names(x):
+    s = set(_CFG.names)
+    out = x
+    for t in s:
+        out = out + (1 if t == "a" else 10)
+    return out, "b" in s, len(s), s
+
+
+def test_set_of_a_config_list_is_built_and_guarded():
+    # ModernBERT / Gemma3: `for layer_type in set(self.config.layer_types)`
+    _CFG.names = ["a", "b", "a"]
+    x = torch.zeros(2)
+    _one_graph(_over_set_of_names, x)
+    cf = kiln.compile(_over_set_of_names, backend="eager")
+    for names in (["a", "b", "a"], ["a", "b", "a"], ["a", "c", "d"]):
+        _CFG.names = names
+        want, got = _over_set_of_names(x), cf(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:]
+        assert got[3] is not cf(x)[3]           # a fresh set per call
+
+
+def _module_made_in_forward(x):
+    return torch.nn.Softmax(dim=-1)(x) * np.sqrt(8)
+
+
+def test_a_torch_module_made_in_forward_and_a_numpy_ufunc_of_constants():
+    # CodeGen: nn.Softmax(dim=-1)(w); CTRL: x *= np.sqrt(d_model)
+    x = torch.randn(3, 4)
+    _one_graph(_module_made_in_forward, x)
+    torch.testing.assert_close(kiln.compile(_module_made_in_forward)(x), _module_made_in_forward(x))
+
+
+@functools.lru_cache
+def _probe():
+    return True
+
+
+def _calls_lru(x):
+    return x + 1 if _probe() else x - 1
+
+
+def test_an_lru_cache_wrapper_of_constants_runs_at_record_time():
+    # data2vec-audio: is_torch_distributed_available() (lru_cache over assume_constant_result)
+    x = torch.randn(3)
+    _one_graph(_calls_lru, x)
+    torch.testing.assert_close(kiln.compile(_calls_lru)(x), x + 1)
+
+
+class _Sq(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.save_for_backward(x)
+        ctx.k = k
+        return x * x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return 2 * x * g * ctx.k, None
+
+
+class _Exp(torch.autograd.Function):   # the setup_context form
+    @staticmethod
+    def forward(x):
+        return x.exp()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, g):
+        y, = ctx.saved_tensors
+        return g * y
+
+
+def _applies(x):
+    return _Sq.apply(x, 3) + _Exp.apply(x)
+
+
+def test_autograd_function_forward_is_inlined_without_grad_and_breaks_with_it():
+    # BLOOM's GELU is an autograd.Function
+    x = torch.randn(5)
+    with torch.no_grad():
+        _one_graph(_applies, x)
+        torch.testing.assert_close(kiln.compile(_applies)(x), _applies(x))
+    xg = x.clone().requires_grad_()
+    ex = kiln.explain(_applies, backend="eager")(xg)
+    assert ex.graph_break_count >= 1 and "autograd.Function.apply" in str(ex)
+    cf = kiln.compile(_applies, backend="eager")
+    cf(xg).sum().backward()
+    g = xg.grad.clone()
+    xg.grad = None
+    _applies(xg).sum().backward()
+    torch.testing.assert_close(g, xg.grad)
+
+
+try:
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+except ImportError:   # transformers is in the suite's setup; checked by the test
+    BaseModelOutputWithPooling = None
+
+
+def _stores_on_output(x):
+    o = BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=x.sum(0))
+    o.pooler_output = o.pooler_output * 2
+    return o
+
+
+def _changes_a_copy(x):
+    c = copy.deepcopy(_CFG)
+    c.n = 5
+    return x * c.n, c
+
+
+def test_stores_on_objects_built_at_record_time():
+    # CLIP: vision_outputs.pooler_output = proj(pooled); Whisper: a deep-copied config changed
+    assert BaseModelOutputWithPooling is not None, "the suite's setup installs transformers"
+    x = torch.randn(3, 2)
+    _one_graph(_stores_on_output, x)
+    got, want = kiln.compile(_stores_on_output)(x), _stores_on_output(x)
+    assert type(got) is type(want) and list(got.keys()) == list(want.keys())
+    torch.testing.assert_close(got.pooler_output, want.pooler_output)
+    torch.testing.assert_close(got[1], want[1])
+    _CFG.n = 2
+    _one_graph(_changes_a_copy, x)
+    cf = kiln.compile(_changes_a_copy)
+    for _ in range(2):
+        y, c = cf(x)
+        torch.testing.assert_close(y, x * 5)
+        assert c.n == 5 and c is not _CFG and _CFG.n == 2
+
+
+class _Instantier(collections.OrderedDict):
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+_ACT = _Instantier({"relu": torch.nn.ReLU, "lrelu": (torch.nn.LeakyReLU, {"negative_slope": 0.5})})
+
+
+def _act(x, name):
+    return _ACT[name](x)
+
+
+def test_an_ordered_dict_subclass_item_read_from_a_global_is_guarded():
+    # transformers' ACT2FN
+    x = torch.randn(5)
+    _one_graph(_act, x, "lrelu")
+    cf = kiln.compile(_act, backend="eager")
+    for name in ("relu", "lrelu", "relu"):
+        torch.testing.assert_close(cf(x, name), _act(x, name))
+    old = dict.__getitem__(_ACT, "relu")
+    try:
+        _ACT["relu"] = torch.nn.Tanh
+        torch.testing.assert_close(cf(x, "relu"), torch.tanh(x))
+    finally:
+        _ACT["relu"] = old
+
+
+def _compares_dict(x, d):
+    return x + (1 if d == "longrope" else 2) + (3 if d != 0 else 4)
+
+
+def test_a_dict_compared_with_a_string_is_never_equal():
+    # ESM: rope_type (a dict) == "longrope"
+    x = torch.zeros(2)
+    _one_graph(_compares_dict, x, {})
+    torch.testing.assert_close(kiln.compile(_compares_dict)(x, {"a": 1}), x + 5)
