@@ -267,6 +267,113 @@ comp_kind(kn_val *v)   /* 1 a list/set/dict comprehension, 2 a generator express
            PyUnicode_CompareWithASCIIString(nm, "<dictcomp>") == 0;
 }
 
+/* the real object a local holds now (a cell's contents for LOAD_DEREF): a
+ * module or other object read from the frame, or a constant; else NULL */
+static PyObject *
+window_local(rframe *fr, int op, int arg)
+{
+    kn_val *v = arg < fr->nlocals ? fr->locals[arg] : NULL;
+    if (v && v != LAZY && op == KN_OP_LOAD_DEREF)
+        v = v->kind == V_CELL && v->content != LAZY ? v->content : NULL;
+    if (v == NULL || v == LAZY || (v->kind != V_OBJ && v->kind != V_CONST) || v->attrs || v->newobj)
+        return NULL;
+    return v->obj;
+}
+
+/* reading attribute `name` of o runs no code that could write: a Python
+ * module's global, or a torch module's parameter, submodule, plain attribute
+ * or method (no property) */
+static int
+pure_attr(PyObject *o, PyObject *name)
+{
+    if (o == NULL)
+        return 0;
+    if (PyModule_CheckExact(o))
+        return 1;
+    if (PyObject_IsInstance(o, kn_cenv.nn_module) != 1) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *d = _PyType_Lookup(Py_TYPE(o), name);
+    return d == NULL || PyFunction_Check(d);
+}
+
+/* The instructions from pc on, up to a load of local `kept`, only read
+ * locals, constants, globals, module attributes and module-container items
+ * (nothing a generator made before them could see written): the offset of
+ * that load (*next: after it; *h: the stack height with the window's pushes),
+ * or -1. */
+static int
+gen_pure_window(rframe *fr, int pc, int kept, int *h, int *next)
+{
+    PyObject *vals[16];   /* what the window pushed, where known (NULL: unknown), borrowed */
+    int n = 0;
+    for (int steps = 0; steps < 16; steps++) {
+        int op, arg, nx, at = kn_decode(fr, pc, &op, &arg, &nx);
+        if (at < 0)
+            return -1;
+        switch (op) {
+        case KN_OP_LOAD_FAST:
+        case KN_OP_LOAD_FAST_CHECK:
+            if (arg == kept) {
+                *next = nx;
+                return at;
+            }
+            /* fall through */
+        case KN_OP_LOAD_DEREF:
+            if (n == 16)
+                return -1;
+            vals[n++] = window_local(fr, op, arg);
+            ++*h;
+            break;
+        case KN_OP_LOAD_CONST:
+        case KN_OP_PUSH_NULL:
+            if (n == 16)
+                return -1;
+            vals[n++] = NULL;
+            ++*h;
+            break;
+        case KN_OP_LOAD_GLOBAL: {
+            int pushes = 1 + (arg & 1);   /* a NULL first (the call form) */
+            if (n + pushes > 16)
+                return -1;
+            PyObject *nm = PyTuple_GET_ITEM(fr->code->co_names, arg >> 1);
+            PyObject *g = PyDict_GetItemWithError(fr->globals, nm);
+            if (g == NULL && !PyErr_Occurred() && fr->builtins)
+                g = PyDict_GetItemWithError(fr->builtins, nm);
+            PyErr_Clear();
+            if (pushes == 2)
+                vals[n++] = NULL;
+            vals[n++] = g;
+            *h += pushes;
+            break;
+        }
+        case KN_OP_LOAD_ATTR: {
+            int method = KN_PY312 && (arg & 1);
+            PyObject *name = PyTuple_GET_ITEM(fr->code->co_names, KN_PY312 ? arg >> 1 : arg);
+            if (n == 0 || method || !pure_attr(vals[n - 1], name))
+                return -1;
+            vals[n - 1] = NULL;
+            break;
+        }
+        case KN_OP_BINARY_SUBSCR:   /* a ModuleList / Sequential item */
+            if (n < 2 || vals[n - 2] == NULL || !kn_is_module_seq(vals[n - 2]))
+                return -1;
+            n--;
+            vals[n - 1] = NULL;
+            --*h;
+            break;
+        case KN_OP_PRECALL:
+        case KN_OP_NOP:
+            break;
+        default:
+            return -1;
+        }
+        pc = nx;
+    }
+    return -1;
+}
+
 /* gen_use's walk; *kept: a local the generator passes through (`g = gen();
  * for x in g`), read back at *keptpc */
 static int
@@ -300,13 +407,15 @@ gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
         case KN_OP_LOAD_DEREF:   /* more arguments: loads with no effect */
             h++;
             break;
-        case KN_OP_STORE_FAST: {   /* `g = gen(); <use of g>` at once */
-            int op2, arg2, next2, at = t == h - 1 ? kn_decode(fr, next, &op2, &arg2, &next2) : -1;
-            if (at < 0 || (op2 != KN_OP_LOAD_FAST && op2 != KN_OP_LOAD_FAST_CHECK) || arg2 != arg || *kept >= 0)
+        case KN_OP_STORE_FAST: {   /* `g = gen(); <reads>; <use of g>` */
+            int at, next2, hh = h - 1;
+            if (t != h - 1 || *kept >= 0 || (at = gen_pure_window(fr, next, arg, &hh, &next2)) < 0)
                 return GEN_LATER;
             *kept = arg;
             *keptpc = at;
             next = next2;
+            t = hh;   /* the generator, loaded again above what the window pushed */
+            h = hh + 1;
             break;
         }
         case KN_OP_CALL: {
@@ -360,7 +469,10 @@ gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
         }
         case KN_OP_UNPACK_SEQUENCE:
         case KN_OP_UNPACK_EX:
+        case KN_OP_LIST_EXTEND:   /* f(a, *gen): the items into the argument list at once */
             return t == h - 1 ? GEN_NOW : GEN_LATER;
+        case KN_OP_CALL_FUNCTION_EX:   /* f(*gen): made a tuple before f runs */
+            return t == h - 1 && !(arg & 1) ? GEN_NOW : GEN_LATER;
         case KN_OP_GET_YIELD_FROM_ITER:   /* inside a generator kiln runs to the end itself */
             return t == h - 1 && fr->yields ? GEN_NOW : GEN_LATER;
         case KN_OP_GET_ITER: {

@@ -513,3 +513,32 @@ def test_a_dict_compared_with_a_string_is_never_equal():
     x = torch.zeros(2)
     _one_graph(_compares_dict, x, {})
     torch.testing.assert_close(kiln.compile(_compares_dict)(x, {"a": 1}), x + 5)
+
+
+def test_a_generator_kept_in_a_local_then_star_called_is_recorded():
+    # wav2vec2 / HuBERT / WavLM / SEW: torch's parametrize forward,
+    # originals = (getattr(self, f"original{i}") for i ...); x = self[0](*originals)
+    conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(4, 4, 3, padding=1), dim=2)
+    x = torch.randn(2, 4, 8)
+    with torch.no_grad():
+        _one_graph(conv, x)
+        torch.testing.assert_close(kiln.compile(conv)(x), conv(x))
+
+
+class _GenThenWrite(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = 1.0
+
+    def forward(self, x):
+        g = (x * self.k for _ in range(2))
+        self.k = 3.0                       # the generator, run when consumed, sees this
+        return torch.stack(tuple(g))
+
+
+def test_a_write_between_a_generator_and_its_use_still_breaks():
+    m, x = _GenThenWrite(), torch.ones(2)
+    ex = kiln.explain(m, backend="eager")(x)
+    assert ex.graph_break_count >= 1, ex
+    m.k = 1.0
+    torch.testing.assert_close(kiln.compile(m, backend="eager")(x), torch.full((2, 2), 3.0))
