@@ -1115,6 +1115,20 @@ call_gathered(kn_rec *r, PyObject *f, PyObject **a, int nargs, PyObject *kwnames
     return 1;
 }
 
+/* an object with state that running it changes: a generator, a context manager */
+static int
+stateful_object(PyObject *o)
+{
+    if (PyGen_Check(o) || PyCoro_CheckExact(o))
+        return 1;
+    static PyObject *s_enter;
+    if (s_enter == NULL && (s_enter = PyUnicode_InternFromString("__enter__")) == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    return _PyType_Lookup(Py_TYPE(o), s_enter) != NULL;
+}
+
 /* copy.copy or copy.deepcopy */
 static int
 copy_function(PyObject *f)
@@ -1817,6 +1831,11 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
                 if (ct == NULL || kn_v_add(r, ct, fn) < 0 || kn_v_add(r, ct, args[0]) < 0)
                     return KN_FAIL;
                 (*out)->ctor = ct;
+            } else if (rc == 0 && (*out)->kind == V_OBJ && (*out)->src < 0 && !(*out)->ctor && !(*out)->newobj &&
+                       stateful_object((*out)->obj)) {
+                /* a generator or context manager made now would be the one object every
+                   later call gets (contextlib.contextmanager's): it runs for real */
+                return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a standard-library call that makes a generator or context manager");
             }
             return rc;
         }
