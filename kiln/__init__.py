@@ -31,12 +31,51 @@ except Exception:  # already registered (re-import) or an older torch
 
 _capture.setup()
 
+
+def _hook_torch_reset():
+    """torch.compiler.reset() (torch._dynamo.reset) clears kiln's caches too."""
+    import torch._dynamo as dynamo
+    original = dynamo.reset
+    if getattr(original, "_kiln_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def reset_both(*args, **kwargs):
+        out = original(*args, **kwargs)
+        _C.capture_reset()   # kiln's recorded frames (its statistics and warnings stay, as Dynamo's)
+        return out
+    reset_both._kiln_wrapped = True
+    reset_both._kiln_original = original
+    dynamo.reset = reset_both
+
+
+_hook_torch_reset()
+
+
+def disable(fn=None, recursive=True):
+    """kiln.disable: torch.compiler.disable (the call breaks the graph and it
+    and all it calls run eagerly)."""
+    return torch.compiler.disable(fn, recursive=recursive) if fn is not None else \
+        (lambda f: torch.compiler.disable(f, recursive=recursive))
+
+
+def allow_in_graph(fn):
+    """kiln.allow_in_graph: torch.compiler.allow_in_graph (one graph node)."""
+    return torch.compiler.allow_in_graph(fn)
+
+
+def assume_constant_result(fn):
+    """kiln.assume_constant_result: torch.compiler.assume_constant_result
+    (run once while recording, its result taken as a constant, unguarded)."""
+    return torch.compiler.assume_constant_result(fn)
+
 # raised where a compiled function is called when a backend the user passed
 # to kiln.compile raises (a subclass of torch._dynamo.exc.BackendCompilerFailed;
 # the backend's exception is its __cause__)
 BackendCompilerFailed = _capture.BackendCompilerFailed
 
-__all__ = ["compile", "reset", "explain", "config", "lowered_ops", "backends", "CompiledModule",
+__all__ = ["compile", "reset", "explain", "config", "lowered_ops", "backends", "CompiledModule", "disable",
+           "allow_in_graph", "assume_constant_result",
            "BackendCompilerFailed"]
 
 _BACKEND_NAMES = ("kiln", "eager", "inductor")
@@ -209,7 +248,7 @@ def reset():
     finish with the segments they hold, which are freed afterwards."""
     _C.capture_reset()
     try:
-        torch._dynamo.reset()
+        getattr(torch._dynamo.reset, "_kiln_original", torch._dynamo.reset)()
     except Exception:
         pass
     backends.reset()
@@ -244,6 +283,9 @@ class Explanation:
 
     def __str__(self):
         lines = [f"kiln: {self.graph_count} graph(s), {self.graph_break_count} graph break(s)"]
+        if self.graph_count == 0:
+            lines.append("  0 graphs: kiln captured nothing, the function ran as plain Python"
+                         + (" (see the breaks below)" if self.breaks else ""))
         for i, g in enumerate(self.graphs):
             lines.append(f"  graph {i} ({g.get('name')} at {g.get('filename')}:{g.get('line')}): "
                          f"{g.get('ops', 0)} ops -> {g.get('aten_ops', 0)} ATen ops, {g.get('kernels', 0)} kernels, "
@@ -267,7 +309,11 @@ def explain(fn, backend="kiln"):
         compiled = compile(fn, backend=backend)
         compiled(*args, **kwargs)
         graphs = list(_capture.graphs[g0:])
-        breaks = [GraphBreak(b["reason"], b["filename"], b["lineno"], b["source"]) for b in _capture.breaks[b0:]]
+        # one break per place and reason: a break inside a call kiln was
+        # inlining is noted where it stops the inlining and again when the
+        # callee, run by CPython from there, is recorded as its own frame
+        seen = {(b["filename"], b["lineno"], b["reason"]): b for b in _capture.breaks[b0:]}
+        breaks = [GraphBreak(b["reason"], b["filename"], b["lineno"], b["source"]) for b in seen.values()]
         guards = []
         code = _root_code(fn)
         if code is not None:

@@ -13,9 +13,15 @@ import types
 import torch
 
 # 0: unknown (graph break)  1: a torch op, a graph node  2: Python code, inlined
-# 3: pure function of constants, run at record time  4: functools.partial
+# 3: pure function of constants, run at record time (math, operator, numpy's ufuncs, read-only
+#    container methods, functools.lru_cache wrappers)  4: functools.partial
 # 5: a query whose answer under kiln is a constant (compiling: True)
 # 7: a standard-library function: run for real on real objects, else inlined
+# 8: marked torch.compiler.disable (or kiln.disable): a graph break, run eagerly
+# 9: a TorchScript function: its Python source (f._torchdynamo_inline) is inlined, as Dynamo does
+# 10: marked assume_constant_result: run for real at record time, its result a constant (unguarded)
+# 11: torch.autograd.Function.apply (bound to a subclass): its forward inlined where no gradient is
+#     needed (kiln._capture.function_apply), else a graph break
 
 _PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
 _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
@@ -56,11 +62,32 @@ for _f in ("is_autocast_enabled", "get_default_dtype", "is_floating_point", "is_
 for _f in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_state):
     _PURE_TORCH.add(_f)
 
+_FUNCTION_APPLY = torch.autograd.Function.apply.__func__
+
 _NOT_GRAPH = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled,
               torch.compile, torch.save, torch.load}
 
 
+def _allowed_in_graph(f):
+    """torch.compiler.allow_in_graph (kiln.allow_in_graph): one graph node,
+    never inlined."""
+    rules = getattr(torch._dynamo, "trace_rules", None)
+    try:
+        return isinstance(f, types.FunctionType) and rules is not None and bool(rules.is_callable_allowed(f))
+    except Exception:  # noqa: BLE001  (an older torch without the registry: not allowed)
+        return False
+
+
 def _classify(f):
+    if getattr(f, "_torchdynamo_disable", False) is True:
+        return 8
+    if getattr(f, "_dynamo_marked_constant", False) is True:
+        return 10
+    if _allowed_in_graph(f):
+        return 1
+    if isinstance(f, torch.jit.ScriptFunction) and isinstance(getattr(f, "_torchdynamo_inline", None),
+                                                               types.FunctionType):
+        return 9
     if f in _COMPILING_QUERIES:
         return 5
     if isinstance(f, functools.partial):
@@ -70,6 +97,13 @@ def _classify(f):
         return 0
     if f in _PURE_TORCH:
         return 3
+    if isinstance(f, functools._lru_cache_wrapper):
+        # the cache's contract: the same arguments give the same (cached) result
+        return 3
+    if type(f).__name__ == "ufunc" and type(f).__module__ == "numpy":
+        return 3  # np.sqrt(d_model) and the like, on constants
+    if f is _FUNCTION_APPLY:
+        return 11
     mod = getattr(f, "__module__", None) or ""
     if isinstance(f, types.FunctionType):
         if mod in _PURE_MODULES:
@@ -81,6 +115,8 @@ def _classify(f):
             return 7
         return 2
     if isinstance(f, types.MethodType):
+        if f.__func__ is _FUNCTION_APPLY and isinstance(f.__self__, type):
+            return 11
         return 2
     if isinstance(f, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return 1

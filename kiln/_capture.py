@@ -34,6 +34,11 @@ is_grad_enabled = torch.is_grad_enabled
 no_grad = torch.no_grad
 enable_grad = torch.enable_grad
 set_grad_enabled_cls = torch.set_grad_enabled
+# nn.Module's enumerations kiln walks at record time (record_value.c,
+# kn_module_members): the order is the code's `which`
+module_members = tuple(getattr(torch.nn.Module, n) for n in (
+    "modules", "named_modules", "children", "named_children",
+    "parameters", "named_parameters", "buffers", "named_buffers"))
 autocast = torch.amp.autocast
 from torch.amp.autocast_mode import _enter_autocast as enter_autocast, _exit_autocast as exit_autocast
 from contextlib import nullcontext
@@ -97,6 +102,43 @@ class _ViewWithGrad(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return g, None
+
+
+class _FunctionCtx:
+    """The ctx a torch.autograd.Function's forward gets when kiln inlines it
+    without autograd (grad off, or no input needs it): what forward may call
+    on it, recorded like any object (the backward is never needed)."""
+
+    def __init__(self, args):
+        self.needs_input_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        self.saved_tensors = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def save_for_forward(self, *tensors):
+        pass
+
+    def mark_dirty(self, *tensors):
+        pass
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value
+
+
+def function_apply(cls, *args, **kwargs):
+    """Fn.apply(*args) where no gradient is needed, as the recorder inlines
+    it (kiln._calls class 11): Fn.forward with a stand-in ctx."""
+    ctx = _FunctionCtx(args)
+    if cls.setup_context is torch.autograd.function._SingleLevelFunction.setup_context:
+        return cls.forward(ctx, *args, **kwargs)
+    out = cls.forward(*args, **kwargs)
+    cls.setup_context(ctx, args, out)
+    return out
 
 
 def fill_object(obj, d):
@@ -336,26 +378,47 @@ from ._liveness import dead_cells, dead_locals, private_cells  # noqa: E402,F401
 
 
 # ---------------------------------------------------------------- paths never recorded
-def _skip_prefixes():
+def _path_rules():
+    """((prefix, skip), ...) for the capture's hook: frames of torch, kiln,
+    the standard library and a few tools are never recorded (they run as
+    Python unless a recorded frame inlines them); with
+    config.capture_libraries site-packages is recorded (a library's model
+    code is the user's code), even where it sits inside the standard
+    library's folder (an installation without a virtual environment).  The longest matching prefix decides.  Each path in both
+    spellings: code objects name the path they were imported by (a
+    symlinked venv's and the real one)."""
+    import site
+
     import kiln
 
-    paths = {os.path.dirname(torch.__file__), os.path.dirname(kiln.__file__)}
+    skip = {os.path.dirname(torch.__file__), os.path.dirname(kiln.__file__), os.path.dirname(functools.__file__)}
     for key in ("stdlib", "platstdlib"):
         p = sysconfig.get_paths().get(key)
         if p:
-            paths.add(p)
-    paths.add(os.path.dirname(functools.__file__))
+            skip.add(p)
+    files = set()
     for name in ("numpy", "typing_extensions", "_pytest", "pytest", "pluggy", "tqdm", "sympy", "triton"):
         m = sys.modules.get(name)
-        if m is not None and getattr(m, "__file__", None):
-            paths.add(os.path.dirname(m.__file__))
-    out = []
-    for p in paths:   # code objects name the path they were imported by: a symlinked venv's and the real one
-        out.append(os.path.realpath(p) + os.sep)
-        out.append(os.path.abspath(p) + os.sep)
-    return tuple(sorted(set(out)))
+        f = getattr(m, "__file__", None) if m is not None else None
+        if f and os.path.basename(f) == "__init__.py":
+            skip.add(os.path.dirname(f))   # a package: its folder
+        elif f:
+            files.add(f)                  # a module of one file (typing_extensions): that file alone
+    keep = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")} | set(site.getsitepackages())
+    try:
+        keep.add(site.getusersitepackages())
+    except Exception:  # noqa: BLE001  (no user site in some embedded interpreters)
+        pass
+    rules = {}
+    from . import config
+    for paths, is_skip, sep in ((keep, not config.capture_libraries, os.sep), (skip, True, os.sep), (files, True, "")):
+        for p in paths:
+            if p:
+                for q in {os.path.realpath(p), os.path.abspath(p)}:
+                    rules[q + sep] = is_skip
+    return tuple(sorted(rules.items()))
 
 
 def setup():
     _OWN_BACKENDS.update(f for f in _own_backends() if callable(f))
-    _C.capture_setup(sys.modules[__name__], _skip_prefixes())
+    _C.capture_setup(sys.modules[__name__], _path_rules())

@@ -82,6 +82,13 @@ if _libmvec() and os.environ.get("KILN_NO_LIBMVEC", "") in ("", "0"):
 dump = {s.strip() for s in os.environ.get("KILN_DUMP", "").split(",") if s.strip()}
 debug = os.environ.get("KILN_DEBUG", "") not in ("", "0")
 disable = os.environ.get("KILN_DISABLE", "") not in ("", "0")
+# record frames of installed libraries (site-packages: transformers' model
+# code) when the hook meets them, as TorchDynamo does.  Off by default for
+# now: recording them exposed wrong results the fixes for issue 15 have not
+# covered yet (a FunnelModel output of the wrong shape; a KeyError from a
+# T5/BART LM's ModelOutput), see docs/ARCHITECTURE.md, "Capture".  Read by
+# kiln._capture.setup (call it again after changing this).
+capture_libraries = os.environ.get("KILN_CAPTURE_LIBRARIES", "") not in ("", "0")
 cache_size_limit = 8
 # who records Python into graphs for kiln.compile: "kiln" (the C recorder in
 # src/capture) or "dynamo" (torch.compile's TorchDynamo, kept for comparison)

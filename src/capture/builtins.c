@@ -72,6 +72,20 @@ reduce_items(kn_rec *r, kn_val **args, int npos, kn_val **items)
 
 /* ------------------------------------------------------------------ the builtins */
 
+/* o's type is a subclass of dict, list or set that keeps the base's length */
+static int
+builtin_length(PyObject *o)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    if (PyDict_Check(o))
+        return t->tp_as_mapping && t->tp_as_mapping->mp_length == PyDict_Type.tp_as_mapping->mp_length;
+    if (PyList_Check(o))
+        return t->tp_as_sequence && t->tp_as_sequence->sq_length == PyList_Type.tp_as_sequence->sq_length;
+    if (PyAnySet_Check(o))
+        return t->tp_as_sequence && t->tp_as_sequence->sq_length == PySet_Type.tp_as_sequence->sq_length;
+    return 0;
+}
+
 static int
 rec_len(RECFF_ARGS)
 {
@@ -89,6 +103,20 @@ rec_len(RECFF_ARGS)
     }
     if (a->kind == V_CONST)
         return kn_call_real(r, f, args, nargs, kwnames, out);
+    if (a->kind == V_OBJ && a->ctor && !a->attrs && builtin_length(a->obj)) {
+        /* an object built at record time (a plain dict subclass, a ModelOutput) */
+        *out = kn_v_const_steal(r, PyLong_FromSsize_t(PyObject_Length(a->obj)));
+        return *out ? 0 : KN_FAIL;
+    }
+    if (a->kind == V_OBJ && a->src >= 0 && builtin_length(a->obj)) {
+        /* a dict/list/set subclass whose length is the builtin one (a module's
+           hook dicts): its length, guarded (the exact type is already) */
+        Py_ssize_t n = PyObject_Length(a->obj);
+        if (n < 0 || kn_guard_add(r, KN_G_LEN, a->src, NULL, NULL, NULL, NULL, n) < 0)
+            return KN_FAIL;
+        *out = kn_v_const_steal(r, PyLong_FromSsize_t(n));
+        return *out ? 0 : KN_FAIL;
+    }
     CHECK(kn_iter_items(r, a, &it));
     *out = kn_v_const_steal(r, PyLong_FromLong(it->n - it->pos));
     return *out ? 0 : KN_FAIL;
@@ -184,6 +212,12 @@ rec_setattr(RECFF_ARGS)
         return *out ? 0 : KN_FAIL;
     }
     kn_val *o = args[0];
+    int rc;
+    if (PyUnicode_Check(args[1]->obj) && kn_record_time_setattr(r, o, args[1]->obj, args[2], &rc)) {
+        CHECK(rc);
+        *out = kn_v_const(r, Py_None);
+        return *out ? 0 : KN_FAIL;
+    }
     if (o->kind != V_OBJ || o->src < 0 || !PyUnicode_Check(args[1]->obj))
         return kn_brk(r, KN_BRK_SETATTR_VALUE_TRACK);
     CHECK(kn_plain_store(r, o, args[1]->obj));
@@ -405,10 +439,35 @@ rec_dict(RECFF_ARGS)
     kn_val *res = kn_v_new(r, V_DICT);
     if (res == NULL)
         return KN_FAIL;
-    if (npos == 1) {
+    if (npos == 1 && args[0]->kind != V_DICT) {
+        /* dict(pairs): an iterable of (constant key, value) pairs known now (a
+           record-time object's items(), a list of tuples) */
+        kn_val *it;
+        CHECK(kn_iter_items(r, args[0], &it));
+        for (int i = it->pos; i < it->n; i++) {
+            kn_val *p = it->items[i];
+            if (p->kind != V_TUPLE || p->n != 2 || p->items[0]->kind != V_CONST || PyObject_Hash(p->items[0]->obj) == -1) {
+                PyErr_Clear();
+                return kn_brk(r, KN_BRK_DICT_NON_DICT);
+            }
+            int at = -1;
+            for (int j = 0; j < res->n && at < 0; j++) {
+                int eq = PyObject_RichCompareBool(res->keys[j], p->items[0]->obj, Py_EQ);
+                if (eq < 0)
+                    return KN_FAIL;
+                if (eq)
+                    at = j;
+            }
+            if (at >= 0) {
+                res->items[at] = p->items[1];   /* a repeated key: the last value wins */
+                continue;
+            }
+            if (PyList_Append(r->pins, p->items[0]->obj) < 0 || kn_v_add(r, res, p->items[1]) < 0)
+                return KN_FAIL;
+            res->keys[res->n - 1] = p->items[0]->obj;
+        }
+    } else if (npos == 1) {
         kn_val *src = args[0];
-        if (src->kind != V_DICT)
-            return kn_brk(r, KN_BRK_DICT_NON_DICT);
         for (int i = 0; i < src->n; i++) {
             if (kn_v_add(r, res, src->items[i]) < 0)
                 return KN_FAIL;
@@ -422,6 +481,31 @@ rec_dict(RECFF_ARGS)
     }
     *out = res;
     return 0;
+}
+
+/* set(items) / frozenset(items) of constants (a config's list of names): built
+ * now and again by the replay, as a library container is (a record-time
+ * object: `in`, len and iteration read it; a method that writes it breaks) */
+static int
+rec_set(RECFF_ARGS)
+{
+    if (npos != 1 || nkw != 0 || kn_v_is_const(args[0]))
+        return KN_DECLINE;   /* set() and set(constant): called for real */
+    kn_val *it;
+    CHECK(kn_iter_items(r, args[0], &it));
+    kn_val *t = kn_v_new(r, V_TUPLE);
+    if (t == NULL)
+        return KN_FAIL;
+    for (int i = it->pos; i < it->n; i++) {
+        if (it->items[i]->kind != V_CONST)
+            return kn_brk(r, KN_BRK_SET_NON_CONSTANT_VALUES);
+        if (kn_v_add(r, t, it->items[i]) < 0)
+            return KN_FAIL;
+    }
+    if (it == args[0])
+        it->pos = it->n;   /* consumed */
+    kn_val *cls = kn_v_const(r, f);
+    return cls ? kn_construct_at_record_time(r, cls, &t, 1, NULL, out) : KN_FAIL;
 }
 
 static int
@@ -579,6 +663,8 @@ static const struct {
     {NULL, &PyList_Type, rec_sequence},
     {NULL, &PyTuple_Type, rec_sequence},
     {NULL, &PyDict_Type, rec_dict},
+    {NULL, &PySet_Type, rec_set},
+    {NULL, &PyFrozenSet_Type, rec_set},
     {"iter", NULL, rec_iter},
     {"next", NULL, rec_next},
     {NULL, &PyType_Type, rec_type},

@@ -235,6 +235,8 @@ typedef struct {
     int nnoinline, capnoinline;
     int eager;                   /* too many entries or a hard failure: run as Python */
     int ret_index;               /* a RETURN_VALUE instruction's index + 1; 0 unknown */
+    int wrapper;                 /* torch's decorator wrapper `_fn` (skipped code): its function
+                                    may be a torch.compiler.disable, run with the hook off */
 } kn_codeinfo;
 
 /* ---------------------------------------------------------------- runtime API */
@@ -280,10 +282,10 @@ typedef struct {
     PyObject *warn;              /* (message) */
     PyObject *classify;          /* (callable) -> int: how a call to it is recorded */
     PyObject *torch_tensor, *torch_param, *nn_module, *getitem, *set_grad, *is_grad;
-    PyObject *no_grad, *enable_grad, *set_grad_enabled_cls, *fake_exc;
+    PyObject *no_grad, *enable_grad, *set_grad_enabled_cls, *fake_exc, *module_members;
     PyObject *torch_size, *torch_dtype, *torch_device;
     PyObject *s_shape, *s_stride, *s_dtype, *s_device, *s_requires_grad;
-    PyObject *s_parameters, *s_buffers, *s_modules, *s_dict, *s_training, *s_forward;
+    PyObject *s_parameters, *s_buffers, *s_modules, *s_dict, *s_training, *s_forward, *s_dynamo_disable;
     PyObject *s_call_function, *s_call_method, *s_placeholder, *s_output, *s_from_tensor;
     PyObject *s_fwd_hooks, *s_fwd_pre_hooks, *s_global_hooks;
     PyObject *rpath_keys;        /* keeps integer path keys alive */
@@ -291,6 +293,7 @@ typedef struct {
     PyObject *dump_guards;       /* callable(code, offset, [str]) or NULL */
     PyObject *regen_view;        /* (anchor, graph output, geometry) -> the view, rebuilt */
     PyObject *fill_object;       /* (obj, dict) -> obj with its __dict__ filled */
+    PyObject *function_apply;    /* (Fn, *args) -> Fn.forward with a stand-in ctx (no autograd) */
     PyObject *has_fake;          /* (list) -> bool: a fake tensor inside (the replay's constants) */
     PyObject *backend_failed;    /* kiln.BackendCompilerFailed: a user backend raised (the user's error) */
     PyObject *tensor_unsupported;   /* (tensor or tuple) -> reason str or None */

@@ -42,7 +42,7 @@ static _Thread_local kn_capctx *tls_ctx;   /* the compiled callable running on t
 _Thread_local int kn_hook_off;             /* > 0: hook off (recording, running a graph) */
 static long installed;                     /* compiled calls in flight, all threads (GIL) */
 static Py_ssize_t extra_index = -1;
-static PyObject *skip_prefixes;            /* tuple of path prefixes never recorded */
+static PyObject *path_rules;               /* ((prefix, skip), ...): the longest matching prefix decides */
 static PyObject *capture_stats;            /* dict: counters for tests and explain */
 
 /* Every live code info, so kiln.reset() can drop them all. */
@@ -209,22 +209,33 @@ free_extra(void *p)
     PyMem_Free(n);
 }
 
+/* Is code never recorded (torch, kiln, the standard library, a few tools:
+   kiln/_capture.py's path rules; the longest prefix of its file that a rule
+   names decides, so site-packages inside the standard library's folder is
+   recorded while torch inside site-packages is not)? */
 static int
 path_skipped(PyCodeObject *code)
 {
-    if (skip_prefixes == NULL || !PyUnicode_Check(code->co_filename))
+    if (path_rules == NULL || !PyUnicode_Check(code->co_filename))
         return 0;
-    Py_ssize_t n = PyTuple_GET_SIZE(skip_prefixes);
+    Py_ssize_t n = PyTuple_GET_SIZE(path_rules), best = -1;
+    int skip = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t r = PyUnicode_Tailmatch(code->co_filename, PyTuple_GET_ITEM(skip_prefixes, i), 0,
-                                           PY_SSIZE_T_MAX, -1);
-        if (r == 1)
-            return 1;
+        PyObject *rule = PyTuple_GET_ITEM(path_rules, i), *prefix = PyTuple_GET_ITEM(rule, 0);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(prefix);
+        if (len > best && PyUnicode_Tailmatch(code->co_filename, prefix, 0, PY_SSIZE_T_MAX, -1) == 1) {
+            best = len;
+            skip = PyObject_IsTrue(PyTuple_GET_ITEM(rule, 1)) == 1;
+        }
     }
+    if (skip)
+        return 1;
     /* torch.fx's generated forward methods */
     const char *fn = PyUnicode_AsUTF8(code->co_filename);
     return fn && (strncmp(fn, "<eval_with_key", 14) == 0 || strncmp(fn, "<frozen ", 8) == 0);
 }
+
+static int late_cell(PyCodeObject *code);
 
 static kn_codeinfo *
 code_info(PyCodeObject *code)
@@ -243,6 +254,10 @@ code_info(PyCodeObject *code)
     n->info.state = path_skipped(code) ? 1 : 2;
     if (PyErr_Occurred())
         PyErr_Clear();
+    n->info.wrapper = n->info.state == 1 && PyUnicode_Check(code->co_name) &&
+                      PyUnicode_CompareWithASCIIString(code->co_name, "_fn") == 0;
+    if (KN_PY312 && n->info.state == 2 && late_cell(code))
+        n->info.eager = 1;   /* (see late_cell) */
     if (PyUnicode_Check(code->co_name) && (PyUnicode_CompareWithASCIIString(code->co_name, "__torch_dispatch__") == 0 ||
                                            PyUnicode_CompareWithASCIIString(code->co_name, "__torch_function__") == 0))
         n->info.state = 3;
@@ -537,6 +552,31 @@ find_return(PyCodeObject *code)
     return found;
 }
 
+/* 3.12 inlines comprehensions (PEP 709): one whose variable a closure
+   captures makes that cell in the middle of the frame (a MAKE_CELL after
+   RESUME).  kiln does not model a cell made there (it crashed on
+   `[lambda t: t * i for i in range(3)]`): such a frame runs as Python. */
+static int
+late_cell(PyCodeObject *code)
+{
+    PyObject *b = PyCode_GetCode(code);
+    if (b == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    const unsigned char *c = (const unsigned char *)PyBytes_AS_STRING(b);
+    int n = (int)(PyBytes_GET_SIZE(b) / 2), resumed = 0, late = 0;
+    for (int i = 0; i < n && !late; i += 1 + kn_opcaches[c[2 * i]]) {
+        int k = kn_opmap[c[2 * i]];
+        if (k == KN_OP_RESUME)
+            resumed = 1;
+        else if (k == KN_OP_MAKE_CELL && resumed)
+            late = 1;
+    }
+    Py_DECREF(b);
+    return late;
+}
+
 /* Index of a RETURN_CONST whose constant is `value`, or -1 (3.12 only). */
 static int
 find_return_const(PyCodeObject *code, PyObject *value)
@@ -772,6 +812,21 @@ out:
     return result;
 }
 
+/* Is f's function marked torch.compiler.disable (its wrapper carries
+   _torchdynamo_disable = True)? */
+static int
+disabled(_PyInterpreterFrame *f)
+{
+    PyObject *fn = (PyObject *)FRAME_FUNC(f), *v = NULL;
+    if (fn == NULL || _PyObject_LookupAttr(fn, kn_cenv.s_dynamo_disable, &v) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int yes = v == Py_True;
+    Py_XDECREF(v);
+    return yes;
+}
+
 static PyObject *
 kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
 {
@@ -800,6 +855,13 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
     if (info == NULL) {
         PyErr_Clear();
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
+    }
+    if (info->wrapper && disabled(f)) {
+        /* torch.compiler.disable: the function and all it calls run eagerly */
+        kn_hook_off++;
+        PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+        kn_hook_off--;
+        return r;
     }
     if (info->eager || (info->state == 1 && (PyObject *)code != ctx->root_code))
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
@@ -942,10 +1004,15 @@ static PyTypeObject CapType = {
 static PyObject *
 py_capture_setup(PyObject *self, PyObject *args)
 {
-    PyObject *mod, *prefixes;
-    if (!PyArg_ParseTuple(args, "OO!", &mod, &PyTuple_Type, &prefixes))
+    PyObject *mod, *rules;
+    if (!PyArg_ParseTuple(args, "OO!", &mod, &PyTuple_Type, &rules))
         return NULL;
-    Py_XSETREF(skip_prefixes, Py_NewRef(prefixes));
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(rules); i++) {
+        PyObject *rule = PyTuple_GET_ITEM(rules, i);
+        if (!PyTuple_Check(rule) || PyTuple_GET_SIZE(rule) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(rule, 0)))
+            return PyErr_Format(PyExc_TypeError, "capture_setup: path rules are (prefix, skip) pairs");
+    }
+    Py_XSETREF(path_rules, Py_NewRef(rules));
     Py_XSETREF(kn_cenv.mod, Py_NewRef(mod));
 #define GET(field, name)                                          \
     do {                                                          \
@@ -967,6 +1034,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(no_grad, "no_grad");
     GET(enable_grad, "enable_grad");
     GET(set_grad_enabled_cls, "set_grad_enabled_cls");
+    GET(module_members, "module_members");
     GET(fake_exc, "DataDependent");
     GET(torch_size, "Size");
     GET(torch_dtype, "dtype");
@@ -978,6 +1046,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(nullcontext, "nullcontext");
     GET(regen_view, "regen_view");
     GET(fill_object, "fill_object");
+    GET(function_apply, "function_apply");
     GET(has_fake, "has_fake");
     GET(backend_failed, "BackendCompilerFailed");
     GET(tensor_unsupported, "tensor_unsupported");
@@ -1004,6 +1073,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     STR(s_parameters, "_parameters");
     STR(s_buffers, "_buffers");
     STR(s_modules, "_modules");
+    STR(s_dynamo_disable, "_torchdynamo_disable");
     STR(s_dict, "__dict__");
     STR(s_training, "training");
     STR(s_forward, "forward");
@@ -1101,7 +1171,7 @@ py_opcode_table(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef capture_methods[] = {
-    {"capture_setup", py_capture_setup, METH_VARARGS, "Hand capture its Python helpers and skip prefixes."},
+    {"capture_setup", py_capture_setup, METH_VARARGS, "capture_setup(module, rules): hand capture its Python helpers and its path rules ((prefix, skip), ...)."},
     {"capture_reset", py_capture_reset, METH_NOARGS, "Drop every cached segment of every code object."},
     {"capture_stats", py_capture_stats, METH_NOARGS, "Counters of the capture stage."},
     {"capture_guards", py_capture_guards, METH_O, "Readable guards of each cached segment of a code object."},

@@ -355,6 +355,45 @@ is_identity_const(PyObject *o)
            Py_TYPE(o) == &PyClassMethodDescr_Type || Py_TYPE(o) == &_PyMethodWrapper_Type;
 }
 
+static int
+const_items_set(PyObject *o)
+{
+    if (PySet_GET_SIZE(o) > 256)
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *key;
+    Py_hash_t h;
+    while (_PySet_NextEntry(o, &pos, &key, &h))
+        if (!is_simple_const(key))
+            return 0;
+    return 1;
+}
+
+/* A functools.partial (the exact type) whose function, arguments and
+ * keyword values are constants: read from a source (a global, an attribute)
+ * it is a constant, guarded on its identity and on its keywords (the one
+ * mutable part). */
+static int
+is_const_partial(PyObject *o)
+{
+    if (strcmp(Py_TYPE(o)->tp_name, "functools.partial") != 0)
+        return 0;
+    PyObject *f = PyObject_GetAttrString(o, "func"), *a = PyObject_GetAttrString(o, "args"),
+             *k = PyObject_GetAttrString(o, "keywords");
+    int ok = f && a && k && PyTuple_Check(a) && PyDict_Check(k) && (is_identity_const(f) || is_simple_const(f));
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(a); i++)
+        ok = is_simple_const(PyTuple_GET_ITEM(a, i)) || is_identity_const(PyTuple_GET_ITEM(a, i));
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (ok && PyDict_Next(k, &pos, &key, &val))
+        ok = is_simple_const(val) || is_identity_const(val);
+    Py_XDECREF(f);
+    Py_XDECREF(a);
+    Py_XDECREF(k);
+    PyErr_Clear();
+    return ok;
+}
+
 /* A placeholder for a real tensor read from source src. */
 static kn_val *
 wrap_tensor(kn_rec *r, PyObject *t, int src)
@@ -490,7 +529,21 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
                 return NULL;
         }
         v = kn_v_const(r, obj);
-    } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type)) {
+    } else if (src >= 0 && is_const_partial(obj)) {
+        PyObject *kw = PyObject_GetAttrString(obj, "keywords"), *copy = kw ? PyDict_Copy(kw) : NULL;
+        int ks = kn_src_add(r, KN_SRC_ATTR, src, PyUnicode_FromString("keywords"), 0);
+        if (ks >= 0)
+            Py_DECREF(r->srcs[ks].key);
+        int bad = copy == NULL || ks < 0 || kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0 ||
+                  kn_guard_add(r, KN_G_EQ, ks, copy, NULL, NULL, NULL, 0) < 0;
+        Py_XDECREF(kw);
+        Py_XDECREF(copy);
+        if (bad)
+            return NULL;
+        v = kn_v_const(r, obj);
+    } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type) ||
+               strcmp(t->tp_name, "ScriptFunction") == 0) {
+        /* (a TorchScript function, pybind's tp_name: kiln inlines its Python source, kiln/_calls.py class 9) */
         if (src >= 0 && kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0)
             return NULL;
         /* the same function may be given another __code__ or defaults */
@@ -671,6 +724,10 @@ kn_to_py(kn_rec *r, kn_val *v, int fake)
         Py_XDECREF(c);
         return s;
     }
+    case V_OBJ:
+        if (PyFloat_Check(v->obj) && v->attrs == NULL)   /* numpy.float64: a float to torch */
+            return PyFloat_FromDouble(PyFloat_AS_DOUBLE(v->obj));
+        /* fall through */
     default:
         kn_brk(r, KN_BRK_TENSOR_OP_ARGUMENT,
                v->kind == V_OBJ ? Py_TYPE(v->obj)->tp_name : "Python");
@@ -1113,6 +1170,16 @@ compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
         *out = kn_v_const(r, which == 3 ? Py_True : Py_False);
         return *out ? 0 : KN_ERR;
     }
+    if (which >= 2 && which <= 3) {
+        /* a dict or list (holding anything) == a str, number, None or bytes: never equal */
+        kn_val *c = a->kind == V_CONST ? a : b->kind == V_CONST ? b : NULL, *o = c == a ? b : a;
+        if (c && ((o->kind == V_DICT) || (o->kind == V_LIST) || (o->kind == V_TUPLE && !o->ttype)) &&
+            (PyUnicode_CheckExact(c->obj) || PyLong_CheckExact(c->obj) || PyFloat_CheckExact(c->obj) ||
+             PyBool_Check(c->obj) || c->obj == Py_None || PyBytes_CheckExact(c->obj))) {
+            *out = kn_v_const(r, which == 3 ? Py_True : Py_False);
+            return *out ? 0 : KN_ERR;
+        }
+    }
     return kn_brk(r, KN_BRK_COMPARISON_NON_CONSTANT_PYTHON);
 }
 
@@ -1167,6 +1234,33 @@ is_op(kn_rec *r, kn_val *a, kn_val *b, int *out)
 static int
 contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
 {
+    if (item->kind == V_CONST && c->kind == V_OBJ && c->src >= 0 && c->obj &&
+        (Py_IS_TYPE(c->obj, &PySet_Type) || Py_IS_TYPE(c->obj, &PyFrozenSet_Type)) && const_items_set(c->obj)) {
+        /* `k in s`, s a set of constants read from a source (a module's names): the
+           set stays the object it is (it may be written later); its contents are
+           guarded equal to a copy */
+        PyObject *copy = Py_IS_TYPE(c->obj, &PySet_Type) ? PySet_New(c->obj) : PyFrozenSet_New(c->obj);
+        int bad = copy == NULL || kn_guard_add(r, KN_G_EQ, c->src, copy, NULL, NULL, NULL, 0) < 0;
+        Py_XDECREF(copy);
+        int e = bad ? -1 : PySet_Contains(c->obj, item->obj);
+        if (e < 0) {
+            if (bad)
+                return KN_FAIL;
+            PyErr_Clear();
+            return kn_brk(r, KN_BRK_IN_RAISES);
+        }
+        *out = e;
+        return 0;
+    }
+    if (item->kind == V_CONST && kn_record_time_c_method(c, "__contains__")) {
+        int e = PySequence_Contains(c->obj, item->obj);   /* a container built at record time */
+        if (e < 0) {
+            PyErr_Clear();
+            return kn_brk(r, KN_BRK_IN_RAISES);
+        }
+        *out = e;
+        return 0;
+    }
     if (c->kind == V_DICT && item->kind == V_CONST) {
         *out = 0;
         for (int i = 0; i < c->n; i++) {
@@ -1286,6 +1380,35 @@ with_enter(kn_rec *r, kn_val *a)
     a->ctxreal = real;
     Py_DECREF(node);
     Py_DECREF(real);
+    return 0;
+}
+
+/* `with a:` where a's class defines __enter__ and __exit__ in Python: the
+ * enter call is inlined now (*res its value); *exit a V_CTX (ctxkind 3)
+ * whose call at the block's end inlines the bound __exit__ */
+static int
+user_with_enter(kn_rec *r, rframe *fr, kn_val *a, kn_val **exit, kn_val **res)
+{
+    if ((a->kind != V_OBJ && a->kind != V_CONST) || a->obj == NULL)
+        return kn_brk(r, KN_BRK_WITH_UNKNOWN_CONTEXT);
+    static PyObject *s_enter, *s_exit;
+    if ((s_enter == NULL && (s_enter = PyUnicode_InternFromString("__enter__")) == NULL) ||
+        (s_exit == NULL && (s_exit = PyUnicode_InternFromString("__exit__")) == NULL))
+        return KN_FAIL;
+    PyObject *en = _PyType_Lookup(Py_TYPE(a->obj), s_enter), *ex = _PyType_Lookup(Py_TYPE(a->obj), s_exit);
+    if (en == NULL || ex == NULL || !PyFunction_Check(en) || !PyFunction_Check(ex))
+        return kn_brk(r, KN_BRK_WITH_UNKNOWN_CONTEXT);
+    kn_val *env = kn_v_const(r, en), *exv = kn_v_const(r, ex);
+    kn_val *c = env && exv ? kn_v_new(r, V_CTX) : NULL;
+    kn_val *m = c ? kn_v_method(r, exv, a) : NULL;
+    if (m == NULL)
+        return KN_FAIL;
+    c->ctxkind = 3;
+    c->entered = 1;
+    c->fn = m;
+    kn_val *argv[1] = {a};
+    CHECK(kn_inline(r, fr, en, env, argv, 1, NULL, res));
+    *exit = c;
     return 0;
 }
 
@@ -1665,8 +1788,14 @@ run_one(kn_rec *r, rframe *fr)
             break;
         case KN_OP_BEFORE_WITH:
             a = POP();
-            if (a->kind != V_CTX)
-                return kn_brk(r, KN_BRK_WITH_UNKNOWN_CONTEXT);
+            if (a->kind != V_CTX) {
+                /* a class whose __enter__ and __exit__ are Python: both inlined */
+                CHECK(user_with_enter(r, fr, a, &b, &res));
+                fr->nwith++;   /* a break inside runs the whole segment as Python */
+                PUSH(b);
+                PUSH(res);
+                break;
+            }
             if (with_enter(r, a) < 0)
                 return KN_FAIL;
             fr->nwith++;

@@ -267,6 +267,113 @@ comp_kind(kn_val *v)   /* 1 a list/set/dict comprehension, 2 a generator express
            PyUnicode_CompareWithASCIIString(nm, "<dictcomp>") == 0;
 }
 
+/* the real object a local holds now (a cell's contents for LOAD_DEREF): a
+ * module or other object read from the frame, or a constant; else NULL */
+static PyObject *
+window_local(rframe *fr, int op, int arg)
+{
+    kn_val *v = arg < fr->nlocals ? fr->locals[arg] : NULL;
+    if (v && v != LAZY && op == KN_OP_LOAD_DEREF)
+        v = v->kind == V_CELL && v->content != LAZY ? v->content : NULL;
+    if (v == NULL || v == LAZY || (v->kind != V_OBJ && v->kind != V_CONST) || v->attrs || v->newobj)
+        return NULL;
+    return v->obj;
+}
+
+/* reading attribute `name` of o runs no code that could write: a Python
+ * module's global, or a torch module's parameter, submodule, plain attribute
+ * or method (no property) */
+static int
+pure_attr(PyObject *o, PyObject *name)
+{
+    if (o == NULL)
+        return 0;
+    if (PyModule_CheckExact(o))
+        return 1;
+    if (PyObject_IsInstance(o, kn_cenv.nn_module) != 1) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *d = _PyType_Lookup(Py_TYPE(o), name);
+    return d == NULL || PyFunction_Check(d);
+}
+
+/* The instructions from pc on, up to a load of local `kept`, only read
+ * locals, constants, globals, module attributes and module-container items
+ * (nothing a generator made before them could see written): the offset of
+ * that load (*next: after it; *h: the stack height with the window's pushes),
+ * or -1. */
+static int
+gen_pure_window(rframe *fr, int pc, int kept, int *h, int *next)
+{
+    PyObject *vals[16];   /* what the window pushed, where known (NULL: unknown), borrowed */
+    int n = 0;
+    for (int steps = 0; steps < 16; steps++) {
+        int op, arg, nx, at = kn_decode(fr, pc, &op, &arg, &nx);
+        if (at < 0)
+            return -1;
+        switch (op) {
+        case KN_OP_LOAD_FAST:
+        case KN_OP_LOAD_FAST_CHECK:
+            if (arg == kept) {
+                *next = nx;
+                return at;
+            }
+            /* fall through */
+        case KN_OP_LOAD_DEREF:
+            if (n == 16)
+                return -1;
+            vals[n++] = window_local(fr, op, arg);
+            ++*h;
+            break;
+        case KN_OP_LOAD_CONST:
+        case KN_OP_PUSH_NULL:
+            if (n == 16)
+                return -1;
+            vals[n++] = NULL;
+            ++*h;
+            break;
+        case KN_OP_LOAD_GLOBAL: {
+            int pushes = 1 + (arg & 1);   /* a NULL first (the call form) */
+            if (n + pushes > 16)
+                return -1;
+            PyObject *nm = PyTuple_GET_ITEM(fr->code->co_names, arg >> 1);
+            PyObject *g = PyDict_GetItemWithError(fr->globals, nm);
+            if (g == NULL && !PyErr_Occurred() && fr->builtins)
+                g = PyDict_GetItemWithError(fr->builtins, nm);
+            PyErr_Clear();
+            if (pushes == 2)
+                vals[n++] = NULL;
+            vals[n++] = g;
+            *h += pushes;
+            break;
+        }
+        case KN_OP_LOAD_ATTR: {
+            int method = KN_PY312 && (arg & 1);
+            PyObject *name = PyTuple_GET_ITEM(fr->code->co_names, KN_PY312 ? arg >> 1 : arg);
+            if (n == 0 || method || !pure_attr(vals[n - 1], name))
+                return -1;
+            vals[n - 1] = NULL;
+            break;
+        }
+        case KN_OP_BINARY_SUBSCR:   /* a ModuleList / Sequential item */
+            if (n < 2 || vals[n - 2] == NULL || !kn_is_module_seq(vals[n - 2]))
+                return -1;
+            n--;
+            vals[n - 1] = NULL;
+            --*h;
+            break;
+        case KN_OP_PRECALL:
+        case KN_OP_NOP:
+            break;
+        default:
+            return -1;
+        }
+        pc = nx;
+    }
+    return -1;
+}
+
 /* gen_use's walk; *kept: a local the generator passes through (`g = gen();
  * for x in g`), read back at *keptpc */
 static int
@@ -300,13 +407,15 @@ gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
         case KN_OP_LOAD_DEREF:   /* more arguments: loads with no effect */
             h++;
             break;
-        case KN_OP_STORE_FAST: {   /* `g = gen(); <use of g>` at once */
-            int op2, arg2, next2, at = t == h - 1 ? kn_decode(fr, next, &op2, &arg2, &next2) : -1;
-            if (at < 0 || (op2 != KN_OP_LOAD_FAST && op2 != KN_OP_LOAD_FAST_CHECK) || arg2 != arg || *kept >= 0)
+        case KN_OP_STORE_FAST: {   /* `g = gen(); <reads>; <use of g>` */
+            int at, next2, hh = h - 1;
+            if (t != h - 1 || *kept >= 0 || (at = gen_pure_window(fr, next, arg, &hh, &next2)) < 0)
                 return GEN_LATER;
             *kept = arg;
             *keptpc = at;
             next = next2;
+            t = hh;   /* the generator, loaded again above what the window pushed */
+            h = hh + 1;
             break;
         }
         case KN_OP_CALL: {
@@ -360,7 +469,10 @@ gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
         }
         case KN_OP_UNPACK_SEQUENCE:
         case KN_OP_UNPACK_EX:
+        case KN_OP_LIST_EXTEND:   /* f(a, *gen): the items into the argument list at once */
             return t == h - 1 ? GEN_NOW : GEN_LATER;
+        case KN_OP_CALL_FUNCTION_EX:   /* f(*gen): made a tuple before f runs */
+            return t == h - 1 && !(arg & 1) ? GEN_NOW : GEN_LATER;
         case KN_OP_GET_YIELD_FROM_ITER:   /* inside a generator kiln runs to the end itself */
             return t == h - 1 && fr->yields ? GEN_NOW : GEN_LATER;
         case KN_OP_GET_ITER: {
@@ -687,8 +799,6 @@ kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
 }
 
 static PyObject *real_of(kn_rec *r, kn_val *v);
-static int construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames,
-                                    kn_val **out);
 
 /* ------------------------------------------------------------------ objects built while recording
  *
@@ -756,6 +866,26 @@ namedtuple_new(PyTypeObject *tp)
     return f;
 }
 
+/* a dict subclass (an OrderedDict's, say) that adds only methods: no Python
+ * code runs while it is built (its __new__, __init__, __setitem__, update
+ * and __setattr__ are C's) */
+static int
+plain_dict_class(PyTypeObject *tp)
+{
+    if (!PyType_IsSubtype(tp, &PyDict_Type) || Py_TYPE(tp)->tp_call != PyType_Type.tp_call)
+        return 0;
+    static const char *const names[] = {"__new__", "__init__", "__setitem__", "update", "__setattr__",
+                                        "__post_init__", NULL};
+    for (int i = 0; names[i]; i++) {
+        PyObject *nm = PyUnicode_FromString(names[i]), *d = nm ? _PyType_Lookup(tp, nm) : NULL;
+        Py_XDECREF(nm);
+        if (d && (PyFunction_Check(d) || Py_IS_TYPE(d, &PyStaticMethod_Type) || Py_IS_TYPE(d, &PyClassMethod_Type)))
+            return 0;
+    }
+    PyErr_Clear();
+    return 1;
+}
+
 static int
 library_class(PyTypeObject *tp)
 {
@@ -764,7 +894,7 @@ library_class(PyTypeObject *tp)
     int lib = m && (strncmp(m, "torch.", 6) == 0 || strncmp(m, "transformers.", 13) == 0);
     Py_XDECREF(mod);
     PyErr_Clear();
-    return lib;
+    return lib || plain_dict_class(tp);
 }
 
 /* o.name = v on an object made while recording: its __dict__ */
@@ -839,7 +969,7 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
 {
     PyTypeObject *tp = (PyTypeObject *)cls->obj;
     if (library_class(tp))
-        return construct_at_record_time(r, cls, args, nargs, kwnames, out);
+        return kn_construct_at_record_time(r, cls, args, nargs, kwnames, out);
     if (modelled_class(tp))
         return construct_modelled(r, fr, cls, args, nargs, kwnames, out);
     PyObject *nt = namedtuple_new(tp);
@@ -856,8 +986,8 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
 
 /* A library container (library_class), built at record time over fake
  * tensors; the replay builds it again over the real ones. */
-static int
-construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+int
+kn_construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     PyObject *fa = PyTuple_New(npos), *fk = PyDict_New(), *obj = NULL;
@@ -946,16 +1076,14 @@ real_of(kn_rec *r, kn_val *v)
     }
 }
 
-/* Call f for real when every argument is a real object; 1 done, 0 not possible. */
+/* Gathers the real objects of args into a[] (with kn_has_tensor: none
+ * may hold a tensor); 0 when one has none (nothing kept). */
 static int
-call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+real_args(kn_rec *r, kn_val **args, int nargs, int no_tensors, PyObject **a)
 {
-    PyObject *a[16];
-    if (nargs > 16)
-        return 0;
     for (int i = 0; i < nargs; i++) {
         a[i] = real_of(r, args[i]);
-        if (a[i] == NULL || kn_has_tensor(a[i])) {
+        if (a[i] == NULL || (no_tensors && kn_has_tensor(a[i]))) {
             Py_XDECREF(a[i]);
             for (int j = 0; j < i; j++)
                 Py_DECREF(a[j]);
@@ -963,6 +1091,15 @@ call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
             return 0;
         }
     }
+    return 1;
+}
+
+/* Calls f on a[] (references it drops) at record time: *out the result
+ * wrapped (fakes in it map back to their graph values), or a break when it
+ * raises.  Always 1 (done, *rc set). */
+static int
+call_gathered(kn_rec *r, PyObject *f, PyObject **a, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *res = PyObject_Vectorcall(f, a, nargs - nkw, kwnames);
     for (int i = 0; i < nargs; i++)
@@ -974,6 +1111,171 @@ call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
     }
     *out = kn_wrap(r, res, -1);
     Py_DECREF(res);
+    *rc = *out ? 0 : KN_FAIL;
+    return 1;
+}
+
+/* an object with state that running it changes: a generator, a context manager */
+static int
+stateful_object(PyObject *o)
+{
+    if (PyGen_Check(o) || PyCoro_CheckExact(o))
+        return 1;
+    static PyObject *s_enter;
+    if (s_enter == NULL && (s_enter = PyUnicode_InternFromString("__enter__")) == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    return _PyType_Lookup(Py_TYPE(o), s_enter) != NULL;
+}
+
+/* copy.copy or copy.deepcopy */
+static int
+copy_function(PyObject *f)
+{
+    static PyObject *cp, *dcp;
+    if (cp == NULL) {
+        PyObject *m = PyImport_ImportModule("copy");
+        cp = m ? PyObject_GetAttrString(m, "copy") : NULL;
+        dcp = m ? PyObject_GetAttrString(m, "deepcopy") : NULL;
+        Py_XDECREF(m);
+        PyErr_Clear();
+    }
+    return f != NULL && (f == cp || f == dcp);
+}
+
+/* Call f for real when every argument is a real object holding no tensor;
+ * 1 done, 0 not possible. */
+static int
+call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
+    PyObject *a[16] = {NULL};
+    if (nargs > 16 || !real_args(r, args, nargs, 1, a))
+        return 0;
+    return call_gathered(r, f, a, nargs, kwnames, out, rc);
+}
+
+/* A pure read-only method (kiln/_calls.py class 3: dict.keys, .items,
+ * __getitem__, ...) of an object built at record time over fake tensors
+ * (kn_construct_at_record_time: a ModelOutput, a plain dict subclass), the
+ * other arguments constants: run for real on it; the fakes in the result map
+ * back to their graph values (kn_wrap).  1 done (*rc set), 0 not possible. */
+static int
+read_record_time_object(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
+    PyObject *a[16] = {NULL};
+    int built = 0;
+    if (nargs > 16)
+        return 0;
+    for (int i = 0; i < nargs; i++) {
+        int rt = args[i]->kind == V_OBJ && args[i]->ctor != NULL && !args[i]->attrs;
+        if (!rt && !kn_v_is_const(args[i]))
+            return 0;
+        built |= rt;
+    }
+    if (!built || !real_args(r, args, nargs, 0, a))
+        return 0;
+    return call_gathered(r, f, a, nargs, kwnames, out, rc);
+}
+
+/* v cannot change after it is stored (a tensor, a constant of an immutable
+ * type, a tuple of these): the value stored now is the value the replay
+ * stores; a list or dict could still be written through another name */
+static int
+hashable(PyObject *o)
+{
+    if (PyObject_Hash(o) != -1)
+        return 1;
+    PyErr_Clear();
+    return 0;
+}
+
+static int
+immutable_value(kn_val *v)
+{
+    switch (v->kind) {
+    case V_TENSOR:
+        return 1;
+    case V_CONST: {
+        PyObject *o = v->obj;
+        return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+               PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyType_Check(o) ||
+               Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_dtype || Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_device ||
+               (PyTuple_CheckExact(o) && !kn_has_tensor(o) && hashable(o));
+    }
+    case V_TUPLE:
+        if (v->ttype)
+            return 0;
+        for (int i = 0; i < v->n; i++)
+            if (!immutable_value(v->items[i]))
+                return 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* o.name = v on an object built at record time (kn_construct_at_record_time:
+ * a ModelOutput, a config copy): the store runs now on the record-time object
+ * (its class's own __setattr__ included, over fakes) and again in the replay,
+ * as an effect, on the object the replay built.  1 done (*rc set), 0 not
+ * this case. */
+int
+kn_record_time_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v, int *rc)
+{
+    if (o->kind != V_OBJ || o->ctor == NULL || o->src >= 0 || o->attrs || o->newobj || !immutable_value(v))
+        return 0;
+    PyObject *x = kn_to_py(r, v, 1);
+    if (x == NULL) {
+        PyErr_Clear();
+        *rc = kn_brk(r, KN_BRK_ATTRIBUTE_STORE_ON, "record-time object of a value kiln cannot rebuild");
+        return 1;
+    }
+    int bad = PyObject_SetAttr(o->obj, name, x);
+    Py_DECREF(x);
+    if (bad < 0) {
+        PyErr_Clear();
+        *rc = kn_brk(r, KN_BRK_ATTRIBUTE_STORE_HAS_OWN, Py_TYPE(o->obj)->tp_name);
+        return 1;
+    }
+    *rc = kn_effect_add(r, E_SETATTR, o, v, name) < 0 ? KN_FAIL : 0;
+    return 1;
+}
+
+/* dict.__getitem__(d, key) / dict.get(d, key[, default]) on a dict (a
+ * subclass: OrderedDict, transformers' ACT2FN) read from a source, the key a
+ * present constant: the item, read as the source d[key] (a guard reads it
+ * again with the dict's own lookup, not the subclass's __getitem__).  1 done
+ * (*rc set), 0 not possible. */
+static int
+read_source_dict_item(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
+    if (kwnames || nargs < 2 || nargs > 3 || args[0]->kind != V_OBJ || args[0]->src < 0 || args[0]->attrs ||
+        !PyDict_Check(args[0]->obj) || args[1]->kind != V_CONST)
+        return 0;
+    PyObject *nm = PyObject_GetAttrString(f, "__name__");
+    int which = nm && PyUnicode_Check(nm) ? (PyUnicode_CompareWithASCIIString(nm, "__getitem__") == 0 ? 1
+                                             : PyUnicode_CompareWithASCIIString(nm, "get") == 0    ? 2
+                                                                                                   : 0)
+                                          : 0;
+    Py_XDECREF(nm);
+    PyErr_Clear();
+    if (which == 0 || (which == 1 && nargs != 2))
+        return 0;
+    PyObject *objclass = PyObject_GetAttrString(f, "__objclass__");
+    int dict_method = objclass && PyType_Check(objclass) && PyType_IsSubtype((PyTypeObject *)objclass, &PyDict_Type) &&
+                      !(((PyTypeObject *)objclass)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    Py_XDECREF(objclass);
+    PyErr_Clear();
+    if (!dict_method)
+        return 0;   /* not dict's (or OrderedDict's) own C method */
+    PyObject *val = PyDict_GetItemWithError(args[0]->obj, args[1]->obj);
+    if (val == NULL) {   /* absent (or unhashable): eager raises or returns the default; not modelled */
+        PyErr_Clear();
+        return 0;
+    }
+    int s = kn_src_add(r, KN_SRC_DICT, args[0]->src, args[1]->obj, 0);
+    *out = s >= 0 ? kn_wrap(r, val, s) : NULL;
     *rc = *out ? 0 : KN_FAIL;
     return 1;
 }
@@ -1363,6 +1665,12 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     case V_FUNC:
         return kn_inline(r, fr, NULL, fn, args, nargs, kwnames, out);
     case V_CTX:
+        if (fn->entered && fn->ctxkind == 3) {   /* a user class's __exit__(None, None, None), inlined */
+            if (fr)
+                fr->nwith--;
+            fn->entered = 0;
+            return kn_call(r, fr, fn->fn, args, nargs, kwnames, out);
+        }
         if (fn->entered) {   /* __exit__(None, None, None) */
             if (fr)
                 fr->nwith--;
@@ -1389,7 +1697,19 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
                 return kn_inline(r, fr, c, cv, argv, nargs + 1, kwnames, out);
             }
         }
-        return kn_brk(r, KN_BRK_CALLING_TYPE, Py_TYPE(fn->obj)->tp_name);
+        {   /* a callable object of a pure kind (numpy's ufuncs, an lru_cache wrapper) or marked
+               assume_constant_result: as a constant callable, its identity guarded */
+            PyObject *cls = PyObject_CallOneArg(kn_cenv.classify, fn->obj);
+            long how = cls ? PyLong_AsLong(cls) : -1;
+            Py_XDECREF(cls);
+            if (how == -1 && PyErr_Occurred())
+                return KN_ERR;
+            if (how != 3 && how != 10)
+                return kn_brk(r, KN_BRK_CALLING_TYPE, Py_TYPE(fn->obj)->tp_name);
+            if (fn->src >= 0 && kn_guard_add(r, KN_G_ID, fn->src, fn->obj, NULL, NULL, NULL, 0) < 0)
+                return KN_FAIL;
+        }
+        break;
     case V_CONST:
         break;
     default:
@@ -1485,6 +1805,11 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         int mode = PyObject_IsTrue(args[0]->obj);
         return make_ctx(r, mode, 1, out);
     }
+    if (nargs == 1 && kwnames == NULL) {   /* module.parameters(), .named_modules(), ...: walked */
+        int mm = kn_module_members(r, f, args[0], out);
+        if (mm <= 0)
+            return mm;
+    }
     PyObject *cls = PyObject_CallOneArg(kn_cenv.classify, f);
     if (cls == NULL)
         return KN_ERR;
@@ -1497,9 +1822,67 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         return kn_torch_op(r, f, 0, args, nargs, kwnames, out);
     case 7: { /* the standard library: run it for real on real objects */
         int rc;
+        if (call_on_real(r, f, args, nargs, kwnames, out, &rc)) {
+            if (rc == 0 && copy_function(f) && (*out)->kind == V_OBJ && (*out)->src < 0 && !(*out)->ctor &&
+                !(*out)->newobj && !kwnames && nargs == 1) {
+                /* copy.copy(o) / copy.deepcopy(o): a new object the replay makes again
+                   (so that it can be written: a config copied and changed) */
+                kn_val *ct = kn_v_new(r, V_TUPLE);
+                if (ct == NULL || kn_v_add(r, ct, fn) < 0 || kn_v_add(r, ct, args[0]) < 0)
+                    return KN_FAIL;
+                (*out)->ctor = ct;
+            } else if (rc == 0 && (*out)->kind == V_OBJ && (*out)->src < 0 && !(*out)->ctor && !(*out)->newobj &&
+                       stateful_object((*out)->obj)) {
+                /* a generator or context manager made now would be the one object every
+                   later call gets (contextlib.contextmanager's): it runs for real */
+                return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a standard-library call that makes a generator or context manager");
+            }
+            return rc;
+        }
+        return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);
+    }
+    case 9: { /* a TorchScript function: its Python function, inlined (the script is guarded by identity) */
+        PyObject *py = PyObject_GetAttrString(f, "_torchdynamo_inline");
+        if (py == NULL || !PyFunction_Check(py) || PyList_Append(r->pins, py) < 0) {
+            Py_XDECREF(py);
+            PyErr_Clear();
+            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a TorchScript function");
+        }
+        Py_DECREF(py);   /* pinned */
+        kn_val *pv = kn_v_const(r, py);
+        return pv ? kn_inline(r, fr, py, pv, args, nargs, kwnames, out) : KN_FAIL;
+    }
+    case 10: { /* assume_constant_result: run for real now, the result a constant */
+        int rc;
         if (call_on_real(r, f, args, nargs, kwnames, out, &rc))
             return rc;
-        return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);
+        return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
+    }
+    case 11: { /* Fn.apply of a torch.autograd.Function: with grad off, forward inlined (eager runs
+                  forward without grad too, and no backward can be needed) */
+        if (r->grad_cur || nargs + 1 > 64)
+            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "torch.autograd.Function.apply with grad enabled");
+        kn_val *argv[65], *hv = kn_v_const(r, kn_cenv.function_apply);
+        if (hv == NULL)
+            return KN_FAIL;
+        if (PyMethod_Check(f)) {   /* Fn.apply bound: the class first */
+            if ((argv[0] = kn_v_const(r, PyMethod_GET_SELF(f))) == NULL)
+                return KN_FAIL;
+            memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
+            nargs++;
+        } else {                   /* Function.apply(Fn, ...) */
+            if (nargs < 1 || args[0]->kind != V_CONST || !PyType_Check(args[0]->obj))
+                return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "torch.autograd.Function.apply");
+            memcpy(argv, args, sizeof(kn_val *) * nargs);
+        }
+        return kn_inline(r, fr, kn_cenv.function_apply, hv, argv, nargs, kwnames, out);
+    }
+    case 8: { /* torch.compiler.disable: break, the call runs eagerly */
+        PyObject *nm = PyObject_GetAttrString(f, "__qualname__");
+        PyErr_Clear();
+        int rc = kn_brk(r, KN_BRK_CALL_DISABLED, nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : "?");
+        Py_XDECREF(nm);
+        return rc;
     }
     case 5:   /* "is torch compiling?" under kiln: yes */
         *out = kn_v_const(r, Py_True);
@@ -1515,10 +1898,15 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
             return kn_call(r, fr, m, args, nargs, kwnames, out);
         }
         return kn_brk(r, KN_BRK_INLINE_NON_FUNCTION);
-    case 3:   /* pure Python function of constants */
+    case 3: { /* pure Python function of constants */
         if (const_items(r, args, nargs))
             return kn_call_real(r, f, args, nargs, kwnames, out);
+        int rc;
+        if (read_record_time_object(r, f, args, nargs, kwnames, out, &rc) ||
+            read_source_dict_item(r, f, args, nargs, kwnames, out, &rc))
+            return rc;
         return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
+    }
     case 4: { /* functools.partial */
         PyObject *pf = PyObject_GetAttrString(f, "func"), *pa = PyObject_GetAttrString(f, "args"),
                  *pk = PyObject_GetAttrString(f, "keywords");
@@ -1576,10 +1964,16 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     default:
         break;
     }
-    if (PyType_Check(f) && PyObject_IsSubclass(f, kn_cenv.nn_module) == 0 &&
-        (((PyTypeObject *)f)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    if (PyType_Check(f) && (((PyTypeObject *)f)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        int is_module = PyObject_IsSubclass(f, kn_cenv.nn_module);
         PyErr_Clear();
-        return construct(r, fr, fn, args, nargs, kwnames, out);
+        if (is_module == 0)
+            return construct(r, fr, fn, args, nargs, kwnames, out);
+        /* torch.nn.Softmax(dim=-1)(x) in a forward: a module of torch's built at
+           record time and again by the replay (one that makes parameters holds
+           fakes the graph does not know: using them breaks) */
+        if (is_module == 1 && library_class((PyTypeObject *)f))
+            return kn_construct_at_record_time(r, fn, args, nargs, kwnames, out);
     }
     PyErr_Clear();
     PyObject *nmo = PyObject_GetAttrString(f, "__qualname__");

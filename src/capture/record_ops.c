@@ -55,6 +55,13 @@ kn_op_attr(kn_rec *r, rframe *fr, int op, int arg)
             CHECK(kn_newobj_setattr(r, a, name, b));
             break;
         }
+        {
+            int rc;
+            if (kn_record_time_setattr(r, a, name, b, &rc)) {
+                CHECK(rc);
+                break;
+            }
+        }
         if (a->kind != V_OBJ || !kn_rebuildable(a))
             return kn_brk(r, KN_BRK_ATTRIBUTE_STORE_ON,
                           a->kind == V_TENSOR ? "tensor" : "value kiln does not track");

@@ -503,6 +503,126 @@ module_children(kn_rec *r, kn_val *m, int values, kn_val **out)
     return rc;
 }
 
+/* kn_module_members' walk of module m (wrapped, prefix its dotted name):
+ * appends to `it` the modules (what 0), their parameters (1) or buffers
+ * (2), once each (memo: the real objects met), as (name, value) pairs when
+ * named; guards the keys of every dict it reads and each entry's identity
+ * (kn_wrap: modules by identity, None as None, tensors as inputs). */
+static int
+walk_members(kn_rec *r, kn_val *m, PyObject *prefix, int what, int named, int recurse, PyObject *memo, kn_val *it)
+{
+    int rc = 0;
+    if (what == 0 && recurse) {   /* the module itself (named_modules yields it first) */
+        int seen = PySet_Contains(memo, m->obj);
+        if (seen < 0 || (!seen && PySet_Add(memo, m->obj) < 0))
+            return KN_FAIL;
+        if (!seen)
+            rc = named ? 0 : kn_v_add(r, it, m);
+        if (!seen && named) {
+            kn_val *t = kn_v_new(r, V_TUPLE), *nv = kn_v_const(r, prefix);
+            rc = t && nv && kn_v_add(r, t, nv) == 0 && kn_v_add(r, t, m) == 0 ? kn_v_add(r, it, t) : KN_FAIL;
+        }
+        if (rc < 0 || seen)
+            return rc < 0 ? KN_FAIL : 0;
+    }
+    PyObject *which = what == 1 ? kn_cenv.s_parameters : what == 2 ? kn_cenv.s_buffers : kn_cenv.s_modules;
+    for (int pass = what == 0; pass < 1 + (what == 0) && rc == 0; pass++) {
+        /* pass 0: this module's own parameters/buffers; pass 1: its children */
+        int ds;
+        PyObject *d = module_dict(r, m, pass ? kn_cenv.s_modules : which, &ds);
+        if (d == NULL || ds < 0) {
+            Py_XDECREF(d);
+            return kn_brk(r, KN_BRK_MODULE_WITHOUT_MODULES);
+        }
+        PyObject *keys = PyDict_Keys(d), *kt = keys ? PyList_AsTuple(keys) : NULL;
+        Py_XDECREF(keys);
+        if (kt == NULL || kn_guard_add(r, KN_G_KEYS, ds, kt, NULL, NULL, NULL, 0) < 0)
+            rc = KN_FAIL;
+        for (Py_ssize_t i = 0; rc == 0 && kt && i < PyTuple_GET_SIZE(kt); i++) {
+            PyObject *k = PyTuple_GET_ITEM(kt, i), *val = PyDict_GetItem(d, k);
+            int s = kn_src_add(r, KN_SRC_DICT, ds, k, 0);
+            kn_val *v = val && s >= 0 ? kn_wrap(r, val, s) : NULL;
+            if (v == NULL) {
+                rc = KN_FAIL;
+                break;
+            }
+            if (val == Py_None)
+                continue;
+            PyObject *name = PyUnicode_GET_LENGTH(prefix) ? PyUnicode_FromFormat("%U.%U", prefix, k) : Py_NewRef(k);
+            if (name == NULL) {
+                rc = KN_FAIL;
+                break;
+            }
+            if (pass == 1 && recurse) {
+                rc = v->kind == V_OBJ ? walk_members(r, v, name, 0, named, 1, memo, it)
+                                      : kn_brk(r, KN_BRK_MODULE_WITHOUT_MODULES);
+            } else {
+                /* a direct child (children()), a parameter or a buffer */
+                int seen = PySet_Contains(memo, val);
+                if (seen < 0 || (!seen && PySet_Add(memo, val) < 0))
+                    rc = KN_FAIL;
+                else if (!seen && !named)
+                    rc = kn_v_add(r, it, v);
+                else if (!seen) {
+                    kn_val *t = kn_v_new(r, V_TUPLE), *nv = kn_pin(r, name) ? kn_v_const(r, name) : NULL;
+                    rc = t && nv && kn_v_add(r, t, nv) == 0 && kn_v_add(r, t, v) == 0 ? kn_v_add(r, it, t) : KN_FAIL;
+                }
+            }
+            Py_DECREF(name);
+        }
+        Py_XDECREF(kt);
+        Py_DECREF(d);
+    }
+    return rc;
+}
+
+int
+kn_module_members(kn_rec *r, PyObject *f, kn_val *m, kn_val **out)
+{
+    PyObject *all = kn_cenv.module_members;
+    int which = -1;
+    for (Py_ssize_t i = 0; all && PyTuple_Check(all) && i < PyTuple_GET_SIZE(all); i++)
+        if (PyTuple_GET_ITEM(all, i) == f)
+            which = (int)i;
+    if (which < 0 || m->kind != V_OBJ || m->src < 0 || PyObject_IsInstance(m->obj, kn_cenv.nn_module) != 1) {
+        PyErr_Clear();
+        return 1;
+    }
+    /* modules, children: what 0 (children walks one level, no self); parameters 1, buffers 2 */
+    int what = which < 4 ? 0 : which < 6 ? 1 : 2, named = which & 1, recurse = which != 2 && which != 3;
+    PyObject *memo = PySet_New(NULL), *prefix = PyUnicode_FromString("");
+    kn_val *it = memo && prefix ? kn_v_new(r, V_ITER) : NULL;
+    int rc = it ? 0 : KN_FAIL;
+    if (rc == 0 && what == 0)
+        rc = walk_members(r, m, prefix, 0, named, recurse, memo, it);
+    else if (rc == 0) {
+        /* every module (named_modules' order, each once), then its own tensors */
+        kn_val *mods = kn_v_new(r, V_ITER);
+        PyObject *mmemo = PySet_New(NULL);
+        rc = mods && mmemo ? walk_members(r, m, prefix, 0, 1, 1, mmemo, mods) : KN_FAIL;
+        for (int i = 0; rc == 0 && i < mods->n; i++)   /* each item: (name, module) */
+            rc = walk_members(r, mods->items[i]->items[1], mods->items[i]->items[0]->obj, what, named, 0, memo, it);
+        Py_XDECREF(mmemo);
+    }
+    Py_XDECREF(memo);
+    Py_XDECREF(prefix);
+    if (rc == 0)
+        *out = it;
+    return rc;
+}
+
+int
+kn_record_time_c_method(kn_val *v, const char *name)
+{
+    if (v->kind != V_OBJ || v->ctor == NULL || v->attrs ||
+        !(PyDict_Check(v->obj) || PyList_Check(v->obj) || PyAnySet_Check(v->obj)))
+        return 0;
+    PyObject *nm = PyUnicode_FromString(name), *d = nm ? _PyType_Lookup(Py_TYPE(v->obj), nm) : NULL;
+    Py_XDECREF(nm);
+    PyErr_Clear();
+    return d != NULL && !PyFunction_Check(d);
+}
+
 static int
 isinstance_of(PyObject *o, const char *cls)
 {
@@ -620,6 +740,8 @@ kn_iter_items(kn_rec *r, kn_val *v, kn_val **out)
     case V_OBJ:
         if (v->src < 0 && !(Py_TYPE(v->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) && v->attrs == NULL)
             return iter_real(r, v->obj, 1, out);   /* a builtin container made at record time */
+        if (kn_record_time_c_method(v, "__iter__"))
+            return iter_real(r, v->obj, 1, out);   /* a dict subclass built at record time: its keys */
         if (isinstance_of(v->obj, "ModuleList") || isinstance_of(v->obj, "Sequential"))
             return module_children(r, v, 1, out);
         if (isinstance_of(v->obj, "ModuleDict"))
@@ -659,6 +781,16 @@ kn_truth(kn_rec *r, kn_val *v, int *out)
             kn_val *it;
             CHECK(module_children(r, v, 0, &it));
             *out = it->n > 0;
+            return 0;
+        }
+        if (v->ctor && v->src < 0 && !v->attrs && !v->newobj) {
+            /* an object built at record time (a cache): its __bool__/__len__ read it now */
+            int tv = PyObject_IsTrue(v->obj);
+            if (tv < 0) {
+                PyErr_Clear();
+                return kn_brk(r, KN_BRK_TRUTH_VALUE_RAISES);
+            }
+            *out = tv;
             return 0;
         }
         if ((t->tp_as_number && t->tp_as_number->nb_bool) || (t->tp_as_mapping && t->tp_as_mapping->mp_length) ||
@@ -1138,8 +1270,16 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             }
             if (Py_IS_TYPE(d, &PyStaticMethod_Type) || Py_IS_TYPE(d, &PyClassMethod_Type))
                 return wrapped_method(r, d, tp, out);
+            if ((Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) && self->src >= 0 &&
+                !self->newobj) {
+                /* a C method of a base (OrderedDict.__setitem__) on an object of the
+                   frame: the descriptor bound to the value, so a replay or a call
+                   done for real binds this call's object, not the recording's */
+                *out = kn_v_method(r, kn_v_const(r, d), self);
+                return *out ? 0 : KN_FAIL;
+            }
             if (Py_TYPE(d) == &PyMethodDescr_Type || Py_TYPE(d) == &PyWrapperDescr_Type) {
-                /* object.__init__ and friends: bound for real */
+                /* object.__init__ and friends of an object made while recording: bound for real */
                 PyObject *sup = PyObject_CallFunctionObjArgs((PyObject *)&PySuper_Type, v->obj, obj, NULL);
                 PyObject *b = sup ? PyObject_GetAttr(sup, name) : NULL;
                 Py_XDECREF(sup);

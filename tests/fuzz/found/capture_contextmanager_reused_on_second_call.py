@@ -1,4 +1,4 @@
-# `with tagged(3) as k:` of a contextlib.contextmanager in the compiled function: the first call is
+# (fixed 2026-12-04: a stdlib call making a generator or context manager breaks) `with tagged(3) as k:` of a contextlib.contextmanager in the compiled function: the first call was
 # right, the second raises AttributeError: '_GeneratorContextManager' object has no attribute 'args'
 # (contextlib's __enter__ deletes them: the object made on the first call is entered again); eager does not raise
 # found by the kiln fuzzer (capture seeds 44, 2, 37, 125, ... with issue 15's constructs, entry kiln)
