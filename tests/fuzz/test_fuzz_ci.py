@@ -31,9 +31,6 @@ KNOWN = {
     ("capture", 107, "kiln"): "pending/capture_ordereddict_input_items_by_keys_stale.py",
     ("capture", 159, "kiln"): "pending/capture_modeloutput_to_tuple_stale.py",
     ("capture", 191, "kiln"): "pending/capture_ordereddict_input_items_by_keys_stale.py",
-    # contextlib.contextmanager: AttributeError on the second call
-    ("capture", 79, "kiln"): "pending/capture_contextmanager_reused_on_second_call.py",
-    ("capture", 83, "kiln"): "pending/capture_contextmanager_reused_on_second_call.py",
 }
 
 
