@@ -24,13 +24,6 @@ COUNT = 200
 # stay visible (a listed failure that no longer occurs is reported, and its
 # line should then be deleted).  Never add a line without an issue for it.
 KNOWN = {
-    # issue 15 (the capture fuzzer's new constructs); reproducers in tests/fuzz/pending/:
-    # a ModelOutput-like OrderedDict dataclass read by int / to_tuple() gives stale or another instance's items
-    ("capture", 3, "kiln"): "pending/capture_modeloutput_to_tuple_reads_other_instance.py",
-    ("capture", 95, "kiln"): "pending/capture_ordereddict_input_items_by_keys_stale.py",
-    ("capture", 107, "kiln"): "pending/capture_ordereddict_input_items_by_keys_stale.py",
-    ("capture", 159, "kiln"): "pending/capture_modeloutput_to_tuple_stale.py",
-    ("capture", 191, "kiln"): "pending/capture_ordereddict_input_items_by_keys_stale.py",
 }
 
 

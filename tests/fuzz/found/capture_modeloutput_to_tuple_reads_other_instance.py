@@ -1,4 +1,4 @@
-# two instances of a ModelOutput-like OrderedDict dataclass, one passed in (c) and one built in the compiled
+# (fixed 2026-12-04: a function read from the frame and guarded by its code is read again from its source at the replay, not the recording's object) two instances of a ModelOutput-like OrderedDict dataclass, one passed in (c) and one built in the compiled
 # function: the built one's to_tuple() returns the items of the one passed in, from the first call on
 # (kiln's lo + hi is c's logits + hidden; eager's is 110 * t0)
 # found by the kiln fuzzer (capture seed 3 with issue 15's constructs, entry kiln; also in the CI slice)

@@ -1,4 +1,4 @@
-# a ModelOutput-like dataclass deriving from OrderedDict, built in the compiled function: its to_tuple()
+# (fixed 2026-12-04: a function read from the frame and guarded by its code is read again from its source at the replay, not the recording's object) a ModelOutput-like dataclass deriving from OrderedDict, built in the compiled function: its to_tuple()
 # (`tuple(self[k] for k in self.keys())`, __getitem__ by str = `dict(self.items())[k]`) gives the first
 # call's tensors on every later call (eager 3.0, kiln 0.0 at call 1); indexing it by str gives the right values
 # found by the kiln fuzzer (capture seeds 2, 23, 125, ... with issue 15's constructs, entry kiln), minimised by hand
