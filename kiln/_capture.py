@@ -141,6 +141,78 @@ def function_apply(cls, *args, **kwargs):
     return out
 
 
+def constructor_fakes(obj, depth=3):
+    """The fake tensors an object built at record time holds, with their
+    paths from it: [(path, fake)], a path a tuple of ("attr", name) and
+    ("item", index or str key) steps through instance dicts, lists, tuples
+    and plain dicts (modules, types and functions are not entered)."""
+    found = []
+    seen = set()
+
+    def walk(o, path, d):
+        if isinstance(o, FakeTensor):
+            found.append((tuple(path), o))
+            return
+        if d == 0 or id(o) in seen or isinstance(o, (type, types.ModuleType, types.FunctionType, str, bytes)):
+            return
+        seen.add(id(o))
+        if isinstance(o, (list, tuple)):
+            for i, x in enumerate(o):
+                walk(x, path + [("item", i)], d - 1)
+        elif type(o) is dict:
+            for k, x in o.items():
+                if type(k) in (str, int):
+                    walk(x, path + [("item", k)], d - 1)
+        elif not isinstance(o, torch.nn.Module):
+            od = getattr(o, "__dict__", None)
+            if type(od) is dict:
+                for k, x in list(od.items()):
+                    walk(x, path + [("attr", k)], d - 1)
+
+    walk(obj, [], depth)
+    return found
+
+
+def _follow(o, path):
+    for kind, key in path:
+        o = getattr(o, key) if kind == "attr" else o[key]
+    return o
+
+
+def constructor_tensors(cls, args, kwargs, paths):
+    """The tensors a constructor makes from constants, made again for real:
+    for each path, (fn, args, kwargs) of a torch call that makes the same
+    tensor (a small one by value, an equal-valued one by torch.full), or
+    None when there is none: the constructor draws random numbers, or a
+    tensor is large and not uniform."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        rng = torch.get_rng_state()
+        try:
+            twin = cls(*args, **kwargs)
+        except Exception:  # noqa: BLE001  (it raised for real: not rebuilt)
+            return None
+        if not torch.equal(rng, torch.get_rng_state()):   # random: each call's values differ
+            torch.set_rng_state(rng)
+            return None
+        makers = []
+        for path in paths:
+            try:
+                t = _follow(twin, path)
+            except Exception:  # noqa: BLE001
+                return None
+            if type(t) is not torch.Tensor or t.requires_grad or t.is_complex():
+                return None
+            kw = {"dtype": t.dtype, "device": t.device}
+            if t.numel() <= 64:
+                makers.append((torch.tensor, (t.tolist(),), kw))
+            elif t.numel() and bool((t == t.reshape(-1)[0]).all()):
+                makers.append((torch.full, (tuple(t.shape), t.reshape(-1)[0].item()), kw))
+            else:
+                return None
+        return makers
+
+
 def fill_object(obj, d):
     """An object made while recording, built by the replay: object.__new__
     made it, its __dict__ is what the recorded __init__ and stores left."""

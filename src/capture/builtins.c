@@ -505,7 +505,7 @@ rec_set(RECFF_ARGS)
     if (it == args[0])
         it->pos = it->n;   /* consumed */
     kn_val *cls = kn_v_const(r, f);
-    return cls ? kn_construct_at_record_time(r, cls, &t, 1, NULL, out) : KN_FAIL;
+    return cls ? kn_construct_at_record_time(r, fr, cls, &t, 1, NULL, out) : KN_FAIL;
 }
 
 static int

@@ -294,6 +294,8 @@ typedef struct {
     PyObject *regen_view;        /* (anchor, graph output, geometry) -> the view, rebuilt */
     PyObject *fill_object;       /* (obj, dict) -> obj with its __dict__ filled */
     PyObject *function_apply;    /* (Fn, *args) -> Fn.forward with a stand-in ctx (no autograd) */
+    PyObject *constructor_fakes; /* obj -> [(path, fake)] it holds */
+    PyObject *constructor_tensors; /* (cls, args, kwargs, paths) -> [(fn, args, kwargs)] or None */
     PyObject *has_fake;          /* (list) -> bool: a fake tensor inside (the replay's constants) */
     PyObject *backend_failed;    /* kiln.BackendCompilerFailed: a user backend raised (the user's error) */
     PyObject *tensor_unsupported;   /* (tensor or tuple) -> reason str or None */

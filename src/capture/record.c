@@ -458,7 +458,9 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
                     v->node = node;
                     v->obj = fake;
                     v->src = src;
-                    if (kn_memo_obj(r, t, v) < 0)
+                    /* by the real tensor (read again from the frame) and by its fake
+                       (read back from an object built at record time) */
+                    if (kn_memo_obj(r, t, v) < 0 || kn_memo_obj(r, fake, v) < 0)
                         v = NULL;
                 }
             }

@@ -215,7 +215,8 @@ PyObject *kn_builtin(const char *name);                     /* borrowed */
 int kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out);
 /* record_call.c: cls(*args) built now over fake tensors, and again by the replay over real ones
    (a V_OBJ with ctor): library containers, sets of constants */
-int kn_construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out);
+int kn_construct_at_record_time(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames,
+                                kn_val **out);
 
 /* builtins.c: a call to a modelled builtin (*handled 0: f is none, or not with these arguments) */
 int kn_builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out,
@@ -241,6 +242,8 @@ int kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out);
 int kn_note_views(kn_rec *r, kn_val *out, kn_val **args, int nargs);
 int kn_view_refresh(kn_rec *r, kn_val *v);                 /* vinfo from the fakes now */
 int kn_newobj_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v);   /* 0, KN_BREAK, KN_ERR */
+/* record_ops.c: a.name = b as STORE_ATTR does it: 0, KN_BREAK or KN_ERR */
+int kn_store_attr(kn_rec *r, kn_val *a, PyObject *name, kn_val *b);
 /* o.name = v on an object built at record time: 1 done (*rc: 0, KN_BREAK, KN_ERR), 0 not that case */
 int kn_record_time_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v, int *rc);
 

@@ -969,7 +969,7 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
 {
     PyTypeObject *tp = (PyTypeObject *)cls->obj;
     if (library_class(tp))
-        return kn_construct_at_record_time(r, cls, args, nargs, kwnames, out);
+        return kn_construct_at_record_time(r, fr, cls, args, nargs, kwnames, out);
     if (modelled_class(tp))
         return construct_modelled(r, fr, cls, args, nargs, kwnames, out);
     PyObject *nt = namedtuple_new(tp);
@@ -986,8 +986,105 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
 
 /* A library container (library_class), built at record time over fake
  * tensors; the replay builds it again over the real ones. */
+/* Tensors a record-time constructor made (a sliding-window cache's
+ * torch.tensor(window)) are fakes the graph does not know.  Each is made
+ * again as a graph node (kiln._capture.constructor_tensors: the constructor
+ * run for real once, its tensors by value) and stored on the object in its
+ * place, as `obj.path = node` would be: the replay's own object gets the
+ * graph's tensor too.  0, KN_BREAK (random, large, from tensor arguments, or
+ * not reached by attributes) or KN_ERR. */
+static int
+rebind_constructor_tensors(kn_rec *r, rframe *fr, kn_val *v, PyObject *cls, PyObject *fa, PyObject *fk)
+{
+    int is_module = PyObject_IsInstance(v->obj, kn_cenv.nn_module);
+    PyErr_Clear();
+    if (is_module)
+        return 0;   /* its parameters stay fakes: used, they break */
+    PyObject *found = PyObject_CallOneArg(kn_cenv.constructor_fakes, v->obj);
+    if (found == NULL)
+        return KN_ERR;
+    PyObject *paths = PyList_New(0), *makers = NULL;
+    int rc = paths ? 0 : KN_ERR;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(found); i++) {
+        PyObject *pf = PyList_GET_ITEM(found, i);
+        kn_val *m = kn_memo_get(r, PyTuple_GET_ITEM(pf, 1));
+        if (!(m && m->kind == V_TENSOR) && PyList_Append(paths, PyTuple_GET_ITEM(pf, 0)) < 0)
+            rc = KN_ERR;
+    }
+    if (rc || PyList_GET_SIZE(paths) == 0)
+        goto done;
+    const char *tn = ((PyTypeObject *)cls)->tp_name;
+    if (kn_has_tensor(fa) || kn_has_tensor(fk)) {
+        rc = kn_brk(r, KN_BRK_CONSTRUCTOR_TENSORS, tn);
+        goto done;
+    }
+    makers = PyObject_CallFunctionObjArgs(kn_cenv.constructor_tensors, cls, fa, fk, paths, NULL);
+    if (makers == NULL) {
+        rc = KN_ERR;
+        goto done;
+    }
+    if (!PyList_Check(makers)) {
+        rc = kn_brk(r, KN_BRK_CONSTRUCTOR_TENSORS, tn);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(makers); i++) {
+        /* the node: fn(*args, dtype=, device=) */
+        PyObject *mk = PyList_GET_ITEM(makers, i), *margs = PyTuple_GET_ITEM(mk, 1), *mkw = PyTuple_GET_ITEM(mk, 2);
+        kn_val *av[8], *t;
+        int na = 0;
+        PyObject *kwn = PyTuple_New(PyDict_GET_SIZE(mkw)), *k, *x;
+        if (kwn == NULL || PyList_Append(r->pins, kwn) < 0 || PyList_Append(r->pins, mk) < 0) {
+            Py_XDECREF(kwn);
+            rc = KN_ERR;
+            break;
+        }
+        Py_DECREF(kwn);   /* pinned */
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(margs); j++)
+            av[na++] = kn_v_const(r, PyTuple_GET_ITEM(margs, j));
+        Py_ssize_t pos = 0, kj = 0;
+        while (PyDict_Next(mkw, &pos, &k, &x)) {
+            PyTuple_SET_ITEM(kwn, kj++, Py_NewRef(k));
+            av[na++] = kn_v_const(r, x);
+        }
+        for (int j = 0; j < na; j++)
+            if (av[j] == NULL)
+                rc = KN_FAIL;
+        if (rc || (rc = kn_torch_op(r, PyTuple_GET_ITEM(mk, 0), 0, av, na, kwn, &t)))
+            break;
+        /* the path: attributes and items down to the last step, an attribute */
+        PyObject *path = PyList_GET_ITEM(paths, i);
+        Py_ssize_t np = PyTuple_GET_SIZE(path);
+        kn_val *cur = v;
+        for (Py_ssize_t j = 0; rc == 0 && j < np; j++) {
+            PyObject *step = PyTuple_GET_ITEM(path, j), *key = PyTuple_GET_ITEM(step, 1);
+            int attr = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(step, 0), "attr") == 0;
+            if (j == np - 1) {
+                if (!attr || cur->kind != V_OBJ) {
+                    rc = kn_brk(r, KN_BRK_CONSTRUCTOR_TENSORS, tn);
+                } else if ((rc = kn_store_attr(r, cur, key, t)) == 0 && cur != v &&
+                           PyObject_SetAttr(cur->obj, key, t->obj) < 0) {
+                    PyErr_Clear();   /* the record-time object keeps its fake: reading it for real breaks */
+                }
+            } else if (attr) {
+                rc = kn_getattr(r, fr, cur, key, &cur);
+            } else if ((cur->kind == V_LIST || cur->kind == V_TUPLE) && PyLong_Check(key) &&
+                       PyLong_AsLong(key) < cur->n) {
+                cur = cur->items[PyLong_AsLong(key)];
+            } else {
+                rc = kn_brk(r, KN_BRK_CONSTRUCTOR_TENSORS, tn);
+            }
+        }
+    }
+done:
+    Py_DECREF(found);
+    Py_XDECREF(paths);
+    Py_XDECREF(makers);
+    return rc;
+}
+
 int
-kn_construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+kn_construct_at_record_time(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames,
+                            kn_val **out)
 {
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     PyObject *fa = PyTuple_New(npos), *fk = PyDict_New(), *obj = NULL;
@@ -1008,10 +1105,10 @@ kn_construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, Py
         Py_DECREF(x);
     }
     obj = PyObject_Call(cls->obj, fa, fk);
-    Py_CLEAR(fa);
-    Py_CLEAR(fk);
     if (obj == NULL) {
         PyErr_Clear();
+        Py_CLEAR(fa);
+        Py_CLEAR(fk);
         return kn_brk(r, KN_BRK_CONSTRUCTING_RAISES_AT_RECORD, ((PyTypeObject *)cls->obj)->tp_name);
     }
     kn_val *v = kn_v_new(r, V_OBJ), *ct = kn_v_new(r, V_TUPLE);
@@ -1032,8 +1129,16 @@ kn_construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, Py
         return KN_FAIL;
     }
     Py_DECREF(obj);
-    if (kn_memo_obj(r, obj, v) < 0)
+    if (kn_memo_obj(r, obj, v) < 0) {
+        Py_CLEAR(fa);
+        Py_CLEAR(fk);
         return KN_FAIL;
+    }
+    int rc = rebind_constructor_tensors(r, fr, v, cls->obj, fa, fk);
+    Py_CLEAR(fa);
+    Py_CLEAR(fk);
+    if (rc)
+        return rc;
     *out = v;
     return 0;
 fail:
@@ -1973,7 +2078,7 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
            record time and again by the replay (one that makes parameters holds
            fakes the graph does not know: using them breaks) */
         if (is_module == 1 && library_class((PyTypeObject *)f))
-            return kn_construct_at_record_time(r, fn, args, nargs, kwnames, out);
+            return kn_construct_at_record_time(r, fr, fn, args, nargs, kwnames, out);
     }
     PyErr_Clear();
     PyObject *nmo = PyObject_GetAttrString(f, "__qualname__");

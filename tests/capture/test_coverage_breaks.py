@@ -542,3 +542,29 @@ def test_a_write_between_a_generator_and_its_use_still_breaks():
     assert ex.graph_break_count >= 1, ex
     m.k = 1.0
     torch.testing.assert_close(kiln.compile(m, backend="eager")(x), torch.full((2, 2), 3.0))
+
+
+try:
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+except ImportError:   # transformers is in the suite's setup; checked by the test
+    DynamicSlidingWindowLayer = None
+
+
+def _sliding_cache(k, v):
+    layer = DynamicSlidingWindowLayer(sliding_window=3)   # its __init__: torch.tensor(3)
+    keys, values = layer.update(k, v)
+    return keys + values, layer
+
+
+def test_tensors_a_record_time_constructor_makes_are_graph_nodes():
+    # Mistral / Gemma2 / Gemma3: the sliding-window cache's torch.tensor(window)
+    assert DynamicSlidingWindowLayer is not None, "the suite's setup installs transformers"
+    k, v = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    with torch.no_grad():
+        _one_graph(_sliding_cache, k, v)
+        cf = kiln.compile(_sliding_cache)
+        for _ in range(2):
+            (got, layer), (want, wlayer) = cf(k, v), _sliding_cache(k, v)
+            torch.testing.assert_close(got, want)
+            torch.testing.assert_close(layer.keys, wlayer.keys)
+            assert int(layer._sliding_window_tensor) == 3

@@ -12,7 +12,7 @@ An output that differs from eager is excused only where the model itself
 computes otherwise under torch.compiler.is_compiling() (COMPILE_BRANCH,
 checked by running it eagerly with that flag set).  The models where kiln
 still breaks more often than TorchDynamo (issue 15's open work, measured
-2026-12-04 with kiln.config.capture_libraries off: 5 of 121) are listed in
+2026-12-04 with kiln.config.capture_libraries off: 2 of 121) are listed in
 MORE_BREAKS_THAN_DYNAMO and marked xfail(strict=True): each still runs, and
 a model that stops breaking more fails the run until it leaves the list
 (benchmarks/capture_zoo.py prints the same comparison as a table).  Both tests of a model share one run (zoo.compare).  The whole
@@ -37,9 +37,6 @@ _results = {}
 # ModelOutput methods transformers calls, loops kiln cannot resume inside,
 # autograd.Function, lru_cache wrappers, parametrizations, ...)
 MORE_BREAKS_THAN_DYNAMO = {
-    'mistral',
-    'gemma2',
-    'gemma3_text',
     'mamba',
     'nn_transformer',
 }
