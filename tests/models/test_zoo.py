@@ -64,7 +64,11 @@ def _result(name):
     strict=True, reason="the model takes another path under torch.compiler.is_compiling(): kiln equals eager run "
     "with it True, TorchDynamo differs alike")) if n in COMPILE_BRANCH else n for n in zoo.names()])
 def test_zoo_output_matches_eager(name):
-    r = _result(name)
+    check_output(name, _result(name))
+
+
+def check_output(name, r):
+    """The output half of a zoo test (tests/models/test_zoo_vision.py's too)."""
     assert not r.error, f"{name}: {r.error}" + ("; TorchDynamo (backend eager) gives eager's output" if r.dynamo_equal
                                                   else "; TorchDynamo (backend eager) fails or differs too")
     dynamo = {True: "TorchDynamo (backend eager) gives eager's output",
@@ -77,7 +81,11 @@ def test_zoo_output_matches_eager(name):
     strict=True, reason="issue 15, open: kiln breaks more often than TorchDynamo")) if n in MORE_BREAKS_THAN_DYNAMO
     else n for n in zoo.names()])
 def test_zoo_breaks_no_more_than_dynamo(name):
-    r = _result(name)
+    check_breaks(name, _result(name))
+
+
+def check_breaks(name, r):
+    """The break-count half of a zoo test (tests/models/test_zoo_vision.py's too)."""
     assert r.kiln_breaks is not None and r.dynamo_breaks is not None, f"{name}: {r.error}"
     assert r.kiln_breaks <= r.dynamo_breaks, (
         f"{name}: kiln breaks the graph {r.kiln_breaks} time(s) ({r.kiln_graphs} graphs), TorchDynamo "
