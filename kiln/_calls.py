@@ -62,7 +62,16 @@ for _f in ("is_autocast_enabled", "get_default_dtype", "is_floating_point", "is_
 for _f in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_state):
     _PURE_TORCH.add(_f)
 
-_FUNCTION_APPLY = torch.autograd.Function.apply.__func__
+# Function.apply: a Python classmethod in some torch versions, _FunctionBase's C one in others
+_FUNCTION_APPLY = torch.autograd.Function.__dict__.get("apply", torch.autograd.Function.apply)
+_FUNCTION_APPLY = getattr(_FUNCTION_APPLY, "__func__", _FUNCTION_APPLY)
+
+
+def _function_apply(f):
+    """f is Fn.apply bound to a torch.autograd.Function subclass."""
+    owner = getattr(f, "__self__", None)
+    return (getattr(f, "__name__", None) == "apply" and isinstance(owner, type)
+            and issubclass(owner, torch.autograd.Function) and owner is not torch.autograd.Function)
 
 _NOT_GRAPH = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled,
               torch.compile, torch.save, torch.load}
@@ -114,9 +123,9 @@ def _classify(f):
         if fn.startswith(_STDLIB) or fn.startswith("<frozen "):
             return 7
         return 2
+    if _function_apply(f):
+        return 11
     if isinstance(f, types.MethodType):
-        if f.__func__ is _FUNCTION_APPLY and isinstance(f.__self__, type):
-            return 11
         return 2
     if isinstance(f, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return 1

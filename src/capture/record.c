@@ -355,6 +355,27 @@ is_identity_const(PyObject *o)
            Py_TYPE(o) == &PyClassMethodDescr_Type || Py_TYPE(o) == &_PyMethodWrapper_Type;
 }
 
+/* a member of an enum.Enum class (timm's Format.NCHW, a str Enum):
+ * a singleton, kept as a constant guarded by identity */
+static int
+is_enum_member(PyObject *o)
+{
+    static PyObject *enum_cls;
+    if (enum_cls == NULL) {
+        PyObject *m = PyImport_ImportModule("enum");
+        enum_cls = m ? PyObject_GetAttrString(m, "Enum") : NULL;
+        Py_XDECREF(m);
+        if (enum_cls == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    int r = PyObject_IsInstance(o, enum_cls);
+    if (r < 0)
+        PyErr_Clear();
+    return r == 1;
+}
+
 static int
 const_items_set(PyObject *o)
 {
@@ -544,7 +565,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             return NULL;
         v = kn_v_const(r, obj);
     } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type) ||
-               strcmp(t->tp_name, "ScriptFunction") == 0) {
+               strcmp(t->tp_name, "ScriptFunction") == 0 || is_enum_member(obj)) {
         /* (a TorchScript function, pybind's tp_name: kiln inlines its Python source, kiln/_calls.py class 9) */
         if (src >= 0 && kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0)
             return NULL;

@@ -760,6 +760,26 @@ const_items(kn_rec *r, kn_val **args, int n)
     return 1;
 }
 
+/* every argument a constant, or a list, tuple or dict of constants (at most
+ * 16 arguments): a pure function may be called on real copies */
+static int
+const_containers(kn_val **args, int n)
+{
+    if (n > 16)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        kn_val *v = args[i];
+        if (v->kind == V_LIST || v->kind == V_TUPLE || v->kind == V_DICT) {
+            for (int j = 0; j < v->n; j++)
+                if (v->items[j]->kind != V_CONST)
+                    return 0;
+        } else if (!kn_v_is_const(v)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int
 kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
@@ -1970,8 +1990,8 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         kn_val *argv[65], *hv = kn_v_const(r, kn_cenv.function_apply);
         if (hv == NULL)
             return KN_FAIL;
-        if (PyMethod_Check(f)) {   /* Fn.apply bound: the class first */
-            if ((argv[0] = kn_v_const(r, PyMethod_GET_SELF(f))) == NULL)
+        if (PyMethod_Check(f) || PyCFunction_Check(f)) {   /* Fn.apply bound: the class first */
+            if ((argv[0] = kn_v_const(r, PyMethod_Check(f) ? PyMethod_GET_SELF(f) : PyCFunction_GET_SELF(f))) == NULL)
                 return KN_FAIL;
             memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
             nargs++;
@@ -2006,6 +2026,18 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     case 3: { /* pure Python function of constants */
         if (const_items(r, args, nargs))
             return kn_call_real(r, f, args, nargs, kwnames, out);
+        if (const_containers(args, nargs)) {   /* math.prod(self.size), a list of ints: a copy */
+            PyObject *a[16];
+            for (int i = 0; i < nargs; i++)
+                if ((a[i] = kn_to_py(r, args[i], 1)) == NULL) {
+                    for (int j = 0; j < i; j++)
+                        Py_DECREF(a[j]);
+                    return KN_FAIL;
+                }
+            int rc;
+            call_gathered(r, f, a, nargs, kwnames, out, &rc);
+            return rc;
+        }
         int rc;
         if (read_record_time_object(r, f, args, nargs, kwnames, out, &rc) ||
             read_source_dict_item(r, f, args, nargs, kwnames, out, &rc))

@@ -1222,7 +1222,10 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                 return KN_FAIL;
             }
         }
-        if (PyType_Check(o) && !PyFunction_Check(val) && !PyType_Check(val)) {
+        if (PyType_Check(o) && !PyFunction_Check(val) && !PyType_Check(val) &&
+            !(PyCFunction_Check(val) && PyCFunction_GET_SELF(val) == o)) {
+            /* (a C classmethod bound to the class is made anew on each read: the class's
+               identity pins it) */
             int s = class_attr_src(r, o, name);
             if (s >= 0) {
                 *out = kn_wrap(r, val, s);

@@ -2,7 +2,9 @@
 where Dynamo records the construct (each test failed on the code before)."""
 import collections
 import copy
+import enum
 import functools
+import math
 
 import numpy as np
 import torch
@@ -568,3 +570,32 @@ def test_tensors_a_record_time_constructor_makes_are_graph_nodes():
             torch.testing.assert_close(got, want)
             torch.testing.assert_close(layer.keys, wlayer.keys)
             assert int(layer._sliding_window_tensor) == 3
+
+
+class _Fmt(str, enum.Enum):
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+
+class _EnumAndListAttr(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fmt = _Fmt.NHWC
+        self.size = [2, 3]
+
+    def forward(self, x):
+        if self.fmt != _Fmt.NCHW:
+            x = x * 2
+        return x.reshape(-1, math.prod(self.size))
+
+
+def test_an_enum_member_and_a_pure_function_of_a_list_attribute():
+    # timm's patch_embed (`output_fmt != Format.NCHW`, a str Enum) and hiera (`math.prod(self.size)`)
+    m, x = _EnumAndListAttr(), torch.randn(4, 6)
+    _one_graph(m, x)
+    cf = kiln.compile(m)
+    torch.testing.assert_close(cf(x), m(x))
+    m.fmt = _Fmt.NCHW
+    torch.testing.assert_close(cf(x), m(x))
+    m.size = [3, 2]
+    torch.testing.assert_close(cf(x), m(x))

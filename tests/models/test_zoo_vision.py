@@ -26,16 +26,9 @@ from tests.models import test_zoo, zoo, zoo_vision  # noqa: E402,F401 (zoo_visio
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
-# measured 2026-12-04 (torch 2.14.1, torchvision 0.29.1, timm 1.0.31): kiln's first break, where TorchDynamo
-# has none
-_FORMAT = ("timm/layers/patch_embed.py:142 `self.output_fmt != Format.NCHW` (a str Enum member): comparison of "
-           "non-constant Python values")
-MORE_BREAKS_THAN_DYNAMO = {
-    "timm_swin": _FORMAT,
-    "timm_visformer": _FORMAT,
-    "timm_hiera": "timm/models/hiera.py:175 `math.prod(self.size)` (a list attribute of the module): a Python "
-                  "builtin with non-constant arguments",
-}
+# kiln's first break where TorchDynamo has none, by model (measured 2026-12-04: timm's swin and
+# visformer at a str Enum comparison, hiera at math.prod of a list attribute; all three fixed since)
+MORE_BREAKS_THAN_DYNAMO = {}   # (timm's swin, visformer and hiera: fixed 2026-12-04)
 
 
 @pytest.mark.parametrize("name", zoo.names("vision"))
