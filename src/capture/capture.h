@@ -154,6 +154,7 @@ typedef enum {
     KN_G_CODE,      /* v is a function with __code__ obj, __defaults__ obj2, __kwdefaults__ obj3 */
     KN_G_STATE,     /* global torch state: each (fn, args, want) in obj has fn(*args) == want */
     KN_G_ALIAS,     /* tensor inputs overlap in memory as recorded (obj: kn_alias_facts' blob) */
+    KN_G_HASKEY,    /* v is a dict and (obj in v) == n (dict's own lookup) */
 } kn_guardkind;
 
 typedef struct {

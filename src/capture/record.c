@@ -1275,6 +1275,21 @@ contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
         *out = e;
         return 0;
     }
+    if (item->kind == V_CONST && c->kind == V_OBJ && c->src >= 0 && PyDict_Check(c->obj) && !c->attrs &&
+        Py_TYPE(c->obj)->tp_as_sequence && Py_TYPE(c->obj)->tp_as_sequence->sq_contains ==
+                                                PyDict_Type.tp_as_sequence->sq_contains) {
+        /* `k in d`, d a dict read from a source (torch's pytree SUPPORTED_NODES, keyed by
+           types): the answer guarded, present or absent */
+        int e = PyDict_Contains(c->obj, item->obj);
+        if (e < 0) {
+            PyErr_Clear();
+            return kn_brk(r, KN_BRK_IN_RAISES);
+        }
+        if (kn_guard_add(r, KN_G_HASKEY, c->src, item->obj, NULL, NULL, NULL, e) < 0)
+            return KN_FAIL;
+        *out = e;
+        return 0;
+    }
     if (item->kind == V_CONST && kn_record_time_c_method(c, "__contains__")) {
         int e = PySequence_Contains(c->obj, item->obj);   /* a container built at record time */
         if (e < 0) {

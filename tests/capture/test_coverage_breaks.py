@@ -599,3 +599,29 @@ def test_an_enum_member_and_a_pure_function_of_a_list_attribute():
     torch.testing.assert_close(cf(x), m(x))
     m.size = [3, 2]
     torch.testing.assert_close(cf(x), m(x))
+
+
+_HANDLERS = {int: "int", collections.namedtuple("_Node", "fn")(fn=len): "node"}
+_NODE = collections.namedtuple("_Node2", "scale flip")
+_NODES = {torch.Tensor: _NODE(scale=2.0, flip=False)}
+
+
+def _keyed_by_type(x):
+    if type(x) not in _HANDLERS and type(x) in _NODES:
+        return x * _NODES[type(x)].scale
+    return x
+
+
+def test_in_on_a_global_dict_keyed_by_types_is_guarded_both_ways():
+    # torch.utils._pytree: `node_type not in SUPPORTED_NODES`, SUPPORTED_NODES[t].flatten_fn
+    x = torch.randn(3)
+    _one_graph(_keyed_by_type, x)
+    cf = kiln.compile(_keyed_by_type, backend="eager")
+    torch.testing.assert_close(cf(x), x * 2)
+    _NODES[torch.Tensor] = _NODE(scale=5.0, flip=False)
+    torch.testing.assert_close(cf(x), x * 5)
+    _HANDLERS[torch.Tensor] = "tensor"      # now present: the guard on absence fails
+    try:
+        torch.testing.assert_close(cf(x), x)
+    finally:
+        del _HANDLERS[torch.Tensor]

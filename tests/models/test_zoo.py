@@ -37,8 +37,9 @@ _results = {}
 # ModelOutput methods transformers calls, loops kiln cannot resume inside,
 # autograd.Function, lru_cache wrappers, parametrizations, ...)
 MORE_BREAKS_THAN_DYNAMO = {
-    'mamba',
-    'nn_transformer',
+    'mamba',            # `in` on torch.utils._pytree's SUPPORTED_NODES (a dict keyed by types), a loop resume
+    'nn_transformer',   # bool(mask.all()) in _detect_is_causal_mask: TorchDynamo breaks there too (its log
+                        # says so) but its explain then reports 0 graphs and no break; kiln: 1 graph, 1 break
 }
 # the model itself computes otherwise under torch.compiler.is_compiling()
 # (kiln's output equals eager's run with it True; TorchDynamo's differs alike)
