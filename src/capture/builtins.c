@@ -366,7 +366,11 @@ rec_enumerate(RECFF_ARGS)
 static int
 rec_zip(RECFF_ARGS)
 {
-    if (nkw)
+    int strict = 0;   /* zip(..., strict=<constant>): unequal lengths raise (not modelled: a break) */
+    if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "strict") == 0 &&
+        args[npos]->kind == V_CONST)
+        strict = PyObject_IsTrue(args[npos]->obj) == 1;
+    else if (nkw)
         return kn_brk(r, KN_BRK_KEYWORD_ARGUMENTS_ZIP_REVERSED);
     kn_val *res = kn_v_new(r, V_ITER);
     if (res == NULL)
@@ -382,6 +386,9 @@ rec_zip(RECFF_ARGS)
     }
     if (npos == 0)
         n = 0;
+    for (int k = 0; strict && k < npos; k++)
+        if (its[k]->n - its[k]->pos != n)
+            return kn_brk(r, KN_BRK_ZIP_STRICT_LENGTHS);
     for (int i = 0; i < n; i++) {
         kn_val *t = kn_v_new(r, V_TUPLE);
         if (t == NULL)

@@ -7,6 +7,7 @@ import functools
 import math
 
 import numpy as np
+import pytest
 import torch
 
 import kiln
@@ -625,3 +626,19 @@ def test_in_on_a_global_dict_keyed_by_types_is_guarded_both_ways():
         torch.testing.assert_close(cf(x), x)
     finally:
         del _HANDLERS[torch.Tensor]
+
+
+def _zip_strict(x, ys):
+    out = x
+    for a, b in zip(ys, [1.0, 2.0], strict=True):
+        out = out + a * b
+    return out
+
+
+def test_zip_strict_is_recorded_and_unequal_lengths_still_raise():
+    # torch.nn.RNNBase (timm's sequencer): zip(..., strict=True)
+    x, ys = torch.randn(2), [torch.randn(2), torch.randn(2)]
+    _one_graph(_zip_strict, x, ys)
+    torch.testing.assert_close(kiln.compile(_zip_strict)(x, ys), _zip_strict(x, ys))
+    with pytest.raises(ValueError):
+        kiln.compile(_zip_strict, backend="eager")(x, ys + [x])
