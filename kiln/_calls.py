@@ -87,8 +87,16 @@ def _allowed_in_graph(f):
         return False
 
 
+# the wrapper torch._disable_dynamo puts on torch's own functions (Optimizer.zero_grad, ...):
+# it makes its torch._dynamo.disable wrapper on the first call
+_DISABLE_DYNAMO_CODE = getattr(getattr(torch, "_disable_dynamo", None), "__call__", None) and \
+    getattr(torch._disable_dynamo(lambda: None), "__code__", None)
+
+
 def _classify(f):
     if getattr(f, "_torchdynamo_disable", False) is True:
+        return 8
+    if _DISABLE_DYNAMO_CODE is not None and getattr(f, "__code__", None) is _DISABLE_DYNAMO_CODE:
         return 8
     if getattr(f, "_dynamo_marked_constant", False) is True:
         return 10

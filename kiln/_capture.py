@@ -430,9 +430,31 @@ def source_line(filename, lineno):
     return linecache.getline(filename, lineno).strip()
 
 
-def note_break(reason, filename, lineno, kind):
+_TORCH_DIRS = tuple({os.path.dirname(torch.__file__) + os.sep, os.path.realpath(os.path.dirname(torch.__file__)) + os.sep,
+                     os.path.dirname(os.path.abspath(__file__)) + os.sep})
+_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"] + os.sep, os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep})
+
+
+def _internal(filename):
+    """torch's, kiln's or the standard library's code (a library installed
+    in site-packages is the user's: its model code is what they run)."""
+    if filename.startswith(_TORCH_DIRS) or filename.startswith("<frozen "):
+        return True
+    return filename.startswith(_STDLIB_DIRS) and "site-packages" + os.sep not in filename
+
+
+def note_break(reason, filename, lineno, kind, outer=()):
     """A graph break: reason is its message, kind its name in
-    kiln._C.BREAK_REASONS (src/capture/breaks.def)."""
+    kiln._C.BREAK_REASONS (src/capture/breaks.def).  outer: the (filename,
+    line) of the inlined calls that led to it, innermost first; a break
+    inside torch or the standard library is reported at the innermost
+    caller that is the user's code, the inner place kept in the message."""
+    if _internal(filename):
+        for f, n in outer:
+            if not _internal(f):
+                reason = f"{reason} (inside {os.path.basename(filename)}:{lineno})"
+                filename, lineno = f, n
+                break
     break_counts[kind] += 1
     breaks.append({"reason": reason, "kind": kind, "filename": filename, "lineno": lineno,
                    "source": source_line(filename, lineno)})

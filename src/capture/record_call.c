@@ -30,11 +30,23 @@ depth_of(rframe *fr)
     return d;
 }
 
+/* The break in inlined frame fr, with the frames that called it (innermost
+ * first): kiln._capture.note_break reports it at the innermost one that is
+ * the user's code, not torch's or the standard library's. */
 static void
 note_inline_break(kn_rec *r, rframe *fr)
 {
-    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOis", r->reason, fr->code->co_filename,
-                                          PyCode_Addr2Line(fr->code, fr->lastpc * 2), kn_break_name(r));
+    PyObject *outer = PyList_New(0);
+    for (rframe *p = fr->parent; outer && p; p = p->parent) {
+        PyObject *t = Py_BuildValue("(Oi)", p->code->co_filename, PyCode_Addr2Line(p->code, p->lastpc * 2));
+        if (t == NULL || PyList_Append(outer, t) < 0)
+            Py_CLEAR(outer);
+        Py_XDECREF(t);
+    }
+    PyObject *res = outer ? PyObject_CallFunction(kn_cenv.note_break, "sOisO", r->reason, fr->code->co_filename,
+                                                  PyCode_Addr2Line(fr->code, fr->lastpc * 2), kn_break_name(r), outer)
+                          : NULL;
+    Py_XDECREF(outer);
     Py_XDECREF(res);
     PyErr_Clear();
 }
