@@ -644,11 +644,10 @@ def test_zip_strict_is_recorded_and_unequal_lengths_still_raise():
         kiln.compile(_zip_strict, backend="eager")(x, ys + [x])
 
 
-def test_a_training_step_breaks_at_the_users_lines():
-    # the forward is one graph; zero_grad (torch._disable_dynamo), backward() and the
-    # optimizer's step break where the user calls them, never at a line inside torch
-    torch.manual_seed(0)
+def _training_step(seed_state=None):
     m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    if seed_state is not None:
+        m.load_state_dict(seed_state)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
 
     def step(x, y):
@@ -658,6 +657,14 @@ def test_a_training_step_breaks_at_the_users_lines():
         opt.step()
         return loss
 
+    return m, step
+
+
+def test_a_training_step_breaks_at_the_users_lines():
+    # the forward is one graph; zero_grad (torch._disable_dynamo), backward() and the
+    # optimizer's step break where the user calls them, never at a line inside torch
+    torch.manual_seed(0)
+    m, step = _training_step()
     x, y = torch.randn(4, 8), torch.randn(4, 1)
     ex = kiln.explain(step, backend="eager")(x, y)
     first = step.__code__.co_firstlineno
@@ -667,17 +674,7 @@ def test_a_training_step_breaks_at_the_users_lines():
     assert "marked torch.compiler.disable" in ex.breaks[0].reason
     assert "backward" in ex.breaks[1].reason
     # and the compiled step trains as eager does
-    m2 = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-    m2.load_state_dict(m.state_dict())
-    opt2 = torch.optim.SGD(m2.parameters(), lr=0.1)
-
-    def step2(x, y):
-        opt2.zero_grad()
-        loss = torch.nn.functional.mse_loss(m2(x), y)
-        loss.backward()
-        opt2.step()
-        return loss
-
+    m2, step2 = _training_step(m.state_dict())
     cf = kiln.compile(step)
     for _ in range(3):
         torch.testing.assert_close(cf(x, y), step2(x, y))
