@@ -235,8 +235,6 @@ path_skipped(PyCodeObject *code)
     return fn && (strncmp(fn, "<eval_with_key", 14) == 0 || strncmp(fn, "<frozen ", 8) == 0);
 }
 
-static int late_cell(PyCodeObject *code);
-
 static kn_codeinfo *
 code_info(PyCodeObject *code)
 {
@@ -256,8 +254,6 @@ code_info(PyCodeObject *code)
         PyErr_Clear();
     n->info.wrapper = n->info.state == 1 && PyUnicode_Check(code->co_name) &&
                       PyUnicode_CompareWithASCIIString(code->co_name, "_fn") == 0;
-    if (KN_PY312 && n->info.state == 2 && late_cell(code))
-        n->info.eager = 1;   /* (see late_cell) */
     if (PyUnicode_Check(code->co_name) && (PyUnicode_CompareWithASCIIString(code->co_name, "__torch_dispatch__") == 0 ||
                                            PyUnicode_CompareWithASCIIString(code->co_name, "__torch_function__") == 0))
         n->info.state = 3;
@@ -550,31 +546,6 @@ find_return(PyCodeObject *code)
     }
     Py_DECREF(b);
     return found;
-}
-
-/* 3.12 inlines comprehensions (PEP 709): one whose variable a closure
-   captures makes that cell in the middle of the frame (a MAKE_CELL after
-   RESUME).  kiln does not model a cell made there (it crashed on
-   `[lambda t: t * i for i in range(3)]`): such a frame runs as Python. */
-static int
-late_cell(PyCodeObject *code)
-{
-    PyObject *b = PyCode_GetCode(code);
-    if (b == NULL) {
-        PyErr_Clear();
-        return 1;
-    }
-    const unsigned char *c = (const unsigned char *)PyBytes_AS_STRING(b);
-    int n = (int)(PyBytes_GET_SIZE(b) / 2), resumed = 0, late = 0;
-    for (int i = 0; i < n && !late; i += 1 + kn_opcaches[c[2 * i]]) {
-        int k = kn_opmap[c[2 * i]];
-        if (k == KN_OP_RESUME)
-            resumed = 1;
-        else if (k == KN_OP_MAKE_CELL && resumed)
-            late = 1;
-    }
-    Py_DECREF(b);
-    return late;
 }
 
 /* Index of a RETURN_CONST whose constant is `value`, or -1 (3.12 only). */

@@ -1479,8 +1479,23 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_RESUME:
         case KN_OP_CACHE:
         case KN_OP_PRECALL:
+        case KN_OP_COPY_FREE_VARS:   /* prologue only: done for real (hook.c) or by kn_inline */
+            break;
         case KN_OP_MAKE_CELL:
-        case KN_OP_COPY_FREE_VARS:
+            /* in the prologue (before _co_firsttraceable) it was done for real
+             * or by kn_inline.  After it (3.12, PEP 709: a comprehension whose
+             * variable a closure captures, inlined) it replaces the slot by a
+             * fresh cell holding the slot's value, as CPython does: the
+             * comprehension's LOAD_FAST_AND_CLEAR saved the outer cell on the
+             * stack and its STORE_FAST puts that back afterwards */
+            if (pc < co->_co_firsttraceable)
+                break;
+            a = fr->locals[arg] == LAZY ? load_local(r, fr, arg) : fr->locals[arg];
+            c = a ? kn_v_new(r, V_CELL) : NULL;
+            if (c == NULL)
+                return KN_FAIL;
+            c->content = a->kind == V_NULL ? NULL : a;   /* NULL: an empty cell */
+            fr->locals[arg] = c;
             break;
         case KN_OP_POP_TOP:
             (void)POP();

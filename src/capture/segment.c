@@ -488,10 +488,18 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
     if (r->grad_cur != r->grad_start && emit(&e, KN_P_GRAD, r->grad_cur) < 0)
         goto error;
     if (term != KN_T_RETURN) {
+        const unsigned char *kinds = (const unsigned char *)PyBytes_AS_STRING(fr->code->co_localspluskinds);
         for (int i = 0; i < fr->nlocals; i++) {
             kn_val *v = fr->locals[i];
             if (v == LAZY || v == fr->initial[i])
                 continue;
+            /* CPython reads a cell or free variable's slot as a cell (NULL only
+             * between 3.12's LOAD_FAST_AND_CLEAR and MAKE_CELL): any other
+             * value there is a recorder bug, never handed to the frame */
+            if ((kinds[i] & (0x40 | 0x80)) && v->kind != V_CELL && v->kind != V_NULL) {
+                KN_INTERNAL("a cell variable's slot would get a value that is not a cell");
+                goto error;
+            }
             /* a dead local is cleared: were the analysis wrong, a read raises
              * UnboundLocalError instead of seeing a stale value */
             if ((skip[i] ? emit(&e, KN_P_NULL, 0) : emit_val(r, &e, v)) < 0 || emit(&e, KN_P_LOCAL, i) < 0)

@@ -26,6 +26,56 @@ def _materialize(o, x):
     return o
 
 
+def c_late_binding(x):
+    fs = [lambda t: t * i for i in range(3)]   # one cell for i, made mid-frame on 3.12
+    return [g(x) for g in fs]
+
+
+def c_late_binding_returned(x):
+    return [lambda: x * i for i in range(3)]
+
+
+def c_shadows_outer_cell(x):
+    i = 10
+    g = lambda: x + i                          # the frame's own cell for i
+    fs = [lambda t: t * i for i in range(3)]   # another cell, same slot on 3.12
+    return g(), [f(x) for f in fs], i
+
+
+def c_break_inside(x):
+    fs = [(brk(), lambda t: t * i)[1] for i in range(3)]
+    return [g(x) for g in fs]
+
+
+def c_break_inside_shadows_cell(x):
+    i = x.sum()
+    g = lambda: i * 2
+    fs = [(brk(), lambda t: t - i)[1] for i in range(3)]   # the outer cell waits on the stack
+    return g(), [f(x) for f in fs], i
+
+
+def c_break_after(x):
+    fs = [lambda t: t * i + x for i in range(3)]
+    ys = [f(x) for f in fs]
+    brk()
+    return fs, ys
+
+
+def c_nested_cells(x):
+    return [[lambda: x * i + j for j in range(2)] for i in range(3)]
+
+
+def c_two_targets(x):
+    fs = [lambda: x * a + b for a, b in [(1, 2), (3, 4)]]
+    return [f() for f in fs]
+
+
+def c_dict_set_comprehensions(x):
+    d = {i: (lambda: x * i) for i in range(3)}
+    s = {brk() or i * 2 for i in range(3)}
+    return [d[k]() for k in sorted(d)], sorted(s)
+
+
 def c_items_before_break(x):
     return [(brk(), x * i)[1] for i in range(4)]
 
@@ -35,7 +85,9 @@ def c_list_display_around_break(x):
     return [x, *ys, brk(), x + 1]
 
 
-PROGRAMS = [c_items_before_break, c_list_display_around_break]
+PROGRAMS = [c_late_binding, c_late_binding_returned, c_shadows_outer_cell, c_break_inside,
+            c_break_inside_shadows_cell, c_break_after, c_nested_cells, c_two_targets,
+            c_dict_set_comprehensions, c_items_before_break, c_list_display_around_break]
 
 
 @pytest.mark.parametrize("backend", ["eager", "kiln"])
@@ -47,3 +99,8 @@ def test_comprehension_matches_eager(fn, backend):
         torch.testing.assert_close(_materialize(cf(x), x * 3), _materialize(fn(x), x * 3))
         if i == 1:
             kiln.reset()   # recorded afresh (a reset once turned a crash mitigation off)
+
+
+def test_late_binding_lambdas_record_one_graph():
+    ex = kiln.explain(c_late_binding)(torch.randn(3))
+    assert ex.graph_count == 1 and list(ex.breaks) == [], [b.reason for b in ex.breaks]
