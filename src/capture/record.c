@@ -635,6 +635,10 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         if (v == NULL)
             return NULL;
     } else if (t == &PyCell_Type) {
+        /* a cell read from a source (a stack entry: 3.12's inlined
+         * comprehension saved a cell variable's cell there) is guarded as one */
+        if (src >= 0 && kn_guard_add(r, KN_G_TYPE, src, (PyObject *)t, NULL, NULL, NULL, 0) < 0)
+            return NULL;
         v = kn_v_new(r, V_CELL);
         if (v == NULL || kn_pin(r, obj) == NULL)
             return NULL;

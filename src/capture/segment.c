@@ -812,6 +812,11 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
         for (int j = 0; rc == 0 && j < nstack; j++) {
             int s = kn_src_add(r, KN_SRC_STACK, -1, NULL, j);
             kn_val *v = NULL;
+            /* a NULL entry is guarded as one: 3.12's inlined comprehensions
+             * keep the outer value of their variable on the stack, NULL
+             * when it was unbound */
+            if (s >= 0 && stack[j] == NULL && kn_guard_add(r, KN_G_NULL, s, NULL, NULL, NULL, NULL, 0) < 0)
+                s = -1;
             if (s >= 0)
                 v = stack[j] ? kn_wrap(r, stack[j], s) : kn_v_new(r, V_NULL);
             if (v == NULL)

@@ -85,6 +85,13 @@ def c_list_display_around_break(x):
     return [x, *ys, brk(), x + 1]
 
 
+def c_outer_value_kept(x, flag):
+    if flag:
+        i = 5
+    ys = [brk() or x * i for i in range(2)]
+    return ys, (i if flag else None)
+
+
 PROGRAMS = [c_late_binding, c_late_binding_returned, c_shadows_outer_cell, c_break_inside,
             c_break_inside_shadows_cell, c_break_after, c_nested_cells, c_two_targets,
             c_dict_set_comprehensions, c_items_before_break, c_list_display_around_break]
@@ -99,6 +106,16 @@ def test_comprehension_matches_eager(fn, backend):
         torch.testing.assert_close(_materialize(cf(x), x * 3), _materialize(fn(x), x * 3))
         if i == 1:
             kiln.reset()   # recorded afresh (a reset once turned a crash mitigation off)
+
+
+@pytest.mark.parametrize("order", [(False, True), (True, False)])
+def test_outer_value_of_comprehension_variable_kept_across_break(order):
+    # the segment resumed inside the comprehension keeps the saved outer
+    # value of `i` (unbound on one call, 5 on the other) as it finds it
+    cf = kiln.compile(c_outer_value_kept)
+    x = torch.randn(2)
+    for flag in order + order:
+        torch.testing.assert_close(cf(x, flag), c_outer_value_kept(x, flag))
 
 
 def test_late_binding_lambdas_record_one_graph():
