@@ -1346,6 +1346,37 @@ kn_jump_target(int op, int arg, int next)
     }
 }
 
+/* 3.12 (PEP 709): the instructions an inlined comprehension starts with
+ * after GET_ITER, from pc: (LOAD_FAST_AND_CLEAR x [MAKE_CELL x])... SWAP,
+ * BUILD_LIST/BUILD_SET/BUILD_MAP 0, SWAP 2, then its FOR_ITER.  Returns that
+ * FOR_ITER's pc, or -1 when the code at pc is not this sequence. */
+int
+kn_inlined_comp_loop(rframe *fr, int pc)
+{
+    int op, arg, next, saved = 0;
+    for (;;) {
+        if (kn_decode(fr, pc, &op, &arg, &next) < 0)
+            return -1;
+        if (op != KN_OP_LOAD_FAST_AND_CLEAR)
+            break;
+        saved++;
+        pc = next;
+        if (kn_decode(fr, pc, &op, &arg, &next) >= 0 && op == KN_OP_MAKE_CELL)
+            pc = next;
+    }
+    if (saved == 0 || op != KN_OP_SWAP)
+        return -1;
+    pc = next;
+    if (kn_decode(fr, pc, &op, &arg, &next) < 0 ||
+        (op != KN_OP_BUILD_LIST && op != KN_OP_BUILD_SET && op != KN_OP_BUILD_MAP) || arg != 0)
+        return -1;
+    pc = next;
+    if (kn_decode(fr, pc, &op, &arg, &next) < 0 || op != KN_OP_SWAP || arg != 2)
+        return -1;
+    pc = next;
+    return kn_decode(fr, pc, &op, &arg, &next) >= 0 && op == KN_OP_FOR_ITER ? pc : -1;
+}
+
 static int
 with_enter(kn_rec *r, kn_val *a)
 {
