@@ -294,6 +294,29 @@ prologue(_PyInterpreterFrame *f)
     f->prev_instr = _PyCode_CODE(co) + co->_co_firsttraceable - 1;
 }
 
+/* CPython's evaluator on frame f, for a frame that passed kn_c_stack_low.
+ * 3.12 charges every entry of the evaluator from C two units (ceval.c's
+ * PY_EVAL_C_STACK_UNITS) of the thread's C recursion budget
+ * (C_RECURSION_LIMIT, 1500), while a Python-to-Python call runs inline at
+ * no charge.  Under an eval-frame hook every call enters from C, so a
+ * recursion 750 Python frames deep would raise RecursionError where eager
+ * allows the recursion limit (1000).  kiln refunds that charge: the real C
+ * stack is what kn_c_stack_low guards, at every frame the hook sees. */
+#define KN_EVAL_C_UNITS 2
+
+static PyObject *
+eval_default(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
+{
+#if KN_PY312
+    ts->c_recursion_remaining += KN_EVAL_C_UNITS;
+    PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+    ts->c_recursion_remaining -= KN_EVAL_C_UNITS;
+    return r;
+#else
+    return _PyEval_EvalFrameDefault(ts, f, throwflag);
+#endif
+}
+
 /* run_frame's last step, where CPython takes the frame over: the frame
  * holds no segment any more, and CPython counts it against the recursion
  * limit itself from here. */
@@ -310,7 +333,7 @@ fallback(PyThreadState *ts, _PyInterpreterFrame *f, int off)
 {
     frame_release(ts);
     f->prev_instr = _PyCode_CODE(f->f_code) + off - 1;
-    return _PyEval_EvalFrameDefault(ts, f, 0);
+    return eval_default(ts, f, 0);
 }
 
 /* 1 when the graph's pending exception carries attribute `name` set true. */
@@ -351,7 +374,7 @@ raise_at(PyThreadState *ts, _PyInterpreterFrame *f, int off)
 {
     frame_release(ts);
     f->prev_instr = _PyCode_CODE(f->f_code) + off;
-    return _PyEval_EvalFrameDefault(ts, f, 1);
+    return eval_default(ts, f, 1);
 }
 
 /* While kiln itself calls out on behalf of frame f (a call it could not
@@ -602,19 +625,19 @@ end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject
                 Py_DECREF(result);
                 KN_INTERNAL("no instruction to return this frame's value with");
                 f->prev_instr = _PyCode_CODE(code) + at;
-                return _PyEval_EvalFrameDefault(ts, f, 1);
+                return eval_default(ts, f, 1);
             }
             Py_DECREF(result);   /* RETURN_CONST pushes the constant itself */
         } else {
             f->localsplus[f->stacktop++] = result;   /* the frame owns it now */
         }
         f->prev_instr = _PyCode_CODE(code) + ret - 1;
-        return _PyEval_EvalFrameDefault(ts, f, 0);
+        return eval_default(ts, f, 0);
     }
     if (!PyErr_Occurred())
         KN_INTERNAL("a compiled frame failed without an exception");
     f->prev_instr = _PyCode_CODE(code) + at;
-    return _PyEval_EvalFrameDefault(ts, f, 1);
+    return eval_default(ts, f, 1);
 }
 
 static PyObject *
@@ -817,35 +840,35 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
         return _PyEval_EvalFrameDefault(ts, f, 1);
     }
     if (kn_hook_off)
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     if ((code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) ||
         f->owner != FRAME_OWNED_BY_THREAD || ts->c_tracefunc != NULL || ts->c_profilefunc != NULL ||
         f->prev_instr != _PyCode_CODE(code) - 1)
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     kn_codeinfo *info = code_info(code);
     if (info == NULL) {
         PyErr_Clear();
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     }
     if (info->wrapper && disabled(f)) {
         /* torch.compiler.disable: the function and all it calls run eagerly */
         kn_hook_off++;
-        PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+        PyObject *r = eval_default(ts, f, throwflag);
         kn_hook_off--;
         return r;
     }
     if (info->eager || (info->state == 1 && (PyObject *)code != ctx->root_code))
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     if (info->state == 3) {
         /* a tensor subclass's __torch_dispatch__ / __torch_function__: it and
          * everything it calls run as Python (kiln records above tensors) */
         kn_hook_off++;
-        PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+        PyObject *r = eval_default(ts, f, throwflag);
         kn_hook_off--;
         return r;
     }
     if (py_remaining(ts) <= 0)   /* CPython raises RecursionError in this frame */
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     if (info->ret_index == 0) {   /* stored + 1; -1: none */
         int r = find_return(code);
         info->ret_index = r >= 0 ? r + 1 : -1;
