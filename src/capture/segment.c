@@ -500,8 +500,10 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
                 KN_INTERNAL("a cell variable's slot would get a value that is not a cell");
                 goto error;
             }
-            /* a dead local is cleared: were the analysis wrong, a read raises
-             * UnboundLocalError instead of seeing a stale value */
+            /* a dead local is cleared: were the analysis wrong, a read on
+             * 3.11 raises UnboundLocalError instead of seeing a stale value
+             * (3.12's LOAD_FAST does not check for NULL: there the analysis
+             * must be right, as CPython's own choice of LOAD_FAST is) */
             if ((skip[i] ? emit(&e, KN_P_NULL, 0) : emit_val(r, &e, v)) < 0 || emit(&e, KN_P_LOCAL, i) < 0)
                 goto error;
         }
