@@ -1561,7 +1561,12 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_STORE_FAST:
             fr->locals[arg] = POP();
             break;
-        case KN_OP_DELETE_FAST:
+        case KN_OP_DELETE_FAST:   /* of an unbound local raises: CPython does it */
+            a = fr->locals[arg] == LAZY ? load_local(r, fr, arg) : fr->locals[arg];
+            if (a == NULL)
+                return KN_FAIL;
+            if (a->kind == V_NULL)
+                return kn_brk(r, KN_BRK_LOCAL_VARIABLE_REFERENCED_BEFORE);
             fr->locals[arg] = kn_v_new(r, V_NULL);
             break;
         case KN_OP_LOAD_CONST:

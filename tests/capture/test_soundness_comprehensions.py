@@ -121,3 +121,23 @@ def test_outer_value_of_comprehension_variable_kept_across_break(order):
 def test_late_binding_lambdas_record_one_graph():
     ex = kiln.explain(c_late_binding)(torch.randn(3))
     assert ex.graph_count == 1 and list(ex.breaks) == [], [b.reason for b in ex.breaks]
+
+
+# ---------------------------------------------------------------- fast locals
+def d_delete_maybe_unbound(x, flag):
+    if flag:
+        y = x
+    del y   # raises UnboundLocalError when flag is false
+    return x * 2
+
+
+@pytest.mark.parametrize("order", [(True, False), (False, True)])
+def test_delete_of_an_unbound_local_raises_as_in_eager(order):
+    cf = kiln.compile(d_delete_maybe_unbound)
+    x = torch.randn(2)
+    for flag in order + order:
+        if flag:
+            torch.testing.assert_close(cf(x, flag), d_delete_maybe_unbound(x, flag))
+        else:
+            with pytest.raises(UnboundLocalError):
+                cf(x, flag)
