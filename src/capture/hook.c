@@ -235,8 +235,6 @@ path_skipped(PyCodeObject *code)
     return fn && (strncmp(fn, "<eval_with_key", 14) == 0 || strncmp(fn, "<frozen ", 8) == 0);
 }
 
-static int late_cell(PyCodeObject *code);
-
 static kn_codeinfo *
 code_info(PyCodeObject *code)
 {
@@ -256,8 +254,6 @@ code_info(PyCodeObject *code)
         PyErr_Clear();
     n->info.wrapper = n->info.state == 1 && PyUnicode_Check(code->co_name) &&
                       PyUnicode_CompareWithASCIIString(code->co_name, "_fn") == 0;
-    if (KN_PY312 && n->info.state == 2 && late_cell(code))
-        n->info.eager = 1;   /* (see late_cell) */
     if (PyUnicode_Check(code->co_name) && (PyUnicode_CompareWithASCIIString(code->co_name, "__torch_dispatch__") == 0 ||
                                            PyUnicode_CompareWithASCIIString(code->co_name, "__torch_function__") == 0))
         n->info.state = 3;
@@ -298,6 +294,29 @@ prologue(_PyInterpreterFrame *f)
     f->prev_instr = _PyCode_CODE(co) + co->_co_firsttraceable - 1;
 }
 
+/* CPython's evaluator on frame f, for a frame that passed kn_c_stack_low.
+ * 3.12 charges every entry of the evaluator from C two units (ceval.c's
+ * PY_EVAL_C_STACK_UNITS) of the thread's C recursion budget
+ * (C_RECURSION_LIMIT, 1500), while a Python-to-Python call runs inline at
+ * no charge.  Under an eval-frame hook every call enters from C, so a
+ * recursion 750 Python frames deep would raise RecursionError where eager
+ * allows the recursion limit (1000).  kiln refunds that charge: the real C
+ * stack is what kn_c_stack_low guards, at every frame the hook sees. */
+#define KN_EVAL_C_UNITS 2
+
+static PyObject *
+eval_default(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
+{
+#if KN_PY312
+    ts->c_recursion_remaining += KN_EVAL_C_UNITS;
+    PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+    ts->c_recursion_remaining -= KN_EVAL_C_UNITS;
+    return r;
+#else
+    return _PyEval_EvalFrameDefault(ts, f, throwflag);
+#endif
+}
+
 /* run_frame's last step, where CPython takes the frame over: the frame
  * holds no segment any more, and CPython counts it against the recursion
  * limit itself from here. */
@@ -314,7 +333,7 @@ fallback(PyThreadState *ts, _PyInterpreterFrame *f, int off)
 {
     frame_release(ts);
     f->prev_instr = _PyCode_CODE(f->f_code) + off - 1;
-    return _PyEval_EvalFrameDefault(ts, f, 0);
+    return eval_default(ts, f, 0);
 }
 
 /* 1 when the graph's pending exception carries attribute `name` set true. */
@@ -355,7 +374,7 @@ raise_at(PyThreadState *ts, _PyInterpreterFrame *f, int off)
 {
     frame_release(ts);
     f->prev_instr = _PyCode_CODE(f->f_code) + off;
-    return _PyEval_EvalFrameDefault(ts, f, 1);
+    return eval_default(ts, f, 1);
 }
 
 /* While kiln itself calls out on behalf of frame f (a call it could not
@@ -552,31 +571,6 @@ find_return(PyCodeObject *code)
     return found;
 }
 
-/* 3.12 inlines comprehensions (PEP 709): one whose variable a closure
-   captures makes that cell in the middle of the frame (a MAKE_CELL after
-   RESUME).  kiln does not model a cell made there (it crashed on
-   `[lambda t: t * i for i in range(3)]`): such a frame runs as Python. */
-static int
-late_cell(PyCodeObject *code)
-{
-    PyObject *b = PyCode_GetCode(code);
-    if (b == NULL) {
-        PyErr_Clear();
-        return 1;
-    }
-    const unsigned char *c = (const unsigned char *)PyBytes_AS_STRING(b);
-    int n = (int)(PyBytes_GET_SIZE(b) / 2), resumed = 0, late = 0;
-    for (int i = 0; i < n && !late; i += 1 + kn_opcaches[c[2 * i]]) {
-        int k = kn_opmap[c[2 * i]];
-        if (k == KN_OP_RESUME)
-            resumed = 1;
-        else if (k == KN_OP_MAKE_CELL && resumed)
-            late = 1;
-    }
-    Py_DECREF(b);
-    return late;
-}
-
 /* Index of a RETURN_CONST whose constant is `value`, or -1 (3.12 only). */
 static int
 find_return_const(PyCodeObject *code, PyObject *value)
@@ -631,19 +625,19 @@ end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject
                 Py_DECREF(result);
                 KN_INTERNAL("no instruction to return this frame's value with");
                 f->prev_instr = _PyCode_CODE(code) + at;
-                return _PyEval_EvalFrameDefault(ts, f, 1);
+                return eval_default(ts, f, 1);
             }
             Py_DECREF(result);   /* RETURN_CONST pushes the constant itself */
         } else {
             f->localsplus[f->stacktop++] = result;   /* the frame owns it now */
         }
         f->prev_instr = _PyCode_CODE(code) + ret - 1;
-        return _PyEval_EvalFrameDefault(ts, f, 0);
+        return eval_default(ts, f, 0);
     }
     if (!PyErr_Occurred())
         KN_INTERNAL("a compiled frame failed without an exception");
     f->prev_instr = _PyCode_CODE(code) + at;
-    return _PyEval_EvalFrameDefault(ts, f, 1);
+    return eval_default(ts, f, 1);
 }
 
 static PyObject *
@@ -846,35 +840,35 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
         return _PyEval_EvalFrameDefault(ts, f, 1);
     }
     if (kn_hook_off)
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     if ((code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) ||
         f->owner != FRAME_OWNED_BY_THREAD || ts->c_tracefunc != NULL || ts->c_profilefunc != NULL ||
         f->prev_instr != _PyCode_CODE(code) - 1)
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     kn_codeinfo *info = code_info(code);
     if (info == NULL) {
         PyErr_Clear();
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     }
     if (info->wrapper && disabled(f)) {
         /* torch.compiler.disable: the function and all it calls run eagerly */
         kn_hook_off++;
-        PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+        PyObject *r = eval_default(ts, f, throwflag);
         kn_hook_off--;
         return r;
     }
     if (info->eager || (info->state == 1 && (PyObject *)code != ctx->root_code))
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     if (info->state == 3) {
         /* a tensor subclass's __torch_dispatch__ / __torch_function__: it and
          * everything it calls run as Python (kiln records above tensors) */
         kn_hook_off++;
-        PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+        PyObject *r = eval_default(ts, f, throwflag);
         kn_hook_off--;
         return r;
     }
     if (py_remaining(ts) <= 0)   /* CPython raises RecursionError in this frame */
-        return _PyEval_EvalFrameDefault(ts, f, throwflag);
+        return eval_default(ts, f, throwflag);
     if (info->ret_index == 0) {   /* stored + 1; -1: none */
         int r = find_return(code);
         info->ret_index = r >= 0 ? r + 1 : -1;

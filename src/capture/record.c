@@ -658,6 +658,10 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         if (v == NULL)
             return NULL;
     } else if (t == &PyCell_Type) {
+        /* a cell read from a source (a stack entry: 3.12's inlined
+         * comprehension saved a cell variable's cell there) is guarded as one */
+        if (src >= 0 && kn_guard_add(r, KN_G_TYPE, src, (PyObject *)t, NULL, NULL, NULL, 0) < 0)
+            return NULL;
         v = kn_v_new(r, V_CELL);
         if (v == NULL || kn_pin(r, obj) == NULL)
             return NULL;
@@ -1394,6 +1398,37 @@ kn_jump_target(int op, int arg, int next)
     }
 }
 
+/* 3.12 (PEP 709): the instructions an inlined comprehension starts with
+ * after GET_ITER, from pc: (LOAD_FAST_AND_CLEAR x [MAKE_CELL x])... SWAP,
+ * BUILD_LIST/BUILD_SET/BUILD_MAP 0, SWAP 2, then its FOR_ITER.  Returns that
+ * FOR_ITER's pc, or -1 when the code at pc is not this sequence. */
+int
+kn_inlined_comp_loop(rframe *fr, int pc)
+{
+    int op, arg, next, saved = 0;
+    for (;;) {
+        if (kn_decode(fr, pc, &op, &arg, &next) < 0)
+            return -1;
+        if (op != KN_OP_LOAD_FAST_AND_CLEAR)
+            break;
+        saved++;
+        pc = next;
+        if (kn_decode(fr, pc, &op, &arg, &next) >= 0 && op == KN_OP_MAKE_CELL)
+            pc = next;
+    }
+    if (saved == 0 || op != KN_OP_SWAP)
+        return -1;
+    pc = next;
+    if (kn_decode(fr, pc, &op, &arg, &next) < 0 ||
+        (op != KN_OP_BUILD_LIST && op != KN_OP_BUILD_SET && op != KN_OP_BUILD_MAP) || arg != 0)
+        return -1;
+    pc = next;
+    if (kn_decode(fr, pc, &op, &arg, &next) < 0 || op != KN_OP_SWAP || arg != 2)
+        return -1;
+    pc = next;
+    return kn_decode(fr, pc, &op, &arg, &next) >= 0 && op == KN_OP_FOR_ITER ? pc : -1;
+}
+
 static int
 with_enter(kn_rec *r, kn_val *a)
 {
@@ -1531,8 +1566,23 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_RESUME:
         case KN_OP_CACHE:
         case KN_OP_PRECALL:
+        case KN_OP_COPY_FREE_VARS:   /* prologue only: done for real (hook.c) or by kn_inline */
+            break;
         case KN_OP_MAKE_CELL:
-        case KN_OP_COPY_FREE_VARS:
+            /* in the prologue (before _co_firsttraceable) it was done for real
+             * or by kn_inline.  After it (3.12, PEP 709: a comprehension whose
+             * variable a closure captures, inlined) it replaces the slot by a
+             * fresh cell holding the slot's value, as CPython does: the
+             * comprehension's LOAD_FAST_AND_CLEAR saved the outer cell on the
+             * stack and its STORE_FAST puts that back afterwards */
+            if (pc < co->_co_firsttraceable)
+                break;
+            a = fr->locals[arg] == LAZY ? load_local(r, fr, arg) : fr->locals[arg];
+            c = a ? kn_v_new(r, V_CELL) : NULL;
+            if (c == NULL)
+                return KN_FAIL;
+            c->content = a->kind == V_NULL ? NULL : a;   /* NULL: an empty cell */
+            fr->locals[arg] = c;
             break;
         case KN_OP_POP_TOP:
             (void)POP();
@@ -1563,7 +1613,12 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_STORE_FAST:
             fr->locals[arg] = POP();
             break;
-        case KN_OP_DELETE_FAST:
+        case KN_OP_DELETE_FAST:   /* of an unbound local raises: CPython does it */
+            a = fr->locals[arg] == LAZY ? load_local(r, fr, arg) : fr->locals[arg];
+            if (a == NULL)
+                return KN_FAIL;
+            if (a->kind == V_NULL)
+                return kn_brk(r, KN_BRK_LOCAL_VARIABLE_REFERENCED_BEFORE);
             fr->locals[arg] = kn_v_new(r, V_NULL);
             break;
         case KN_OP_LOAD_CONST:

@@ -177,6 +177,7 @@ int kn_plain_store(kn_rec *r, kn_val *o, PyObject *name);  /* 0, or KN_BREAK: a 
 /* record.c: decoding and the recorded frame's real locals */
 int kn_decode(rframe *fr, int pc, int *op, int *arg, int *next);
 int kn_jump_target(int op, int arg, int next);
+int kn_inlined_comp_loop(rframe *fr, int pc);
 kn_val *kn_load_local(kn_rec *r, rframe *fr, int i);        /* a local, read from the real frame if not yet */
 int kn_cell_load(kn_rec *r, kn_val *cell, kn_val **out);    /* a cell's contents (guarded through its source) */
 extern _Thread_local PyObject **kn_root_locals;

@@ -235,7 +235,9 @@ gen_loop_body_ok(gen_loop *lp, int strict)
             /* a local called (PUSH_NULL before it) or whose method is called */
             int op2, arg2, next2, deref = op == KN_OP_LOAD_DEREF || op == KN_OP_LOAD_CLASSDEREF;
             int called = prev == KN_OP_PUSH_NULL;
-            if (!strict || (!called && (kn_decode(fr, next, &op2, &arg2, &next2) < 0 || op2 != KN_OP_LOAD_METHOD)))
+            /* (3.12 loads a method with LOAD_ATTR, its oparg's low bit set) */
+            if (!strict || (!called && (kn_decode(fr, next, &op2, &arg2, &next2) < 0 ||
+                                        (op2 != KN_OP_LOAD_METHOD && !(KN_PY312 && op2 == KN_OP_LOAD_ATTR && (arg2 & 1))))))
                 break;
             kn_val *v = fr->locals ? (arg < fr->nlocals ? fr->locals[arg] : NULL)
                                    : (deref && arg >= lp->freebase && arg - lp->freebase < lp->nfree
@@ -490,6 +492,9 @@ gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
         case KN_OP_GET_ITER: {
             int op2, arg2, next2;
             if (t != h - 1 || kn_decode(fr, next, &op2, &arg2, &next2) < 0)
+                return GEN_LATER;
+            int loop = KN_PY312 ? kn_inlined_comp_loop(fr, next) : -1;   /* an inlined comprehension */
+            if (loop >= 0 && kn_decode(fr, loop, &op2, &arg2, &next2) < 0)
                 return GEN_LATER;
             if (op2 != KN_OP_FOR_ITER)
                 break;   /* iter(gen) is gen: a comprehension's call may follow */

@@ -199,6 +199,7 @@ kn_op_build(kn_rec *r, rframe *fr, int op, int arg)
             return kn_brk(r, KN_BRK_SET_COMPREHENSION);
         if (kn_v_add(r, c, a) < 0)
             return KN_FAIL;
+        c->mutated = 1;   /* a list from the frame (a comprehension resumed after a break) is written back */
         break;
     case KN_OP_LIST_EXTEND:
     case KN_OP_SET_UPDATE:
@@ -210,6 +211,7 @@ kn_op_build(kn_rec *r, rframe *fr, int op, int arg)
         for (int i = 0; i < b->n; i++)
             if (kn_v_add(r, c, b->items[i]) < 0)
                 return KN_FAIL;
+        c->mutated = 1;
         break;
     case KN_OP_MAP_ADD:
         b = POP();   /* value */

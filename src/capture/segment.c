@@ -505,12 +505,22 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
     if (r->grad_cur != r->grad_start && emit(&e, KN_P_GRAD, r->grad_cur) < 0)
         goto error;
     if (term != KN_T_RETURN) {
+        const unsigned char *kinds = (const unsigned char *)PyBytes_AS_STRING(fr->code->co_localspluskinds);
         for (int i = 0; i < fr->nlocals; i++) {
             kn_val *v = fr->locals[i];
             if (v == LAZY || v == fr->initial[i])
                 continue;
-            /* a dead local is cleared: were the analysis wrong, a read raises
-             * UnboundLocalError instead of seeing a stale value */
+            /* CPython reads a cell or free variable's slot as a cell (NULL only
+             * between 3.12's LOAD_FAST_AND_CLEAR and MAKE_CELL): any other
+             * value there is a recorder bug, never handed to the frame */
+            if ((kinds[i] & (0x40 | 0x80)) && v->kind != V_CELL && v->kind != V_NULL) {
+                KN_INTERNAL("a cell variable's slot would get a value that is not a cell");
+                goto error;
+            }
+            /* a dead local is cleared: were the analysis wrong, a read on
+             * 3.11 raises UnboundLocalError instead of seeing a stale value
+             * (3.12's LOAD_FAST does not check for NULL: there the analysis
+             * must be right, as CPython's own choice of LOAD_FAST is) */
             if ((skip[i] ? emit(&e, KN_P_NULL, 0) : emit_val(r, &e, v)) < 0 || emit(&e, KN_P_LOCAL, i) < 0)
                 goto error;
         }
@@ -821,6 +831,11 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
         for (int j = 0; rc == 0 && j < nstack; j++) {
             int s = kn_src_add(r, KN_SRC_STACK, -1, NULL, j);
             kn_val *v = NULL;
+            /* a NULL entry is guarded as one: 3.12's inlined comprehensions
+             * keep the outer value of their variable on the stack, NULL
+             * when it was unbound */
+            if (s >= 0 && stack[j] == NULL && kn_guard_add(r, KN_G_NULL, s, NULL, NULL, NULL, NULL, 0) < 0)
+                s = -1;
             if (s >= 0)
                 v = stack[j] ? kn_wrap(r, stack[j], s) : kn_v_new(r, V_NULL);
             if (v == NULL)
