@@ -1367,6 +1367,9 @@ kn_record_time_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v, int *rc)
 {
     if (o->kind != V_OBJ || o->ctor == NULL || o->src >= 0 || o->attrs || o->newobj || !immutable_value(v))
         return 0;
+    PyTypeObject *tp = Py_TYPE(o->obj);
+    if (tp->tp_setattro != PyObject_GenericSetAttr && !library_class(tp))
+        return 0;   /* a user class's own __setattr__ (a deep copy's) may do more than store: not run twice */
     PyObject *x = kn_to_py(r, v, 1);
     if (x == NULL) {
         PyErr_Clear();
