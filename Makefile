@@ -1,6 +1,9 @@
 # kiln — the two commands: `make demo` and `make test`.  Each creates .venv,
 # installs torch 2.13.0 (CPU build) and kiln with its extras, builds the C
-# extension, then runs.
+# extension, then runs.  `make test` also creates .venv-vision (torch 2.14.1,
+# torchvision, timm: torchvision does not import beside torch 2.13.0) and runs
+# the timm/torchvision model zoo there with this checkout's kiln (the same
+# extension: kiln does not link libtorch).
 PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -10,8 +13,12 @@ TORCH := torch==2.13.0
 # __func__ in forward), which kiln's capture breaks on (issue 15's work)
 TRANSFORMERS := transformers==5.17.0
 export KILN_CACHE_DIR ?= $(CURDIR)/.kiln-cache
+VISION_VENV := .venv-vision
+VISION_PY := $(VISION_VENV)/bin/python
+VISION_TORCH := torch==2.14.1 torchvision==0.29.1
+VISION_TEST := PYTHONPATH=$(CURDIR) $(VISION_PY) -m pytest -q tests/models/test_zoo_vision.py
 
-.PHONY: demo test test-full bench asan fuzz setup build clean
+.PHONY: demo test test-full test-vision bench asan fuzz setup setup-vision build clean
 
 $(VENV)/.setup: pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -21,17 +28,29 @@ $(VENV)/.setup: pyproject.toml Makefile
 
 setup: $(VENV)/.setup
 
+$(VISION_VENV)/.setup: Makefile
+	$(PY) -m venv $(VISION_VENV)
+	$(VISION_PY) -m pip install -q $(VISION_TORCH)
+	$(VISION_PY) -m pip install -q timm pytest numpy $(TRANSFORMERS)
+	touch $@
+
+setup-vision: $(VISION_VENV)/.setup
+
 build: setup
 	$(VPY) -m pip install -q --no-build-isolation --no-deps -e .
 
 demo: build
 	$(VPY) -m kiln.bench --models mlp,encoder,bert --no-warm
 
-test: build
-	$(VPY) -m pytest -q tests
+# the main suite, then the vision zoo in its own venv (both run; either failing fails)
+test: build setup-vision
+	$(VPY) -m pytest -q tests; rc=$$?; $(VISION_TEST) || rc=1; exit $$rc
 
-test-full: build
-	KILN_TEST_FULL=1 $(VPY) -m pytest -q tests
+test-full: build setup-vision
+	KILN_TEST_FULL=1 $(VPY) -m pytest -q tests; rc=$$?; $(VISION_TEST) || rc=1; exit $$rc
+
+test-vision: build setup-vision
+	$(VISION_TEST)
 
 bench: build
 	$(VPY) -m kiln.bench

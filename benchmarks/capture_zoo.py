@@ -2,7 +2,7 @@
 (tests/models/zoo.py: ~120 transformers and torch.nn architectures at toy
 sizes, built on the CPU), one process, one model after another:
 
-    python benchmarks/capture_zoo.py [--backend eager] [name ...]
+    python benchmarks/capture_zoo.py [--backend eager] [--vision] [name ...]
 
 Columns: kiln's graphs and breaks under kiln.explain(model, backend="eager")
 (one break per place and reason); TorchDynamo's under
@@ -18,7 +18,11 @@ kiln.config.debug on, so an internal error shows as ERR instead of running
 eagerly.
 
 --backend: kiln.compile's backend for the output check (default kiln: kiln's
-C compiler; eager: kiln's capture only).
+C compiler; eager: kiln's capture only).  --vision: the timm and torchvision
+models instead (tests/models/zoo_vision.py; they need torchvision and timm,
+which import beside torch 2.14.1, not the main venv's 2.13.0:
+`make build setup-vision`, then .venv-vision/bin/python benchmarks/capture_zoo.py
+--vision).
 """
 import argparse
 import collections
@@ -51,6 +55,7 @@ def _reason_key(reason):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="kiln")
+    ap.add_argument("--vision", action="store_true", help="the timm and torchvision models")
     ap.add_argument("names", nargs="*")
     opts = ap.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -61,15 +66,26 @@ def main(argv=None):
         tv = transformers.__version__
     except ImportError:
         tv = "-"
-    unknown = [n for n in opts.names if n not in zoo.names()]
+    known = zoo.names()
+    if opts.vision:
+        from tests.models import zoo_vision  # noqa: F401 (registers the "vision" and "vision_more" groups)
+        import timm
+        import torchvision
+
+        known = zoo.names("vision") + zoo.names("vision_more")  # the tested ones first
+        tv = f"{tv}  torchvision {torchvision.__version__}  timm {timm.__version__}"
+    unknown = [n for n in opts.names if n not in known]
     if unknown:
-        sys.exit(f"unknown model(s): {' '.join(unknown)}; the zoo has: {' '.join(zoo.names())}")
-    names = opts.names or zoo.names()
+        sys.exit(f"unknown model(s): {' '.join(unknown)}; the zoo has: {' '.join(known)}")
+    names = opts.names or known
     kiln.config.debug = True  # a kiln internal error is raised (and noted), not hidden by running eagerly
     print(f"kiln vs TorchDynamo capture over the zoo  torch {torch.__version__}  transformers {tv}  "
           f"Python {sys.version.split()[0]}  kiln.compile backend={opts.backend}  {kiln.__file__}")
     head = (f"{'model':36} {'k graphs':>8} {'k breaks':>8} {'D graphs':>8} {'D breaks':>8} {'equal':>5} {'D eq':>4}"
             "  kiln's first break")
+    if opts.vision:
+        print(f"(the first {len(zoo.names('vision'))} are tests/models/test_zoo_vision.py's, the other "
+              f"{len(zoo.names('vision_more'))} only benchmarked)")
     print(head)
     print("-" * len(head))
     results = []

@@ -13,12 +13,15 @@ import types
 import torch
 
 # 0: unknown (graph break)  1: a torch op, a graph node  2: Python code, inlined
-# 3: pure function of constants, run at record time  4: functools.partial
+# 3: pure function of constants, run at record time (math, operator, numpy's ufuncs, read-only
+#    container methods, functools.lru_cache wrappers)  4: functools.partial
 # 5: a query whose answer under kiln is a constant (compiling: True)
 # 7: a standard-library function: run for real on real objects, else inlined
 # 8: marked torch.compiler.disable (or kiln.disable): a graph break, run eagerly
 # 9: a TorchScript function: its Python source (f._torchdynamo_inline) is inlined, as Dynamo does
 # 10: marked assume_constant_result: run for real at record time, its result a constant (unguarded)
+# 11: torch.autograd.Function.apply (bound to a subclass): its forward inlined where no gradient is
+#     needed (kiln._capture.function_apply), else a graph break
 
 _PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
 _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
@@ -59,6 +62,17 @@ for _f in ("is_autocast_enabled", "get_default_dtype", "is_floating_point", "is_
 for _f in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_state):
     _PURE_TORCH.add(_f)
 
+# Function.apply: a Python classmethod in some torch versions, _FunctionBase's C one in others
+_FUNCTION_APPLY = torch.autograd.Function.__dict__.get("apply", torch.autograd.Function.apply)
+_FUNCTION_APPLY = getattr(_FUNCTION_APPLY, "__func__", _FUNCTION_APPLY)
+
+
+def _function_apply(f):
+    """f is Fn.apply bound to a torch.autograd.Function subclass."""
+    owner = getattr(f, "__self__", None)
+    return (getattr(f, "__name__", None) == "apply" and isinstance(owner, type)
+            and issubclass(owner, torch.autograd.Function) and owner is not torch.autograd.Function)
+
 _NOT_GRAPH = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled,
               torch.compile, torch.save, torch.load}
 
@@ -73,8 +87,16 @@ def _allowed_in_graph(f):
         return False
 
 
+# the wrapper torch._disable_dynamo puts on torch's own functions (Optimizer.zero_grad, ...):
+# it makes its torch._dynamo.disable wrapper on the first call
+_DISABLE_DYNAMO_CODE = getattr(getattr(torch, "_disable_dynamo", None), "__call__", None) and \
+    getattr(torch._disable_dynamo(lambda: None), "__code__", None)
+
+
 def _classify(f):
     if getattr(f, "_torchdynamo_disable", False) is True:
+        return 8
+    if _DISABLE_DYNAMO_CODE is not None and getattr(f, "__code__", None) is _DISABLE_DYNAMO_CODE:
         return 8
     if getattr(f, "_dynamo_marked_constant", False) is True:
         return 10
@@ -92,6 +114,13 @@ def _classify(f):
         return 0
     if f in _PURE_TORCH:
         return 3
+    if isinstance(f, functools._lru_cache_wrapper):
+        # the cache's contract: the same arguments give the same (cached) result
+        return 3
+    if type(f).__name__ == "ufunc" and type(f).__module__ == "numpy":
+        return 3  # np.sqrt(d_model) and the like, on constants
+    if f is _FUNCTION_APPLY:
+        return 11
     mod = getattr(f, "__module__", None) or ""
     if isinstance(f, types.FunctionType):
         if mod in _PURE_MODULES:
@@ -102,6 +131,8 @@ def _classify(f):
         if fn.startswith(_STDLIB) or fn.startswith("<frozen "):
             return 7
         return 2
+    if _function_apply(f):
+        return 11
     if isinstance(f, types.MethodType):
         return 2
     if isinstance(f, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):

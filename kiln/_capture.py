@@ -104,6 +104,115 @@ class _ViewWithGrad(torch.autograd.Function):
         return g, None
 
 
+class _FunctionCtx:
+    """The ctx a torch.autograd.Function's forward gets when kiln inlines it
+    without autograd (grad off, or no input needs it): what forward may call
+    on it, recorded like any object (the backward is never needed)."""
+
+    def __init__(self, args):
+        self.needs_input_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        self.saved_tensors = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def save_for_forward(self, *tensors):
+        pass
+
+    def mark_dirty(self, *tensors):
+        pass
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value
+
+
+def function_apply(cls, *args, **kwargs):
+    """Fn.apply(*args) where no gradient is needed, as the recorder inlines
+    it (kiln._calls class 11): Fn.forward with a stand-in ctx."""
+    ctx = _FunctionCtx(args)
+    if cls.setup_context is torch.autograd.function._SingleLevelFunction.setup_context:
+        return cls.forward(ctx, *args, **kwargs)
+    out = cls.forward(*args, **kwargs)
+    cls.setup_context(ctx, args, out)
+    return out
+
+
+def constructor_fakes(obj, depth=3):
+    """The fake tensors an object built at record time holds, with their
+    paths from it: [(path, fake)], a path a tuple of ("attr", name) and
+    ("item", index or str key) steps through instance dicts, lists, tuples
+    and plain dicts (modules, types and functions are not entered)."""
+    found = []
+    seen = set()
+
+    def walk(o, path, d):
+        if isinstance(o, FakeTensor):
+            found.append((tuple(path), o))
+            return
+        if d == 0 or id(o) in seen or isinstance(o, (type, types.ModuleType, types.FunctionType, str, bytes)):
+            return
+        seen.add(id(o))
+        if isinstance(o, (list, tuple)):
+            for i, x in enumerate(o):
+                walk(x, path + [("item", i)], d - 1)
+        elif type(o) is dict:
+            for k, x in o.items():
+                if type(k) in (str, int):
+                    walk(x, path + [("item", k)], d - 1)
+        elif not isinstance(o, torch.nn.Module):
+            od = getattr(o, "__dict__", None)
+            if type(od) is dict:
+                for k, x in list(od.items()):
+                    walk(x, path + [("attr", k)], d - 1)
+
+    walk(obj, [], depth)
+    return found
+
+
+def _follow(o, path):
+    for kind, key in path:
+        o = getattr(o, key) if kind == "attr" else o[key]
+    return o
+
+
+def constructor_tensors(cls, args, kwargs, paths):
+    """The tensors a constructor makes from constants, made again for real:
+    for each path, (fn, args, kwargs) of a torch call that makes the same
+    tensor (a small one by value, an equal-valued one by torch.full), or
+    None when there is none: the constructor draws random numbers, or a
+    tensor is large and not uniform."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        rng = torch.get_rng_state()
+        try:
+            twin = cls(*args, **kwargs)
+        except Exception:  # noqa: BLE001  (it raised for real: not rebuilt)
+            return None
+        if not torch.equal(rng, torch.get_rng_state()):   # random: each call's values differ
+            torch.set_rng_state(rng)
+            return None
+        makers = []
+        for path in paths:
+            try:
+                t = _follow(twin, path)
+            except Exception:  # noqa: BLE001
+                return None
+            if type(t) is not torch.Tensor or t.requires_grad or t.is_complex():
+                return None
+            kw = {"dtype": t.dtype, "device": t.device}
+            if t.numel() <= 64:
+                makers.append((torch.tensor, (t.tolist(),), kw))
+            elif t.numel() and bool((t == t.reshape(-1)[0]).all()):
+                makers.append((torch.full, (tuple(t.shape), t.reshape(-1)[0].item()), kw))
+            else:
+                return None
+        return makers
+
+
 def fill_object(obj, d):
     """An object made while recording, built by the replay: object.__new__
     made it, its __dict__ is what the recorded __init__ and stores left."""
@@ -321,9 +430,31 @@ def source_line(filename, lineno):
     return linecache.getline(filename, lineno).strip()
 
 
-def note_break(reason, filename, lineno, kind):
+_TORCH_DIRS = tuple({os.path.dirname(torch.__file__) + os.sep, os.path.realpath(os.path.dirname(torch.__file__)) + os.sep,
+                     os.path.dirname(os.path.abspath(__file__)) + os.sep})
+_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"] + os.sep, os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep})
+
+
+def _internal(filename):
+    """torch's, kiln's or the standard library's code (a library installed
+    in site-packages is the user's: its model code is what they run)."""
+    if filename.startswith(_TORCH_DIRS) or filename.startswith("<frozen "):
+        return True
+    return filename.startswith(_STDLIB_DIRS) and "site-packages" + os.sep not in filename
+
+
+def note_break(reason, filename, lineno, kind, outer=()):
     """A graph break: reason is its message, kind its name in
-    kiln._C.BREAK_REASONS (src/capture/breaks.def)."""
+    kiln._C.BREAK_REASONS (src/capture/breaks.def).  outer: the (filename,
+    line) of the inlined calls that led to it, innermost first; a break
+    inside torch or the standard library is reported at the innermost
+    caller that is the user's code, the inner place kept in the message."""
+    if _internal(filename):
+        for f, n in outer:
+            if not _internal(f):
+                reason = f"{reason} (inside {os.path.basename(filename)}:{lineno})"
+                filename, lineno = f, n
+                break
     break_counts[kind] += 1
     breaks.append({"reason": reason, "kind": kind, "filename": filename, "lineno": lineno,
                    "source": source_line(filename, lineno)})

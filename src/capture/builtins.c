@@ -212,6 +212,12 @@ rec_setattr(RECFF_ARGS)
         return *out ? 0 : KN_FAIL;
     }
     kn_val *o = args[0];
+    int rc;
+    if (PyUnicode_Check(args[1]->obj) && kn_record_time_setattr(r, o, args[1]->obj, args[2], &rc)) {
+        CHECK(rc);
+        *out = kn_v_const(r, Py_None);
+        return *out ? 0 : KN_FAIL;
+    }
     if (o->kind != V_OBJ || o->src < 0 || !PyUnicode_Check(args[1]->obj))
         return kn_brk(r, KN_BRK_SETATTR_VALUE_TRACK);
     CHECK(kn_plain_store(r, o, args[1]->obj));
@@ -360,7 +366,11 @@ rec_enumerate(RECFF_ARGS)
 static int
 rec_zip(RECFF_ARGS)
 {
-    if (nkw)
+    int strict = 0;   /* zip(..., strict=<constant>): unequal lengths raise (not modelled: a break) */
+    if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "strict") == 0 &&
+        args[npos]->kind == V_CONST)
+        strict = PyObject_IsTrue(args[npos]->obj) == 1;
+    else if (nkw)
         return kn_brk(r, KN_BRK_KEYWORD_ARGUMENTS_ZIP_REVERSED);
     kn_val *res = kn_v_new(r, V_ITER);
     if (res == NULL)
@@ -376,6 +386,9 @@ rec_zip(RECFF_ARGS)
     }
     if (npos == 0)
         n = 0;
+    for (int k = 0; strict && k < npos; k++)
+        if (its[k]->n - its[k]->pos != n)
+            return kn_brk(r, KN_BRK_ZIP_STRICT_LENGTHS);
     for (int i = 0; i < n; i++) {
         kn_val *t = kn_v_new(r, V_TUPLE);
         if (t == NULL)
@@ -475,6 +488,31 @@ rec_dict(RECFF_ARGS)
     }
     *out = res;
     return 0;
+}
+
+/* set(items) / frozenset(items) of constants (a config's list of names): built
+ * now and again by the replay, as a library container is (a record-time
+ * object: `in`, len and iteration read it; a method that writes it breaks) */
+static int
+rec_set(RECFF_ARGS)
+{
+    if (npos != 1 || nkw != 0 || kn_v_is_const(args[0]))
+        return KN_DECLINE;   /* set() and set(constant): called for real */
+    kn_val *it;
+    CHECK(kn_iter_items(r, args[0], &it));
+    kn_val *t = kn_v_new(r, V_TUPLE);
+    if (t == NULL)
+        return KN_FAIL;
+    for (int i = it->pos; i < it->n; i++) {
+        if (it->items[i]->kind != V_CONST)
+            return kn_brk(r, KN_BRK_SET_NON_CONSTANT_VALUES);
+        if (kn_v_add(r, t, it->items[i]) < 0)
+            return KN_FAIL;
+    }
+    if (it == args[0])
+        it->pos = it->n;   /* consumed */
+    kn_val *cls = kn_v_const(r, f);
+    return cls ? kn_construct_at_record_time(r, fr, cls, &t, 1, NULL, out) : KN_FAIL;
 }
 
 static int
@@ -632,6 +670,8 @@ static const struct {
     {NULL, &PyList_Type, rec_sequence},
     {NULL, &PyTuple_Type, rec_sequence},
     {NULL, &PyDict_Type, rec_dict},
+    {NULL, &PySet_Type, rec_set},
+    {NULL, &PyFrozenSet_Type, rec_set},
     {"iter", NULL, rec_iter},
     {"next", NULL, rec_next},
     {NULL, &PyType_Type, rec_type},

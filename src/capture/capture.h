@@ -154,6 +154,7 @@ typedef enum {
     KN_G_CODE,      /* v is a function with __code__ obj, __defaults__ obj2, __kwdefaults__ obj3 */
     KN_G_STATE,     /* global torch state: each (fn, args, want) in obj has fn(*args) == want */
     KN_G_ALIAS,     /* tensor inputs overlap in memory as recorded (obj: kn_alias_facts' blob) */
+    KN_G_HASKEY,    /* v is a dict and (obj in v) == n (dict's own lookup) */
 } kn_guardkind;
 
 typedef struct {
@@ -293,6 +294,9 @@ typedef struct {
     PyObject *dump_guards;       /* callable(code, offset, [str]) or NULL */
     PyObject *regen_view;        /* (anchor, graph output, geometry) -> the view, rebuilt */
     PyObject *fill_object;       /* (obj, dict) -> obj with its __dict__ filled */
+    PyObject *function_apply;    /* (Fn, *args) -> Fn.forward with a stand-in ctx (no autograd) */
+    PyObject *constructor_fakes; /* obj -> [(path, fake)] it holds */
+    PyObject *constructor_tensors; /* (cls, args, kwargs, paths) -> [(fn, args, kwargs)] or None */
     PyObject *has_fake;          /* (list) -> bool: a fake tensor inside (the replay's constants) */
     PyObject *backend_failed;    /* kiln.BackendCompilerFailed: a user backend raised (the user's error) */
     PyObject *tensor_unsupported;   /* (tensor or tuple) -> reason str or None */

@@ -639,6 +639,13 @@ kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, in
         case KN_G_SAME:
             ok = v == vals[g->n];
             break;
+        case KN_G_HASKEY: {
+            int e = PyDict_Check(v) ? PyDict_Contains(v, g->obj) : -1;
+            if (e < 0)
+                PyErr_Clear();
+            ok = e == g->n;
+            break;
+        }
         case KN_G_EMPTY:
             ok = PyDict_Check(v);
             for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(g->obj); k++) {
@@ -746,6 +753,7 @@ kn_guard_describe(kn_seg *seg, PyCodeObject *code)
             break;
         }
         case KN_G_EMPTY: d = PyUnicode_FromFormat("%U[k] == {} for k in %R", s, g->obj); break;
+        case KN_G_HASKEY: d = PyUnicode_FromFormat("(%R in %U) == %s", g->obj, s, g->n ? "True" : "False"); break;
         case KN_G_DISTINCT: d = PyUnicode_FromFormat("the %zd tensor inputs are distinct objects", PyTuple_GET_SIZE(g->obj)); break;
         case KN_G_GRAD: d = PyUnicode_FromFormat("torch.is_grad_enabled() == %s", g->n ? "True" : "False"); break;
         case KN_G_CODE: d = PyUnicode_FromFormat("%U.__code__ is <code %U>, __defaults__ and __kwdefaults__ unchanged", s,

@@ -1040,6 +1040,9 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(nullcontext, "nullcontext");
     GET(regen_view, "regen_view");
     GET(fill_object, "fill_object");
+    GET(function_apply, "function_apply");
+    GET(constructor_fakes, "constructor_fakes");
+    GET(constructor_tensors, "constructor_tensors");
     GET(has_fake, "has_fake");
     GET(backend_failed, "BackendCompilerFailed");
     GET(tensor_unsupported, "tensor_unsupported");

@@ -355,6 +355,27 @@ is_identity_const(PyObject *o)
            Py_TYPE(o) == &PyClassMethodDescr_Type || Py_TYPE(o) == &_PyMethodWrapper_Type;
 }
 
+/* a member of an enum.Enum class (timm's Format.NCHW, a str Enum):
+ * a singleton, kept as a constant guarded by identity */
+static int
+is_enum_member(PyObject *o)
+{
+    static PyObject *enum_cls;
+    if (enum_cls == NULL) {
+        PyObject *m = PyImport_ImportModule("enum");
+        enum_cls = m ? PyObject_GetAttrString(m, "Enum") : NULL;
+        Py_XDECREF(m);
+        if (enum_cls == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    int r = PyObject_IsInstance(o, enum_cls);
+    if (r < 0)
+        PyErr_Clear();
+    return r == 1;
+}
+
 static int
 const_items_set(PyObject *o)
 {
@@ -458,7 +479,9 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
                     v->node = node;
                     v->obj = fake;
                     v->src = src;
-                    if (kn_memo_obj(r, t, v) < 0)
+                    /* by the real tensor (read again from the frame) and by its fake
+                       (read back from an object built at record time) */
+                    if (kn_memo_obj(r, t, v) < 0 || kn_memo_obj(r, fake, v) < 0)
                         v = NULL;
                 }
             }
@@ -542,7 +565,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             return NULL;
         v = kn_v_const(r, obj);
     } else if (is_identity_const(obj) || PyObject_TypeCheck(obj, &PyType_Type) ||
-               strcmp(t->tp_name, "ScriptFunction") == 0) {
+               strcmp(t->tp_name, "ScriptFunction") == 0 || is_enum_member(obj)) {
         /* (a TorchScript function, pybind's tp_name: kiln inlines its Python source, kiln/_calls.py class 9) */
         if (src >= 0 && kn_guard_add(r, KN_G_ID, src, obj, NULL, NULL, NULL, 0) < 0)
             return NULL;
@@ -728,6 +751,10 @@ kn_to_py(kn_rec *r, kn_val *v, int fake)
         Py_XDECREF(c);
         return s;
     }
+    case V_OBJ:
+        if (PyFloat_Check(v->obj) && v->attrs == NULL)   /* numpy.float64: a float to torch */
+            return PyFloat_FromDouble(PyFloat_AS_DOUBLE(v->obj));
+        /* fall through */
     default:
         kn_brk(r, KN_BRK_TENSOR_OP_ARGUMENT,
                v->kind == V_OBJ ? Py_TYPE(v->obj)->tp_name : "Python");
@@ -1170,6 +1197,16 @@ compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
         *out = kn_v_const(r, which == 3 ? Py_True : Py_False);
         return *out ? 0 : KN_ERR;
     }
+    if (which >= 2 && which <= 3) {
+        /* a dict or list (holding anything) == a str, number, None or bytes: never equal */
+        kn_val *c = a->kind == V_CONST ? a : b->kind == V_CONST ? b : NULL, *o = c == a ? b : a;
+        if (c && ((o->kind == V_DICT) || (o->kind == V_LIST) || (o->kind == V_TUPLE && !o->ttype)) &&
+            (PyUnicode_CheckExact(c->obj) || PyLong_CheckExact(c->obj) || PyFloat_CheckExact(c->obj) ||
+             PyBool_Check(c->obj) || c->obj == Py_None || PyBytes_CheckExact(c->obj))) {
+            *out = kn_v_const(r, which == 3 ? Py_True : Py_False);
+            return *out ? 0 : KN_ERR;
+        }
+    }
     return kn_brk(r, KN_BRK_COMPARISON_NON_CONSTANT_PYTHON);
 }
 
@@ -1239,6 +1276,21 @@ contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
             PyErr_Clear();
             return kn_brk(r, KN_BRK_IN_RAISES);
         }
+        *out = e;
+        return 0;
+    }
+    if (item->kind == V_CONST && c->kind == V_OBJ && c->src >= 0 && PyDict_Check(c->obj) && !c->attrs &&
+        Py_TYPE(c->obj)->tp_as_sequence && Py_TYPE(c->obj)->tp_as_sequence->sq_contains ==
+                                                PyDict_Type.tp_as_sequence->sq_contains) {
+        /* `k in d`, d a dict read from a source (torch's pytree SUPPORTED_NODES, keyed by
+           types): the answer guarded, present or absent */
+        int e = PyDict_Contains(c->obj, item->obj);
+        if (e < 0) {
+            PyErr_Clear();
+            return kn_brk(r, KN_BRK_IN_RAISES);
+        }
+        if (kn_guard_add(r, KN_G_HASKEY, c->src, item->obj, NULL, NULL, NULL, e) < 0)
+            return KN_FAIL;
         *out = e;
         return 0;
     }

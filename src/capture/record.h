@@ -214,6 +214,10 @@ PyObject *kn_builtin(const char *name);                     /* borrowed */
 
 /* record_call.c: call f for real on constant arguments (a break when one is not constant) */
 int kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out);
+/* record_call.c: cls(*args) built now over fake tensors, and again by the replay over real ones
+   (a V_OBJ with ctor): library containers, sets of constants */
+int kn_construct_at_record_time(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames,
+                                kn_val **out);
 
 /* builtins.c: a call to a modelled builtin (*handled 0: f is none, or not with these arguments) */
 int kn_builtin_call(kn_rec *r, rframe *fr, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out,
@@ -230,7 +234,7 @@ int kn_iter_items(kn_rec *r, kn_val *v, kn_val **out);      /* make a V_ITER */
 /* m.modules() ... m.named_buffers() (which: the index in kn_cenv.module_members) with default
    arguments, walked at record time: a V_ITER; 1 when f is none of them (nothing done) */
 int kn_module_members(kn_rec *r, PyObject *f, kn_val *m, kn_val **out);
-/* v is an object built at record time over fake tensors (construct_at_record_time) whose
+/* v is an object built at record time over fake tensors (kn_construct_at_record_time) whose
    method `name` is C's (no Python code of its class runs when it is called) */
 int kn_record_time_c_method(kn_val *v, const char *name);
 int kn_truth(kn_rec *r, kn_val *v, int *out);               /* 0 ok, KN_BREAK */
@@ -239,5 +243,9 @@ int kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out);
 int kn_note_views(kn_rec *r, kn_val *out, kn_val **args, int nargs);
 int kn_view_refresh(kn_rec *r, kn_val *v);                 /* vinfo from the fakes now */
 int kn_newobj_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v);   /* 0, KN_BREAK, KN_ERR */
+/* record_ops.c: a.name = b as STORE_ATTR does it: 0, KN_BREAK or KN_ERR */
+int kn_store_attr(kn_rec *r, kn_val *a, PyObject *name, kn_val *b);
+/* o.name = v on an object built at record time: 1 done (*rc: 0, KN_BREAK, KN_ERR), 0 not that case */
+int kn_record_time_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v, int *rc);
 
 #endif

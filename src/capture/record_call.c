@@ -30,11 +30,23 @@ depth_of(rframe *fr)
     return d;
 }
 
+/* The break in inlined frame fr, with the frames that called it (innermost
+ * first): kiln._capture.note_break reports it at the innermost one that is
+ * the user's code, not torch's or the standard library's. */
 static void
 note_inline_break(kn_rec *r, rframe *fr)
 {
-    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOis", r->reason, fr->code->co_filename,
-                                          PyCode_Addr2Line(fr->code, fr->lastpc * 2), kn_break_name(r));
+    PyObject *outer = PyList_New(0);
+    for (rframe *p = fr->parent; outer && p; p = p->parent) {
+        PyObject *t = Py_BuildValue("(Oi)", p->code->co_filename, PyCode_Addr2Line(p->code, p->lastpc * 2));
+        if (t == NULL || PyList_Append(outer, t) < 0)
+            Py_CLEAR(outer);
+        Py_XDECREF(t);
+    }
+    PyObject *res = outer ? PyObject_CallFunction(kn_cenv.note_break, "sOisO", r->reason, fr->code->co_filename,
+                                                  PyCode_Addr2Line(fr->code, fr->lastpc * 2), kn_break_name(r), outer)
+                          : NULL;
+    Py_XDECREF(outer);
     Py_XDECREF(res);
     PyErr_Clear();
 }
@@ -269,6 +281,113 @@ comp_kind(kn_val *v)   /* 1 a list/set/dict comprehension, 2 a generator express
            PyUnicode_CompareWithASCIIString(nm, "<dictcomp>") == 0;
 }
 
+/* the real object a local holds now (a cell's contents for LOAD_DEREF): a
+ * module or other object read from the frame, or a constant; else NULL */
+static PyObject *
+window_local(rframe *fr, int op, int arg)
+{
+    kn_val *v = arg < fr->nlocals ? fr->locals[arg] : NULL;
+    if (v && v != LAZY && op == KN_OP_LOAD_DEREF)
+        v = v->kind == V_CELL && v->content != LAZY ? v->content : NULL;
+    if (v == NULL || v == LAZY || (v->kind != V_OBJ && v->kind != V_CONST) || v->attrs || v->newobj)
+        return NULL;
+    return v->obj;
+}
+
+/* reading attribute `name` of o runs no code that could write: a Python
+ * module's global, or a torch module's parameter, submodule, plain attribute
+ * or method (no property) */
+static int
+pure_attr(PyObject *o, PyObject *name)
+{
+    if (o == NULL)
+        return 0;
+    if (PyModule_CheckExact(o))
+        return 1;
+    if (PyObject_IsInstance(o, kn_cenv.nn_module) != 1) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *d = _PyType_Lookup(Py_TYPE(o), name);
+    return d == NULL || PyFunction_Check(d);
+}
+
+/* The instructions from pc on, up to a load of local `kept`, only read
+ * locals, constants, globals, module attributes and module-container items
+ * (nothing a generator made before them could see written): the offset of
+ * that load (*next: after it; *h: the stack height with the window's pushes),
+ * or -1. */
+static int
+gen_pure_window(rframe *fr, int pc, int kept, int *h, int *next)
+{
+    PyObject *vals[16];   /* what the window pushed, where known (NULL: unknown), borrowed */
+    int n = 0;
+    for (int steps = 0; steps < 16; steps++) {
+        int op, arg, nx, at = kn_decode(fr, pc, &op, &arg, &nx);
+        if (at < 0)
+            return -1;
+        switch (op) {
+        case KN_OP_LOAD_FAST:
+        case KN_OP_LOAD_FAST_CHECK:
+            if (arg == kept) {
+                *next = nx;
+                return at;
+            }
+            /* fall through */
+        case KN_OP_LOAD_DEREF:
+            if (n == 16)
+                return -1;
+            vals[n++] = window_local(fr, op, arg);
+            ++*h;
+            break;
+        case KN_OP_LOAD_CONST:
+        case KN_OP_PUSH_NULL:
+            if (n == 16)
+                return -1;
+            vals[n++] = NULL;
+            ++*h;
+            break;
+        case KN_OP_LOAD_GLOBAL: {
+            int pushes = 1 + (arg & 1);   /* a NULL first (the call form) */
+            if (n + pushes > 16)
+                return -1;
+            PyObject *nm = PyTuple_GET_ITEM(fr->code->co_names, arg >> 1);
+            PyObject *g = PyDict_GetItemWithError(fr->globals, nm);
+            if (g == NULL && !PyErr_Occurred() && fr->builtins)
+                g = PyDict_GetItemWithError(fr->builtins, nm);
+            PyErr_Clear();
+            if (pushes == 2)
+                vals[n++] = NULL;
+            vals[n++] = g;
+            *h += pushes;
+            break;
+        }
+        case KN_OP_LOAD_ATTR: {
+            int method = KN_PY312 && (arg & 1);
+            PyObject *name = PyTuple_GET_ITEM(fr->code->co_names, KN_PY312 ? arg >> 1 : arg);
+            if (n == 0 || method || !pure_attr(vals[n - 1], name))
+                return -1;
+            vals[n - 1] = NULL;
+            break;
+        }
+        case KN_OP_BINARY_SUBSCR:   /* a ModuleList / Sequential item */
+            if (n < 2 || vals[n - 2] == NULL || !kn_is_module_seq(vals[n - 2]))
+                return -1;
+            n--;
+            vals[n - 1] = NULL;
+            --*h;
+            break;
+        case KN_OP_PRECALL:
+        case KN_OP_NOP:
+            break;
+        default:
+            return -1;
+        }
+        pc = nx;
+    }
+    return -1;
+}
+
 /* gen_use's walk; *kept: a local the generator passes through (`g = gen();
  * for x in g`), read back at *keptpc */
 static int
@@ -302,13 +421,15 @@ gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
         case KN_OP_LOAD_DEREF:   /* more arguments: loads with no effect */
             h++;
             break;
-        case KN_OP_STORE_FAST: {   /* `g = gen(); <use of g>` at once */
-            int op2, arg2, next2, at = t == h - 1 ? kn_decode(fr, next, &op2, &arg2, &next2) : -1;
-            if (at < 0 || (op2 != KN_OP_LOAD_FAST && op2 != KN_OP_LOAD_FAST_CHECK) || arg2 != arg || *kept >= 0)
+        case KN_OP_STORE_FAST: {   /* `g = gen(); <reads>; <use of g>` */
+            int at, next2, hh = h - 1;
+            if (t != h - 1 || *kept >= 0 || (at = gen_pure_window(fr, next, arg, &hh, &next2)) < 0)
                 return GEN_LATER;
             *kept = arg;
             *keptpc = at;
             next = next2;
+            t = hh;   /* the generator, loaded again above what the window pushed */
+            h = hh + 1;
             break;
         }
         case KN_OP_CALL: {
@@ -362,7 +483,10 @@ gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
         }
         case KN_OP_UNPACK_SEQUENCE:
         case KN_OP_UNPACK_EX:
+        case KN_OP_LIST_EXTEND:   /* f(a, *gen): the items into the argument list at once */
             return t == h - 1 ? GEN_NOW : GEN_LATER;
+        case KN_OP_CALL_FUNCTION_EX:   /* f(*gen): made a tuple before f runs */
+            return t == h - 1 && !(arg & 1) ? GEN_NOW : GEN_LATER;
         case KN_OP_GET_YIELD_FROM_ITER:   /* inside a generator kiln runs to the end itself */
             return t == h - 1 && fr->yields ? GEN_NOW : GEN_LATER;
         case KN_OP_GET_ITER: {
@@ -653,6 +777,26 @@ const_items(kn_rec *r, kn_val **args, int n)
     return 1;
 }
 
+/* every argument a constant, or a list, tuple or dict of constants (at most
+ * 16 arguments): a pure function may be called on real copies */
+static int
+const_containers(kn_val **args, int n)
+{
+    if (n > 16)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        kn_val *v = args[i];
+        if (v->kind == V_LIST || v->kind == V_TUPLE || v->kind == V_DICT) {
+            for (int j = 0; j < v->n; j++)
+                if (v->items[j]->kind != V_CONST)
+                    return 0;
+        } else if (!kn_v_is_const(v)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int
 kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
@@ -692,8 +836,6 @@ kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
 }
 
 static PyObject *real_of(kn_rec *r, kn_val *v);
-static int construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames,
-                                    kn_val **out);
 
 /* ------------------------------------------------------------------ objects built while recording
  *
@@ -864,7 +1006,7 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
 {
     PyTypeObject *tp = (PyTypeObject *)cls->obj;
     if (library_class(tp))
-        return construct_at_record_time(r, cls, args, nargs, kwnames, out);
+        return kn_construct_at_record_time(r, fr, cls, args, nargs, kwnames, out);
     if (modelled_class(tp))
         return construct_modelled(r, fr, cls, args, nargs, kwnames, out);
     PyObject *nt = namedtuple_new(tp);
@@ -881,8 +1023,105 @@ construct(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject
 
 /* A library container (library_class), built at record time over fake
  * tensors; the replay builds it again over the real ones. */
+/* Tensors a record-time constructor made (a sliding-window cache's
+ * torch.tensor(window)) are fakes the graph does not know.  Each is made
+ * again as a graph node (kiln._capture.constructor_tensors: the constructor
+ * run for real once, its tensors by value) and stored on the object in its
+ * place, as `obj.path = node` would be: the replay's own object gets the
+ * graph's tensor too.  0, KN_BREAK (random, large, from tensor arguments, or
+ * not reached by attributes) or KN_ERR. */
 static int
-construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+rebind_constructor_tensors(kn_rec *r, rframe *fr, kn_val *v, PyObject *cls, PyObject *fa, PyObject *fk)
+{
+    int is_module = PyObject_IsInstance(v->obj, kn_cenv.nn_module);
+    PyErr_Clear();
+    if (is_module)
+        return 0;   /* its parameters stay fakes: used, they break */
+    PyObject *found = PyObject_CallOneArg(kn_cenv.constructor_fakes, v->obj);
+    if (found == NULL)
+        return KN_ERR;
+    PyObject *paths = PyList_New(0), *makers = NULL;
+    int rc = paths ? 0 : KN_ERR;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(found); i++) {
+        PyObject *pf = PyList_GET_ITEM(found, i);
+        kn_val *m = kn_memo_get(r, PyTuple_GET_ITEM(pf, 1));
+        if (!(m && m->kind == V_TENSOR) && PyList_Append(paths, PyTuple_GET_ITEM(pf, 0)) < 0)
+            rc = KN_ERR;
+    }
+    if (rc || PyList_GET_SIZE(paths) == 0)
+        goto done;
+    const char *tn = ((PyTypeObject *)cls)->tp_name;
+    if (kn_has_tensor(fa) || kn_has_tensor(fk)) {
+        rc = kn_brk(r, KN_BRK_CONSTRUCTOR_TENSORS, tn);
+        goto done;
+    }
+    makers = PyObject_CallFunctionObjArgs(kn_cenv.constructor_tensors, cls, fa, fk, paths, NULL);
+    if (makers == NULL) {
+        rc = KN_ERR;
+        goto done;
+    }
+    if (!PyList_Check(makers)) {
+        rc = kn_brk(r, KN_BRK_CONSTRUCTOR_TENSORS, tn);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(makers); i++) {
+        /* the node: fn(*args, dtype=, device=) */
+        PyObject *mk = PyList_GET_ITEM(makers, i), *margs = PyTuple_GET_ITEM(mk, 1), *mkw = PyTuple_GET_ITEM(mk, 2);
+        kn_val *av[8], *t;
+        int na = 0;
+        PyObject *kwn = PyTuple_New(PyDict_GET_SIZE(mkw)), *k, *x;
+        if (kwn == NULL || PyList_Append(r->pins, kwn) < 0 || PyList_Append(r->pins, mk) < 0) {
+            Py_XDECREF(kwn);
+            rc = KN_ERR;
+            break;
+        }
+        Py_DECREF(kwn);   /* pinned */
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(margs); j++)
+            av[na++] = kn_v_const(r, PyTuple_GET_ITEM(margs, j));
+        Py_ssize_t pos = 0, kj = 0;
+        while (PyDict_Next(mkw, &pos, &k, &x)) {
+            PyTuple_SET_ITEM(kwn, kj++, Py_NewRef(k));
+            av[na++] = kn_v_const(r, x);
+        }
+        for (int j = 0; j < na; j++)
+            if (av[j] == NULL)
+                rc = KN_FAIL;
+        if (rc || (rc = kn_torch_op(r, PyTuple_GET_ITEM(mk, 0), 0, av, na, kwn, &t)))
+            break;
+        /* the path: attributes and items down to the last step, an attribute */
+        PyObject *path = PyList_GET_ITEM(paths, i);
+        Py_ssize_t np = PyTuple_GET_SIZE(path);
+        kn_val *cur = v;
+        for (Py_ssize_t j = 0; rc == 0 && j < np; j++) {
+            PyObject *step = PyTuple_GET_ITEM(path, j), *key = PyTuple_GET_ITEM(step, 1);
+            int attr = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(step, 0), "attr") == 0;
+            if (j == np - 1) {
+                if (!attr || cur->kind != V_OBJ) {
+                    rc = kn_brk(r, KN_BRK_CONSTRUCTOR_TENSORS, tn);
+                } else if ((rc = kn_store_attr(r, cur, key, t)) == 0 && cur != v &&
+                           PyObject_SetAttr(cur->obj, key, t->obj) < 0) {
+                    PyErr_Clear();   /* the record-time object keeps its fake: reading it for real breaks */
+                }
+            } else if (attr) {
+                rc = kn_getattr(r, fr, cur, key, &cur);
+            } else if ((cur->kind == V_LIST || cur->kind == V_TUPLE) && PyLong_Check(key) &&
+                       PyLong_AsLong(key) < cur->n) {
+                cur = cur->items[PyLong_AsLong(key)];
+            } else {
+                rc = kn_brk(r, KN_BRK_CONSTRUCTOR_TENSORS, tn);
+            }
+        }
+    }
+done:
+    Py_DECREF(found);
+    Py_XDECREF(paths);
+    Py_XDECREF(makers);
+    return rc;
+}
+
+int
+kn_construct_at_record_time(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames,
+                            kn_val **out)
 {
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     PyObject *fa = PyTuple_New(npos), *fk = PyDict_New(), *obj = NULL;
@@ -903,10 +1142,10 @@ construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObj
         Py_DECREF(x);
     }
     obj = PyObject_Call(cls->obj, fa, fk);
-    Py_CLEAR(fa);
-    Py_CLEAR(fk);
     if (obj == NULL) {
         PyErr_Clear();
+        Py_CLEAR(fa);
+        Py_CLEAR(fk);
         return kn_brk(r, KN_BRK_CONSTRUCTING_RAISES_AT_RECORD, ((PyTypeObject *)cls->obj)->tp_name);
     }
     kn_val *v = kn_v_new(r, V_OBJ), *ct = kn_v_new(r, V_TUPLE);
@@ -927,8 +1166,16 @@ construct_at_record_time(kn_rec *r, kn_val *cls, kn_val **args, int nargs, PyObj
         return KN_FAIL;
     }
     Py_DECREF(obj);
-    if (kn_memo_obj(r, obj, v) < 0)
+    if (kn_memo_obj(r, obj, v) < 0) {
+        Py_CLEAR(fa);
+        Py_CLEAR(fk);
         return KN_FAIL;
+    }
+    int rc = rebind_constructor_tensors(r, fr, v, cls->obj, fa, fk);
+    Py_CLEAR(fa);
+    Py_CLEAR(fk);
+    if (rc)
+        return rc;
     *out = v;
     return 0;
 fail:
@@ -1010,6 +1257,35 @@ call_gathered(kn_rec *r, PyObject *f, PyObject **a, int nargs, PyObject *kwnames
     return 1;
 }
 
+/* an object with state that running it changes: a generator, a context manager */
+static int
+stateful_object(PyObject *o)
+{
+    if (PyGen_Check(o) || PyCoro_CheckExact(o))
+        return 1;
+    static PyObject *s_enter;
+    if (s_enter == NULL && (s_enter = PyUnicode_InternFromString("__enter__")) == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    return _PyType_Lookup(Py_TYPE(o), s_enter) != NULL;
+}
+
+/* copy.copy or copy.deepcopy */
+static int
+copy_function(PyObject *f)
+{
+    static PyObject *cp, *dcp;
+    if (cp == NULL) {
+        PyObject *m = PyImport_ImportModule("copy");
+        cp = m ? PyObject_GetAttrString(m, "copy") : NULL;
+        dcp = m ? PyObject_GetAttrString(m, "deepcopy") : NULL;
+        Py_XDECREF(m);
+        PyErr_Clear();
+    }
+    return f != NULL && (f == cp || f == dcp);
+}
+
 /* Call f for real when every argument is a real object holding no tensor;
  * 1 done, 0 not possible. */
 static int
@@ -1023,7 +1299,7 @@ call_on_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
 
 /* A pure read-only method (kiln/_calls.py class 3: dict.keys, .items,
  * __getitem__, ...) of an object built at record time over fake tensors
- * (construct_at_record_time: a ModelOutput, a plain dict subclass), the
+ * (kn_construct_at_record_time: a ModelOutput, a plain dict subclass), the
  * other arguments constants: run for real on it; the fakes in the result map
  * back to their graph values (kn_wrap).  1 done (*rc set), 0 not possible. */
 static int
@@ -1042,6 +1318,108 @@ read_record_time_object(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObje
     if (!built || !real_args(r, args, nargs, 0, a))
         return 0;
     return call_gathered(r, f, a, nargs, kwnames, out, rc);
+}
+
+/* v cannot change after it is stored (a tensor, a constant of an immutable
+ * type, a tuple of these): the value stored now is the value the replay
+ * stores; a list or dict could still be written through another name */
+static int
+hashable(PyObject *o)
+{
+    if (PyObject_Hash(o) != -1)
+        return 1;
+    PyErr_Clear();
+    return 0;
+}
+
+static int
+immutable_value(kn_val *v)
+{
+    switch (v->kind) {
+    case V_TENSOR:
+        return 1;
+    case V_CONST: {
+        PyObject *o = v->obj;
+        return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+               PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyType_Check(o) ||
+               Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_dtype || Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_device ||
+               (PyTuple_CheckExact(o) && !kn_has_tensor(o) && hashable(o));
+    }
+    case V_TUPLE:
+        if (v->ttype)
+            return 0;
+        for (int i = 0; i < v->n; i++)
+            if (!immutable_value(v->items[i]))
+                return 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* o.name = v on an object built at record time (kn_construct_at_record_time:
+ * a ModelOutput, a config copy): the store runs now on the record-time object
+ * (its class's own __setattr__ included, over fakes) and again in the replay,
+ * as an effect, on the object the replay built.  1 done (*rc set), 0 not
+ * this case. */
+int
+kn_record_time_setattr(kn_rec *r, kn_val *o, PyObject *name, kn_val *v, int *rc)
+{
+    if (o->kind != V_OBJ || o->ctor == NULL || o->src >= 0 || o->attrs || o->newobj || !immutable_value(v))
+        return 0;
+    PyObject *x = kn_to_py(r, v, 1);
+    if (x == NULL) {
+        PyErr_Clear();
+        *rc = kn_brk(r, KN_BRK_ATTRIBUTE_STORE_ON, "record-time object of a value kiln cannot rebuild");
+        return 1;
+    }
+    int bad = PyObject_SetAttr(o->obj, name, x);
+    Py_DECREF(x);
+    if (bad < 0) {
+        PyErr_Clear();
+        *rc = kn_brk(r, KN_BRK_ATTRIBUTE_STORE_HAS_OWN, Py_TYPE(o->obj)->tp_name);
+        return 1;
+    }
+    *rc = kn_effect_add(r, E_SETATTR, o, v, name) < 0 ? KN_FAIL : 0;
+    return 1;
+}
+
+/* dict.__getitem__(d, key) / dict.get(d, key[, default]) on a dict (a
+ * subclass: OrderedDict, transformers' ACT2FN) read from a source, the key a
+ * present constant: the item, read as the source d[key] (a guard reads it
+ * again with the dict's own lookup, not the subclass's __getitem__).  1 done
+ * (*rc set), 0 not possible. */
+static int
+read_source_dict_item(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out, int *rc)
+{
+    if (kwnames || nargs < 2 || nargs > 3 || args[0]->kind != V_OBJ || args[0]->src < 0 || args[0]->attrs ||
+        !PyDict_Check(args[0]->obj) || args[1]->kind != V_CONST)
+        return 0;
+    PyObject *nm = PyObject_GetAttrString(f, "__name__");
+    int which = nm && PyUnicode_Check(nm) ? (PyUnicode_CompareWithASCIIString(nm, "__getitem__") == 0 ? 1
+                                             : PyUnicode_CompareWithASCIIString(nm, "get") == 0    ? 2
+                                                                                                   : 0)
+                                          : 0;
+    Py_XDECREF(nm);
+    PyErr_Clear();
+    if (which == 0 || (which == 1 && nargs != 2))
+        return 0;
+    PyObject *objclass = PyObject_GetAttrString(f, "__objclass__");
+    int dict_method = objclass && PyType_Check(objclass) && PyType_IsSubtype((PyTypeObject *)objclass, &PyDict_Type) &&
+                      !(((PyTypeObject *)objclass)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    Py_XDECREF(objclass);
+    PyErr_Clear();
+    if (!dict_method)
+        return 0;   /* not dict's (or OrderedDict's) own C method */
+    PyObject *val = PyDict_GetItemWithError(args[0]->obj, args[1]->obj);
+    if (val == NULL) {   /* absent (or unhashable): eager raises or returns the default; not modelled */
+        PyErr_Clear();
+        return 0;
+    }
+    int s = kn_src_add(r, KN_SRC_DICT, args[0]->src, args[1]->obj, 0);
+    *out = s >= 0 ? kn_wrap(r, val, s) : NULL;
+    *rc = *out ? 0 : KN_FAIL;
+    return 1;
 }
 
 static int
@@ -1461,7 +1839,19 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
                 return kn_inline(r, fr, c, cv, argv, nargs + 1, kwnames, out);
             }
         }
-        return kn_brk(r, KN_BRK_CALLING_TYPE, Py_TYPE(fn->obj)->tp_name);
+        {   /* a callable object of a pure kind (numpy's ufuncs, an lru_cache wrapper) or marked
+               assume_constant_result: as a constant callable, its identity guarded */
+            PyObject *cls = PyObject_CallOneArg(kn_cenv.classify, fn->obj);
+            long how = cls ? PyLong_AsLong(cls) : -1;
+            Py_XDECREF(cls);
+            if (how == -1 && PyErr_Occurred())
+                return KN_ERR;
+            if (how != 3 && how != 10)
+                return kn_brk(r, KN_BRK_CALLING_TYPE, Py_TYPE(fn->obj)->tp_name);
+            if (fn->src >= 0 && kn_guard_add(r, KN_G_ID, fn->src, fn->obj, NULL, NULL, NULL, 0) < 0)
+                return KN_FAIL;
+        }
+        break;
     case V_CONST:
         break;
     default:
@@ -1574,8 +1964,23 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         return kn_torch_op(r, f, 0, args, nargs, kwnames, out);
     case 7: { /* the standard library: run it for real on real objects */
         int rc;
-        if (call_on_real(r, f, args, nargs, kwnames, out, &rc))
+        if (call_on_real(r, f, args, nargs, kwnames, out, &rc)) {
+            if (rc == 0 && copy_function(f) && (*out)->kind == V_OBJ && (*out)->src < 0 && !(*out)->ctor &&
+                !(*out)->newobj && !kwnames && nargs == 1) {
+                /* copy.copy(o) / copy.deepcopy(o): a new object the replay makes again
+                   (so that it can be written: a config copied and changed) */
+                kn_val *ct = kn_v_new(r, V_TUPLE);
+                if (ct == NULL || kn_v_add(r, ct, fn) < 0 || kn_v_add(r, ct, args[0]) < 0)
+                    return KN_FAIL;
+                (*out)->ctor = ct;
+            } else if (rc == 0 && (*out)->kind == V_OBJ && (*out)->src < 0 && !(*out)->ctor && !(*out)->newobj &&
+                       stateful_object((*out)->obj)) {
+                /* a generator or context manager made now would be the one object every
+                   later call gets (contextlib.contextmanager's): it runs for real */
+                return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a standard-library call that makes a generator or context manager");
+            }
             return rc;
+        }
         return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);
     }
     case 9: { /* a TorchScript function: its Python function, inlined (the script is guarded by identity) */
@@ -1594,6 +1999,25 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         if (call_on_real(r, f, args, nargs, kwnames, out, &rc))
             return rc;
         return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
+    }
+    case 11: { /* Fn.apply of a torch.autograd.Function: with grad off, forward inlined (eager runs
+                  forward without grad too, and no backward can be needed) */
+        if (r->grad_cur || nargs + 1 > 64)
+            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "torch.autograd.Function.apply with grad enabled");
+        kn_val *argv[65], *hv = kn_v_const(r, kn_cenv.function_apply);
+        if (hv == NULL)
+            return KN_FAIL;
+        if (PyMethod_Check(f) || PyCFunction_Check(f)) {   /* Fn.apply bound: the class first */
+            if ((argv[0] = kn_v_const(r, PyMethod_Check(f) ? PyMethod_GET_SELF(f) : PyCFunction_GET_SELF(f))) == NULL)
+                return KN_FAIL;
+            memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
+            nargs++;
+        } else {                   /* Function.apply(Fn, ...) */
+            if (nargs < 1 || args[0]->kind != V_CONST || !PyType_Check(args[0]->obj))
+                return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "torch.autograd.Function.apply");
+            memcpy(argv, args, sizeof(kn_val *) * nargs);
+        }
+        return kn_inline(r, fr, kn_cenv.function_apply, hv, argv, nargs, kwnames, out);
     }
     case 8: { /* torch.compiler.disable: break, the call runs eagerly */
         PyObject *nm = PyObject_GetAttrString(f, "__qualname__");
@@ -1619,8 +2043,21 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     case 3: { /* pure Python function of constants */
         if (const_items(r, args, nargs))
             return kn_call_real(r, f, args, nargs, kwnames, out);
+        if (const_containers(args, nargs)) {   /* math.prod(self.size), a list of ints: a copy */
+            PyObject *a[16];
+            for (int i = 0; i < nargs; i++)
+                if ((a[i] = kn_to_py(r, args[i], 1)) == NULL) {
+                    for (int j = 0; j < i; j++)
+                        Py_DECREF(a[j]);
+                    return KN_FAIL;
+                }
+            int rc;
+            call_gathered(r, f, a, nargs, kwnames, out, &rc);
+            return rc;
+        }
         int rc;
-        if (read_record_time_object(r, f, args, nargs, kwnames, out, &rc))
+        if (read_record_time_object(r, f, args, nargs, kwnames, out, &rc) ||
+            read_source_dict_item(r, f, args, nargs, kwnames, out, &rc))
             return rc;
         return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
     }
@@ -1681,10 +2118,16 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     default:
         break;
     }
-    if (PyType_Check(f) && PyObject_IsSubclass(f, kn_cenv.nn_module) == 0 &&
-        (((PyTypeObject *)f)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    if (PyType_Check(f) && (((PyTypeObject *)f)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        int is_module = PyObject_IsSubclass(f, kn_cenv.nn_module);
         PyErr_Clear();
-        return construct(r, fr, fn, args, nargs, kwnames, out);
+        if (is_module == 0)
+            return construct(r, fr, fn, args, nargs, kwnames, out);
+        /* torch.nn.Softmax(dim=-1)(x) in a forward: a module of torch's built at
+           record time and again by the replay (one that makes parameters holds
+           fakes the graph does not know: using them breaks) */
+        if (is_module == 1 && library_class((PyTypeObject *)f))
+            return kn_construct_at_record_time(r, fr, fn, args, nargs, kwnames, out);
     }
     PyErr_Clear();
     PyObject *nmo = PyObject_GetAttrString(f, "__qualname__");

@@ -10,6 +10,29 @@
  */
 #include "capture/record.h"
 
+/* a.name = b (STORE_ATTR, and kiln's own rebinding of a record-time object's
+ * tensors): 0, KN_BREAK or KN_ERR */
+int
+kn_store_attr(kn_rec *r, kn_val *a, PyObject *name, kn_val *b)
+{
+    if (a->kind == V_OBJ && a->newobj)
+        return kn_newobj_setattr(r, a, name, b);
+    int rc;
+    if (kn_record_time_setattr(r, a, name, b, &rc))
+        return rc;
+    if (a->kind != V_OBJ || !kn_rebuildable(a))
+        return kn_brk(r, KN_BRK_ATTRIBUTE_STORE_ON, a->kind == V_TENSOR ? "tensor" : "value kiln does not track");
+    CHECK(kn_plain_store(r, a, name));
+    kn_attr *at = kn_alloc(&r->arena, sizeof *at);
+    if (at == NULL)
+        return KN_FAIL;
+    at->name = name;
+    at->val = b;
+    at->next = a->attrs;
+    a->attrs = at;
+    return kn_effect_add(r, E_SETATTR, a, b, name) < 0 ? KN_FAIL : 0;
+}
+
 /* attributes: LOAD_ATTR, LOAD_METHOD, LOAD_SUPER_ATTR, STORE_ATTR */
 int
 kn_op_attr(kn_rec *r, rframe *fr, int op, int arg)
@@ -51,25 +74,7 @@ kn_op_attr(kn_rec *r, rframe *fr, int op, int arg)
         name = PyTuple_GET_ITEM(co->co_names, arg);
         a = POP();   /* object */
         b = POP();   /* value */
-        if (a->kind == V_OBJ && a->newobj) {
-            CHECK(kn_newobj_setattr(r, a, name, b));
-            break;
-        }
-        if (a->kind != V_OBJ || !kn_rebuildable(a))
-            return kn_brk(r, KN_BRK_ATTRIBUTE_STORE_ON,
-                          a->kind == V_TENSOR ? "tensor" : "value kiln does not track");
-        CHECK(kn_plain_store(r, a, name));
-        {
-            kn_attr *at = kn_alloc(&r->arena, sizeof *at);
-            if (at == NULL)
-                return KN_FAIL;
-            at->name = name;
-            at->val = b;
-            at->next = a->attrs;
-            a->attrs = at;
-        }
-        if (kn_effect_add(r, E_SETATTR, a, b, name) < 0)
-            return KN_FAIL;
+        CHECK(kn_store_attr(r, a, name, b));
         break;
     default:
         return KN_INTERNAL("opcode %s is not an opcode of kn_op_attr", kn_opcode_names[op]);

@@ -614,7 +614,8 @@ kn_module_members(kn_rec *r, PyObject *f, kn_val *m, kn_val **out)
 int
 kn_record_time_c_method(kn_val *v, const char *name)
 {
-    if (v->kind != V_OBJ || v->ctor == NULL || v->attrs || !(PyDict_Check(v->obj) || PyList_Check(v->obj)))
+    if (v->kind != V_OBJ || v->ctor == NULL || v->attrs ||
+        !(PyDict_Check(v->obj) || PyList_Check(v->obj) || PyAnySet_Check(v->obj)))
         return 0;
     PyObject *nm = PyUnicode_FromString(name), *d = nm ? _PyType_Lookup(Py_TYPE(v->obj), nm) : NULL;
     Py_XDECREF(nm);
@@ -780,6 +781,16 @@ kn_truth(kn_rec *r, kn_val *v, int *out)
             kn_val *it;
             CHECK(module_children(r, v, 0, &it));
             *out = it->n > 0;
+            return 0;
+        }
+        if (v->ctor && v->src < 0 && !v->attrs && !v->newobj) {
+            /* an object built at record time (a cache): its __bool__/__len__ read it now */
+            int tv = PyObject_IsTrue(v->obj);
+            if (tv < 0) {
+                PyErr_Clear();
+                return kn_brk(r, KN_BRK_TRUTH_VALUE_RAISES);
+            }
+            *out = tv;
             return 0;
         }
         if ((t->tp_as_number && t->tp_as_number->nb_bool) || (t->tp_as_mapping && t->tp_as_mapping->mp_length) ||
@@ -1035,7 +1046,8 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                 return KN_FAIL;
             return kn_call(r, fr, fv, &v, 1, NULL, out);
         }
-        if (Py_TYPE(d) == &PyMemberDescr_Type || Py_TYPE(d) == &PyGetSetDescr_Type) {
+        if (Py_TYPE(d) == &PyMemberDescr_Type || Py_TYPE(d) == &PyGetSetDescr_Type ||
+            strcmp(Py_TYPE(d)->tp_name, "_collections._tuplegetter") == 0) {   /* (a namedtuple's field) */
             PyObject *val = PyObject_GetAttr(o, name);
             if (val == NULL) {
                 PyErr_Clear();
@@ -1211,7 +1223,10 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
                 return KN_FAIL;
             }
         }
-        if (PyType_Check(o) && !PyFunction_Check(val) && !PyType_Check(val)) {
+        if (PyType_Check(o) && !PyFunction_Check(val) && !PyType_Check(val) &&
+            !(PyCFunction_Check(val) && PyCFunction_GET_SELF(val) == o)) {
+            /* (a C classmethod bound to the class is made anew on each read: the class's
+               identity pins it) */
             int s = class_attr_src(r, o, name);
             if (s >= 0) {
                 *out = kn_wrap(r, val, s);

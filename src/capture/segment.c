@@ -67,6 +67,18 @@ emit_path(kn_rec *r, emitter *e, kn_val *v)
     return emit(e, v->rkind == 1 ? KN_P_GETATTR : KN_P_GETITEM, (int)ci);
 }
 
+/* o is a value its guards pin whole (equal, or the same object): an
+ * immutable builtin, a type, a module, a code object, a dtype, device or Size */
+static int
+value_like(PyObject *o)
+{
+    return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+           PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyTuple_CheckExact(o) ||
+           PyFrozenSet_CheckExact(o) || PyType_Check(o) || PyModule_Check(o) || PyCode_Check(o) ||
+           o == Py_Ellipsis || PySlice_Check(o) || Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_dtype ||
+           Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_device || Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_size;
+}
+
 static int
 emit_val(kn_rec *r, emitter *e, kn_val *v)
 {
@@ -74,6 +86,11 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
     case V_NULL:
         return emit(e, KN_P_NULL, 0);
     case V_CONST:
+        /* a value read from the frame whose guard pins less than its identity (a
+           function guarded by its code: another call's closure is another
+           closure) is read again from its source, not the recording's object */
+        if (v->src >= 0 && !value_like(v->obj))
+            return emit(e, KN_P_SRC, v->src);
         return emit_const(e, v->obj);
     case V_TENSOR:
         if (v->src >= 0)

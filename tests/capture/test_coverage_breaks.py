@@ -1,8 +1,13 @@
 """Issue 15: graph breaks as TorchDynamo has them — counted once, and none
 where Dynamo records the construct (each test failed on the code before)."""
 import collections
+import copy
+import enum
 import functools
+import math
 
+import numpy as np
+import pytest
 import torch
 
 import kiln
@@ -322,3 +327,356 @@ def test_dict_of_pairs_known_at_record_time_is_recorded():
     got, want = kiln.compile(_dict_of_pairs)(x), _dict_of_pairs(x)
     torch.testing.assert_close(got[0], want[0])
     assert got[1] == want[1] == ["p", "q"]
+
+
+# ---------------------------------------------------------------- the zoo's break classes (2026-12-04)
+
+
+def _one_graph(fn, *args):
+    ex = kiln.explain(fn, backend="eager")(*args)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+
+
+class _Cfg:
+    pass
+
+
+_CFG = _Cfg()
+
+
+def _over_set_of_names(x):
+    s = set(_CFG.names)
+    out = x
+    for t in s:
+        out = out + (1 if t == "a" else 10)
+    return out, "b" in s, len(s), s
+
+
+def test_set_of_a_config_list_is_built_and_guarded():
+    # ModernBERT / Gemma3: `for layer_type in set(self.config.layer_types)`
+    _CFG.names = ["a", "b", "a"]
+    x = torch.zeros(2)
+    _one_graph(_over_set_of_names, x)
+    cf = kiln.compile(_over_set_of_names, backend="eager")
+    for names in (["a", "b", "a"], ["a", "b", "a"], ["a", "c", "d"]):
+        _CFG.names = names
+        want, got = _over_set_of_names(x), cf(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:]
+        assert got[3] is not cf(x)[3]           # a fresh set per call
+
+
+def _module_made_in_forward(x):
+    return torch.nn.Softmax(dim=-1)(x) * np.sqrt(8)
+
+
+def test_a_torch_module_made_in_forward_and_a_numpy_ufunc_of_constants():
+    # CodeGen: nn.Softmax(dim=-1)(w); CTRL: x *= np.sqrt(d_model)
+    x = torch.randn(3, 4)
+    _one_graph(_module_made_in_forward, x)
+    torch.testing.assert_close(kiln.compile(_module_made_in_forward)(x), _module_made_in_forward(x))
+
+
+@functools.lru_cache
+def _probe():
+    return True
+
+
+def _calls_lru(x):
+    return x + 1 if _probe() else x - 1
+
+
+def test_an_lru_cache_wrapper_of_constants_runs_at_record_time():
+    # data2vec-audio: is_torch_distributed_available() (lru_cache over assume_constant_result)
+    x = torch.randn(3)
+    _one_graph(_calls_lru, x)
+    torch.testing.assert_close(kiln.compile(_calls_lru)(x), x + 1)
+
+
+class _Sq(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.save_for_backward(x)
+        ctx.k = k
+        return x * x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return 2 * x * g * ctx.k, None
+
+
+class _Exp(torch.autograd.Function):   # the setup_context form
+    @staticmethod
+    def forward(x):
+        return x.exp()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, g):
+        y, = ctx.saved_tensors
+        return g * y
+
+
+def _applies(x):
+    return _Sq.apply(x, 3) + _Exp.apply(x)
+
+
+def test_autograd_function_forward_is_inlined_without_grad_and_breaks_with_it():
+    # BLOOM's GELU is an autograd.Function
+    x = torch.randn(5)
+    with torch.no_grad():
+        _one_graph(_applies, x)
+        torch.testing.assert_close(kiln.compile(_applies)(x), _applies(x))
+    xg = x.clone().requires_grad_()
+    ex = kiln.explain(_applies, backend="eager")(xg)
+    assert ex.graph_break_count >= 1 and "autograd.Function.apply" in str(ex)
+    cf = kiln.compile(_applies, backend="eager")
+    cf(xg).sum().backward()
+    g = xg.grad.clone()
+    xg.grad = None
+    _applies(xg).sum().backward()
+    torch.testing.assert_close(g, xg.grad)
+
+
+try:
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+except ImportError:   # transformers is in the suite's setup; checked by the test
+    BaseModelOutputWithPooling = None
+
+
+def _stores_on_output(x):
+    o = BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=x.sum(0))
+    o.pooler_output = o.pooler_output * 2
+    return o
+
+
+def _changes_a_copy(x):
+    c = copy.deepcopy(_CFG)
+    c.n = 5
+    return x * c.n, c
+
+
+def test_stores_on_objects_built_at_record_time():
+    # CLIP: vision_outputs.pooler_output = proj(pooled); Whisper: a deep-copied config changed
+    assert BaseModelOutputWithPooling is not None, "the suite's setup installs transformers"
+    x = torch.randn(3, 2)
+    _one_graph(_stores_on_output, x)
+    got, want = kiln.compile(_stores_on_output)(x), _stores_on_output(x)
+    assert type(got) is type(want) and list(got.keys()) == list(want.keys())
+    torch.testing.assert_close(got.pooler_output, want.pooler_output)
+    torch.testing.assert_close(got[1], want[1])
+    _CFG.n = 2
+    _one_graph(_changes_a_copy, x)
+    cf = kiln.compile(_changes_a_copy)
+    for _ in range(2):
+        y, c = cf(x)
+        torch.testing.assert_close(y, x * 5)
+        assert c.n == 5 and c is not _CFG and _CFG.n == 2
+
+
+class _Instantier(collections.OrderedDict):
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+_ACT = _Instantier({"relu": torch.nn.ReLU, "lrelu": (torch.nn.LeakyReLU, {"negative_slope": 0.5})})
+
+
+def _act(x, name):
+    return _ACT[name](x)
+
+
+def test_an_ordered_dict_subclass_item_read_from_a_global_is_guarded():
+    # transformers' ACT2FN
+    x = torch.randn(5)
+    _one_graph(_act, x, "lrelu")
+    cf = kiln.compile(_act, backend="eager")
+    for name in ("relu", "lrelu", "relu"):
+        torch.testing.assert_close(cf(x, name), _act(x, name))
+    old = dict.__getitem__(_ACT, "relu")
+    try:
+        _ACT["relu"] = torch.nn.Tanh
+        torch.testing.assert_close(cf(x, "relu"), torch.tanh(x))
+    finally:
+        _ACT["relu"] = old
+
+
+def _compares_dict(x, d):
+    return x + (1 if d == "longrope" else 2) + (3 if d != 0 else 4)
+
+
+def test_a_dict_compared_with_a_string_is_never_equal():
+    # ESM: rope_type (a dict) == "longrope"
+    x = torch.zeros(2)
+    _one_graph(_compares_dict, x, {})
+    torch.testing.assert_close(kiln.compile(_compares_dict)(x, {"a": 1}), x + 5)
+
+
+def test_a_generator_kept_in_a_local_then_star_called_is_recorded():
+    # wav2vec2 / HuBERT / WavLM / SEW: torch's parametrize forward,
+    # originals = (getattr(self, f"original{i}") for i ...); x = self[0](*originals)
+    conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(4, 4, 3, padding=1), dim=2)
+    x = torch.randn(2, 4, 8)
+    with torch.no_grad():
+        _one_graph(conv, x)
+        torch.testing.assert_close(kiln.compile(conv)(x), conv(x))
+
+
+class _GenThenWrite(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = 1.0
+
+    def forward(self, x):
+        g = (x * self.k for _ in range(2))
+        self.k = 3.0                       # the generator, run when consumed, sees this
+        return torch.stack(tuple(g))
+
+
+def test_a_write_between_a_generator_and_its_use_still_breaks():
+    m, x = _GenThenWrite(), torch.ones(2)
+    ex = kiln.explain(m, backend="eager")(x)
+    assert ex.graph_break_count >= 1, ex
+    m.k = 1.0
+    torch.testing.assert_close(kiln.compile(m, backend="eager")(x), torch.full((2, 2), 3.0))
+
+
+try:
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+except ImportError:   # transformers is in the suite's setup; checked by the test
+    DynamicSlidingWindowLayer = None
+
+
+def _sliding_cache(k, v):
+    layer = DynamicSlidingWindowLayer(sliding_window=3)   # its __init__: torch.tensor(3)
+    keys, values = layer.update(k, v)
+    return keys + values, layer
+
+
+def test_tensors_a_record_time_constructor_makes_are_graph_nodes():
+    # Mistral / Gemma2 / Gemma3: the sliding-window cache's torch.tensor(window)
+    assert DynamicSlidingWindowLayer is not None, "the suite's setup installs transformers"
+    k, v = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    with torch.no_grad():
+        _one_graph(_sliding_cache, k, v)
+        cf = kiln.compile(_sliding_cache)
+        for _ in range(2):
+            (got, layer), (want, wlayer) = cf(k, v), _sliding_cache(k, v)
+            torch.testing.assert_close(got, want)
+            torch.testing.assert_close(layer.keys, wlayer.keys)
+            assert int(layer._sliding_window_tensor) == 3
+
+
+class _Fmt(str, enum.Enum):
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+
+class _EnumAndListAttr(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fmt = _Fmt.NHWC
+        self.size = [2, 3]
+
+    def forward(self, x):
+        if self.fmt != _Fmt.NCHW:
+            x = x * 2
+        return x.reshape(-1, math.prod(self.size))
+
+
+def test_an_enum_member_and_a_pure_function_of_a_list_attribute():
+    # timm's patch_embed (`output_fmt != Format.NCHW`, a str Enum) and hiera (`math.prod(self.size)`)
+    m, x = _EnumAndListAttr(), torch.randn(4, 6)
+    _one_graph(m, x)
+    cf = kiln.compile(m)
+    torch.testing.assert_close(cf(x), m(x))
+    m.fmt = _Fmt.NCHW
+    torch.testing.assert_close(cf(x), m(x))
+    m.size = [3, 2]
+    torch.testing.assert_close(cf(x), m(x))
+
+
+_HANDLERS = {int: "int", collections.namedtuple("_Node", "fn")(fn=len): "node"}
+_NODE = collections.namedtuple("_Node2", "scale flip")
+_NODES = {torch.Tensor: _NODE(scale=2.0, flip=False)}
+
+
+def _keyed_by_type(x):
+    if type(x) not in _HANDLERS and type(x) in _NODES:
+        return x * _NODES[type(x)].scale
+    return x
+
+
+def test_in_on_a_global_dict_keyed_by_types_is_guarded_both_ways():
+    # torch.utils._pytree: `node_type not in SUPPORTED_NODES`, SUPPORTED_NODES[t].flatten_fn
+    x = torch.randn(3)
+    _one_graph(_keyed_by_type, x)
+    cf = kiln.compile(_keyed_by_type, backend="eager")
+    torch.testing.assert_close(cf(x), x * 2)
+    _NODES[torch.Tensor] = _NODE(scale=5.0, flip=False)
+    torch.testing.assert_close(cf(x), x * 5)
+    _HANDLERS[torch.Tensor] = "tensor"      # now present: the guard on absence fails
+    try:
+        torch.testing.assert_close(cf(x), x)
+    finally:
+        del _HANDLERS[torch.Tensor]
+
+
+def _zip_strict(x, ys):
+    out = x
+    for a, b in zip(ys, [1.0, 2.0], strict=True):
+        out = out + a * b
+    return out
+
+
+def test_zip_strict_is_recorded_and_unequal_lengths_still_raise():
+    # torch.nn.RNNBase (timm's sequencer): zip(..., strict=True)
+    x, ys = torch.randn(2), [torch.randn(2), torch.randn(2)]
+    _one_graph(_zip_strict, x, ys)
+    torch.testing.assert_close(kiln.compile(_zip_strict)(x, ys), _zip_strict(x, ys))
+    with pytest.raises(ValueError):
+        kiln.compile(_zip_strict, backend="eager")(x, ys + [x])
+
+
+def _training_step(seed_state=None):
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    if seed_state is not None:
+        m.load_state_dict(seed_state)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return m, step
+
+
+def test_a_training_step_breaks_at_the_users_lines():
+    # the forward is one graph; zero_grad (torch._disable_dynamo), backward() and the
+    # optimizer's step break where the user calls them, never at a line inside torch
+    torch.manual_seed(0)
+    m, step = _training_step()
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    ex = kiln.explain(step, backend="eager")(x, y)
+    first = step.__code__.co_firstlineno
+    assert ex.graph_count >= 1 and ex.graphs[0]["ops"] >= 4, ex
+    assert [(b.filename, b.lineno) for b in ex.breaks] == [(__file__, first + 1), (__file__, first + 3),
+                                                          (__file__, first + 4)], ex
+    assert "marked torch.compiler.disable" in ex.breaks[0].reason
+    assert "backward" in ex.breaks[1].reason
+    # and the compiled step trains as eager does
+    m2, step2 = _training_step(m.state_dict())
+    cf = kiln.compile(step)
+    for _ in range(3):
+        torch.testing.assert_close(cf(x, y), step2(x, y))
+    for p, q in zip(m.parameters(), m2.parameters()):
+        torch.testing.assert_close(p, q)

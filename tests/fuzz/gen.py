@@ -12,6 +12,7 @@ raise are kept as the last statement, so "both raise" is tested), so every
 kept statement is well-typed for the values at hand.  Everything is drawn
 from random.Random(seed): one seed, one program.
 """
+import os
 import random
 import re
 import warnings
@@ -84,6 +85,8 @@ class Program:
         self.body = []             # Units
         self.returns = []          # expressions returned (a tuple)
         self.ret_expr = None       # capture programs: the whole return expression
+        self.root = None           # capture programs: f is a Root(<this class>)(), the body its forward
+        self.constructs = set()    # capture programs: issue 15's constructs drawn (SNIPPETS_15, CONSTRUCTS_15)
 
     def render(self):
         out = ["# kiln differential fuzzer program: kind=%s seed=%d" % (self.kind, self.seed)]
@@ -102,13 +105,14 @@ class Program:
         out += ["    return [%s]" % ", ".join(self.args), "", ""]
         out += ["def before_call(call):"]
         out += ["    " + l for l in _hoist_globals(self.before)] or ["    pass"]
-        out += ["", "", "def f(%s):" % ", ".join(self.args)]
         body = [l for u in self.body for l in u.lines]
-        out += ["    " + l for l in _hoist_globals(body)]
-        if self.ret_expr is not None:
-            out.append("    return " + self.ret_expr)
+        body = _hoist_globals(body) + ["return " + self.ret_expr if self.ret_expr is not None else
+                                       "return (%s)" % "".join(r + ", " for r in self.returns)]
+        if self.root:   # f is an instance of an nn.Module subclass; the body is its forward
+            out += ["", "", "class Root(%s):" % self.root, "    def forward(self, %s):" % ", ".join(self.args)]
+            out += ["        " + l for l in body] + ["", "", "f = Root()"]
         else:
-            out.append("    return (%s)" % "".join(r + ", " for r in self.returns))
+            out += ["", "", "def f(%s):" % ", ".join(self.args)] + ["    " + l for l in body]
         return "\n".join(out) + "\n"
 
 
@@ -639,8 +643,266 @@ SNIPPETS = [
 ]
 
 
+# ------------------------------------------- capture programs: issue 15's constructs
+#
+# Half of the capture seeds (a second random stream, seeded from the seed,
+# decides: `_second_stream`) also draw from what follows: generators consumed
+# by builtins, dataclasses with __post_init__ and a ModelOutput-like
+# OrderedDict dataclass, user context managers, try/except/finally, breaks
+# inside loops / with / try, functools.wraps decorators, autograd.Function,
+# zero-argument super(), constructors that make tensors, modules built in
+# the compiled code, functools.partial and lru_cache, torch.compiler.disable,
+# closures in comprehensions and the torch.compiler markers, and an nn.Module
+# with a zero-argument super() call as the compiled root.  The other half
+# draw nothing from that stream: their programs are the ones their seeds
+# gave before these constructs were added.
+CAPTURE_PRELUDE.update({
+    "gens": ("GEN_LOG = []\n\n\ndef pieces(u, n):\n    for i in range(n):\n        yield u * (i + 1)\n\n\n"
+             "def logged_pieces(u):\n    for i in range(2):\n        GEN_LOG.append(i)\n        yield u + i"),
+    "cfg": ("import dataclasses\n\n\n@dataclasses.dataclass\nclass Cfg:\n    scale: float = 2.0\n"
+            "    shift: float = 0.5\n    tags: list = dataclasses.field(default_factory=list)\n\n"
+            "    def __post_init__(self):\n        self.total = self.scale + self.shift\n"
+            "        self.tags.append('made')\n\n\n@dataclasses.dataclass\nclass Feat:\n    a: torch.Tensor\n"
+            "    b: torch.Tensor = None\n\n    def __post_init__(self):\n        if self.b is None:\n"
+            "            self.b = self.a.tanh()\n\n\nCFG = Cfg()"),
+    "mo": ("import collections\nimport dataclasses\n\n\nclass ModelOutput(collections.OrderedDict):\n"
+           "    def __post_init__(self):\n        for fl in dataclasses.fields(self):\n"
+           "            v = getattr(self, fl.name)\n            if v is not None:\n                self[fl.name] = v\n\n"
+           "    def __getitem__(self, k):\n        if isinstance(k, str):\n            return dict(self.items())[k]\n"
+           "        return self.to_tuple()[k]\n\n    def to_tuple(self):\n"
+           "        return tuple(self[k] for k in self.keys())\n\n\n@dataclasses.dataclass\nclass Out(ModelOutput):\n"
+           "    logits: torch.Tensor = None\n    hidden: torch.Tensor = None\n    extra: float = None\n\n\n"
+           "class SyncedOutput(ModelOutput):\n    def __setattr__(self, name, value):\n"
+           "        if name in self.keys() and value is not None:\n            super().__setitem__(name, value)\n"
+           "        super().__setattr__(name, value)\n\n\n@dataclasses.dataclass\nclass SOut(SyncedOutput):\n"
+           "    logits: torch.Tensor = None\n    hidden: torch.Tensor = None"),
+    "ctx": ("import contextlib\n\nSCOPES = []\n\n\nclass Scope:\n    def __init__(self, k):\n        self.k = k\n\n"
+            "    def __enter__(self):\n        SCOPES.append(self.k)\n        return self\n\n"
+            "    def __exit__(self, typ, val, tb):\n        SCOPES.append(-self.k)\n        return False\n\n\n"
+            "class Quiet(Scope):\n    def __exit__(self, typ, val, tb):\n        super().__exit__(typ, val, tb)\n"
+            "        return typ is ValueError\n\n\n@contextlib.contextmanager\ndef tagged(k):\n    SCOPES.append(k)\n"
+            "    try:\n        yield k * 2\n    finally:\n        SCOPES.append(-k)\n\n\nSCOPE = Scope(3.0)"),
+    "tries": ("TRIES = []\n\n\ndef checked(u):\n    if u.shape[0] > 3:\n        raise ValueError('rows %d' % u.shape[0])\n"
+              "    return u * 2"),
+    "layers": "torch.manual_seed(1)\nLAYERS = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(3)])",
+    "wraps": ("import functools\n\nCALLS = []\n\n\ndef traced(fn):\n    @functools.wraps(fn)\n"
+              "    def wrapper(*args, **kwargs):\n        CALLS.append(fn.__name__)\n        return fn(*args, **kwargs)\n"
+              "    return wrapper\n\n\ndef times(k):\n    def deco(fn):\n        @functools.wraps(fn)\n"
+              "        def wrapper(u):\n            for _ in range(k):\n                u = fn(u)\n            return u\n"
+              "        return wrapper\n    return deco\n\n\n@traced\ndef mix(u, v, alpha=1.0):\n    return u + alpha * v\n\n\n"
+              "@times(2)\ndef halve(u):\n    return u * 0.5 + 1"),
+    "afn": ("class ScaleTanh(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, u, k):\n"
+            "        ctx.k = k\n        ctx.save_for_backward(u)\n        return u.tanh() * k\n\n    @staticmethod\n"
+            "    def backward(ctx, g):\n        (u,) = ctx.saved_tensors\n        return g * ctx.k * (1 - u.tanh() ** 2), None\n\n\n"
+            "class ClampSTE(torch.autograd.Function):\n    @staticmethod\n    def forward(u):\n        return u.clamp(-1, 1)\n\n"
+            "    @staticmethod\n    def setup_context(ctx, inputs, output):\n        pass\n\n    @staticmethod\n"
+            "    def backward(ctx, g):\n        return g * 0.5\n\n\nclass TwoOut(torch.autograd.Function):\n"
+            "    @staticmethod\n    def forward(ctx, u):\n        e = u.clamp(-8, 8).exp()\n        ctx.save_for_backward(e)\n"
+            "        return u * 2, e\n\n    @staticmethod\n    def backward(ctx, g1, g2):\n        (e,) = ctx.saved_tensors\n"
+            "        return g1 * 2 + g2 * e if ctx.needs_input_grad[0] else None"),
+    "sup": ("class Base:\n    def __init__(self, k):\n        self.k = k\n\n    def apply(self, u):\n        return u * self.k\n\n\n"
+            "class Child(Base):\n    def __init__(self, k):\n        super().__init__(k + 1)\n        self.bias = 0.5\n\n"
+            "    def apply(self, u):\n        return super().apply(u) + self.bias\n\n\n"
+            "class Scaler(torch.nn.Module):\n    def __init__(self, k):\n        super().__init__()\n        self.k = k\n\n"
+            "    def forward(self, u):\n        return u * self.k\n\n\nCHILD = Child(1.0)"),
+    "kv": ("class KV:\n    def __init__(self, n):\n        self.keys = torch.zeros(n, 4)\n"
+           "        self.pos = torch.arange(n).float()[:, None]\n        self.steps = torch.ones(())\n        self.size = 0\n\n"
+           "    def update(self, u):\n        self.keys = self.keys + u\n        self.steps = self.steps + 1\n"
+           "        self.size += 1\n        return self.keys / self.steps + self.pos\n\n    def push(self, u):\n"
+           "        self.keys.add_(u)\n        self.size += 1\n        return self.keys"),
+    "part": ("import functools\n\n\ndef affine(u, a=1.0, b=0.0):\n    return u * a + b\n\n\n"
+             "PART = functools.partial(affine, a=2.0, b=0.5)\nPMUL = functools.partial(torch.mul, other=1.5)\n"
+             "PNEST = functools.partial(functools.partial(affine, b=-1.0), a=0.5)\n\n\nclass Holder:\n"
+             "    def __init__(self):\n        self.act = functools.partial(F.leaky_relu, negative_slope=0.2)\n"
+             "        self.scale = functools.partial(affine, a=3.0)\n\n\nHOLD = Holder()"),
+    "lru": ("import functools\n\n\n@functools.lru_cache(maxsize=None)\ndef tri(n):\n    return n * (n + 1) // 2\n\n\n"
+            "@functools.lru_cache(maxsize=8)\ndef evens(n):\n    return tuple(range(0, n, 2))"),
+    "dis": ("EAGER = []\n\n\n@torch.compiler.disable\ndef eager_only(u):\n    EAGER.append(tuple(u.shape))\n"
+            "    return u * 3 - 1\n\n\nclass Tool:\n    @torch.compiler.disable\n    def run(self, u):\n"
+            "        return u.tanh() + len(EAGER)\n\n\nTOOL = Tool()"),
+    "mark": ("@torch.compiler.assume_constant_result\ndef width():\n    return 4\n\n\n"
+             "@torch.compiler.allow_in_graph\ndef fused(u):\n    return u * 2 + 1"),
+    "root": ("class RootBase(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             "        self.gain = torch.nn.Parameter(torch.full((4,), 0.5))\n\n    def forward(self, u):\n"
+             "        return u * self.gain + 1"),
+})
+CAPTURE_STATE.update({"gens": ["GEN_LOG"], "cfg": ["CFG"], "ctx": ["SCOPES", "SCOPE"], "tries": ["TRIES"],
+                      "wraps": ["CALLS"], "sup": ["CHILD"], "part": ["HOLD"], "dis": ["EAGER"]})
+CAPTURE_BEFORE.update({"cfg": ["CFG.total = CFG.total + 0.25"], "ctx": ["SCOPE.k = SCOPE.k + 1"],
+                       "sup": ["CHILD.bias += 0.25"], "part": ["PART = functools.partial(affine, a=2.0 + call, b=0.5)",
+                                                              "HOLD.act = functools.partial(F.leaky_relu, "
+                                                              "negative_slope=0.1 * (call + 1))"],
+                       "layers": ["LAYERS[call % 3].bias.data.add_(0.125)"]})
+CAPTURE_GLOBALS.update({"part": "PART"})
+
+# what capture_program draws besides SNIPPETS_15: a ModelOutput in and out,
+# a generator expression returned, and an nn.Module root whose forward calls super()
+CONSTRUCTS_15 = ("modeloutput-in", "modeloutput-out", "genexpr-out", "root-super")
+
+# (construct, needs, lines), as SNIPPETS; the construct names issue 15's
+# list (test_fuzz_ci checks that the CI slice draws every one of them)
+SNIPPETS_15 = [
+    # generators and generator expressions consumed by builtins
+    ("genexpr", (), ["{n} = torch.stack(tuple(u * w for u, w in zip(({t}, {t}.tanh()), (1.0, 2.0)))).sum(0)"]),
+    ("genexpr", (), ["ls_{n} = list(u + i for i, u in enumerate(({t}, {t} * 2)))", "{n} = ls_{n}[1] - ls_{n}[0]"]),
+    ("genexpr", (), ["dd_{n} = dict((k, {t} * (i + 1)) for i, k in enumerate('ab'))", "{n} = dd_{n}['b'] - dd_{n}['a']"]),
+    ("genexpr", (), ["ss_{n} = set(d % 3 for d in {t}.shape)", "{n} = {t} * len(ss_{n}) + max(ss_{n})"]),
+    ("genexpr", (), ["{n} = {t} * 2 if any(d > 4 for d in {t}.shape) else {t} + 1",
+                     "{n} = {n} - 1 if all(d > 0 for d in {t}.shape) else {n}"]),
+    ("genexpr", (), ["{n} = sum(({t} * i for i in range(1, 4)), {t})"]),
+    ("genexpr", (), ["{n} = {t} * max(d for d in {t}.shape) - min((i * i for i in range(1, 3)), default=0)"]),
+    ("genexpr", (), ["od_{n} = sorted(i * 7 % 5 for i in range(4))", "{n} = {t} * od_{n}[-1] + od_{n}[0]"]),
+    ("genexpr", (), ["{n} = sum(u * i for i, u in enumerate(r * 2 for r in ({t}, {t}.tanh())))"]),
+    ("genexpr", (), ["{n} = sum(a * b for a, b in zip((u for u in ({t}, {t} + 1)), (0.5, 2.0)))"]),
+    ("genexpr", (), ["th_{n} = {t}.tanh()",
+                     "{n} = max((th_{n} + o for o in (3, -3, 0)), key=lambda u: float(u.sum())) + {t}"]),
+    ("genexpr", (), ["{n} = {t} + 1 if any(bool((r.abs() > 2).any()) for r in ({t}, {t} * 0.5)) else {t}"]),
+    ("genexpr", (), ["print('shape', ' x '.join(str(d) for d in {t}.shape))", "{n} = {t} + 0.5"]),
+    ("genexpr", ("gens",), ["{n} = sum(pieces({t}, 3))"]),
+    ("genexpr", ("gens",), ["{n} = torch.stack(list(pieces({t}, 2))).sum(0) + {t}"]),
+    ("genexpr", ("gens",), ["gn_{n} = pieces({t}, 2)", "a_{n} = next(gn_{n})", "{n} = a_{n} + next(gn_{n})"]),
+    ("genexpr", ("gens",), ["{n} = {t}", "for p_{n} in logged_pieces({t}):", "    GEN_LOG.append(-1)",
+                            "    {n} = {n} + p_{n}"]),
+    # dataclasses: fields, __post_init__, replace; a ModelOutput-like OrderedDict dataclass
+    ("dataclass", ("cfg",), ["cf_{n} = Cfg(scale=1.5)",
+                             "{n} = {t} * cf_{n}.total + len(cf_{n}.tags) + len(dataclasses.fields(cf_{n}))"]),
+    ("dataclass", ("cfg",), ["ft_{n} = Feat({t})", "{n} = ft_{n}.a + ft_{n}.b"]),
+    ("dataclass", ("cfg",), ["ft_{n} = Feat({t}, {t} * 2)",
+                             "{n} = sum(getattr(ft_{n}, fl.name) for fl in dataclasses.fields(ft_{n}))"]),
+    ("dataclass", ("cfg",), ["{n} = {t} * CFG.total + CFG.scale"]),
+    ("dataclass", ("cfg",), ["ft_{n} = dataclasses.replace(Feat({t}), b={t} * 3)", "{n} = ft_{n}.b - ft_{n}.a"]),
+    ("modeloutput", ("mo",), ["mo_{n} = Out(logits={t} * 2, hidden={t}.tanh())",
+                              "{n} = mo_{n}[0] + mo_{n}['hidden'] * len(mo_{n})"]),
+    ("modeloutput", ("mo",), ["mo_{n} = Out(logits={t})",
+                              "{n} = mo_{n}.logits + (1.0 if 'hidden' in mo_{n} else 2.0) + len(mo_{n}.to_tuple())"]),
+    ("modeloutput", ("mo",), ["mo_{n} = Out({t}, {t} + 1, 0.5)",
+                              "{n} = sum(v for k, v in mo_{n}.items()) + sum(len(k) for k in mo_{n}.keys())"]),
+    ("modeloutput", ("mo",), ["lo_{n}, hi_{n} = Out({t}, {t}.sigmoid()).to_tuple()", "{n} = lo_{n} * hi_{n}"]),
+    ("modeloutput", ("mo",), ["mo_{n} = SOut(logits={t}, hidden={t} * 3)", "mo_{n}.hidden = mo_{n}.hidden + 1",
+                              "{n} = mo_{n}[-1] + mo_{n}['logits']"]),
+    ("modeloutput", ("mo",), ["mo_{n} = Out(hidden={t} - 1)", "{n} = {t}", "for k_{n} in mo_{n}:",
+                              "    {n} = {n} + mo_{n}[k_{n}]"]),
+    # user context managers: classes and contextlib.contextmanager
+    ("ctxmanager", ("ctx",), ["with Scope(1.5) as sc_{n}:", "    {n} = {t} * sc_{n}.k"]),
+    ("ctxmanager", ("ctx",), ["with Quiet(2):", "    {n} = {t} + 1", "    if {n}.dim() == 2:",
+                              "        raise ValueError('skip')", "    {n} = {n} * 100"]),
+    ("ctxmanager", ("ctx",), ["with tagged(3) as tg_{n}:", "    {n} = {t} * tg_{n}"]),
+    ("ctxmanager", ("ctx",), ["with Scope(1.0), tagged(2) as tg_{n}:", "    {n} = {t} + tg_{n} + len(SCOPES)"]),
+    ("ctxmanager", ("ctx",), ["with SCOPE:", "    {n} = {t} * SCOPE.k"]),
+    # try/except/else/finally whose body records
+    ("try", ("tries",), ["try:", "    {n} = {t}.tanh() * 3", "finally:", "    TRIES.append(1)"]),
+    ("try", (), ["try:", "    {n} = {t} + 1", "    raise KeyError('miss')", "except KeyError as e_{n}:",
+                 "    {n} = {n} * len(e_{n}.args)"]),
+    ("try", ("tries",), ["try:", "    {n} = {t} * 2", "except (TypeError, ValueError):", "    {n} = {t}", "else:",
+                         "    {n} = {n} + 1", "finally:", "    TRIES.append(len(TRIES))"]),
+    ("try", ("tries",), ["try:", "    {n} = checked({t})", "except ValueError as e_{n}:",
+                         "    TRIES.append(str(e_{n}))", "    {n} = {t} - 2"]),
+    ("try", (), ["try:", "    {n} = {t}[{t}.shape[0] + 5]", "except IndexError:", "    {n} = {t} * 0.5"]),
+    # graph breaks inside loops
+    ("loopbreak", (), ["{n} = {t}", "for i_{n} in range(3):", "    {n} = {n} * 0.5 + i_{n}", "    if i_{n} == 1:",
+                       "        torch._dynamo.graph_break()"]),
+    ("loopbreak", (), ["{n} = {t} * 0", "for u_{n} in [{t}, {t}.tanh(), {t} + 1]:", "    {n} = {n} + u_{n}",
+                       "    print('step', float(u_{n}.abs().sum()))"]),
+    ("loopbreak", ("layers",), ["{n} = {t}", "for ly_{n} in LAYERS:", "    {n} = torch.tanh(ly_{n}({n}))",
+                                "    torch._dynamo.graph_break()"]),
+    ("loopbreak", ("layers",), ["{n} = {t}", "for i_{n}, ly_{n} in enumerate(LAYERS):",
+                                "    {n} = ly_{n}({n}).tanh() + i_{n}",
+                                "    if {n}.abs().sum().item() > 10 * {n}.numel():", "        {n} = {n} * 0.1"]),
+    ("loopbreak", ("layers",), ["{n} = {t}", "for ly_{n}, w_{n} in zip(LAYERS, (1.0, 0.5, 0.25)):",
+                                "    {n} = ly_{n}({n}).tanh() * w_{n}", "    print('w', w_{n})"]),
+    ("loopbreak", (), ["{n} = {t} * 1", "for v_{n} in ({t}.abs().sum(1) > 2).tolist():",
+                       "    {n} = {n} + 1 if v_{n} else {n} - 1"]),
+    ("loopbreak", (), ["{n} = {t}", "for j_{n} in range({t}.shape[0]):",
+                       "    if {t}[j_{n}].abs().sum().item() > 3:", "        break", "    {n} = {n} + j_{n}"]),
+    ("loopbreak", (), ["{n} = {t}", "k_{n} = 0", "while k_{n} < 3 and {n}.abs().sum().item() < 1e4:",
+                       "    {n} = {n} * 2", "    k_{n} += 1"]),
+    ("loopbreak", (), ["{n} = {t}", "for act_{n} in (torch.nn.ReLU(), torch.nn.Tanh()):",
+                       "    {n} = act_{n}({n}) + 0.5", "    torch._dynamo.graph_break()"]),
+    ("loopbreak", (), ["{n} = {t}", "for i_{n} in range(4):", "    if i_{n} % 2:", "        continue",
+                       "    {n} = {n} + i_{n}", "    print('i', i_{n})"]),
+    # breaks inside with and try regions
+    ("withbreak", ("ctx",), ["with Scope(0.5) as sc_{n}:", "    {n} = {t} * sc_{n}.k",
+                             "    torch._dynamo.graph_break()", "    {n} = {n} + len(SCOPES)"]),
+    ("withbreak", ("ctx",), ["with tagged(1):", "    print('inside', len(SCOPES))", "    {n} = {t} - 1"]),
+    ("trybreak", ("tries",), ["try:", "    {n} = {t} * 2", "    print('try', {n}.shape)", "    {n} = {n} - 1",
+                              "except RuntimeError:", "    {n} = {t}", "finally:", "    TRIES.append(0)"]),
+    ("trybreak", (), ["try:", "    {n} = {t} + 1", "    torch._dynamo.graph_break()",
+                      "    {n} = {n} @ torch.ones(3, 3)", "except RuntimeError:", "    {n} = {n} * 2"]),
+    ("trybreak", (), ["try:", "    {n} = {t} * 3", "    if {n}.abs().sum().item() > 1e9:",
+                      "        raise OverflowError", "except OverflowError:", "    {n} = {t}"]),
+    # functools.wraps decorators
+    ("wraps", ("wraps",), ["{n} = mix({t}, {t}.tanh(), alpha=0.5)"]),
+    ("wraps", ("wraps",), ["{n} = halve({t}) + len(mix.__name__)"]),
+    ("wraps", ("wraps",), ["{n} = mix.__wrapped__({t}, {t}) * 0.5"]),
+    ("wraps", ("wraps",), ["{n} = traced(lambda u: u * 3)({t})"]),
+    # torch.autograd.Function subclasses
+    ("autograd", ("afn",), ["{n} = ScaleTanh.apply({t}, 1.5)"]),
+    ("autograd", ("afn",), ["{n} = ClampSTE.apply({t}) + {t}"]),
+    ("autograd", ("afn",), ["a_{n}, b_{n} = TwoOut.apply({t})", "{n} = a_{n} + b_{n}"]),
+    ("autograd", ("afn",), ["with torch.no_grad():", "    a_{n} = ScaleTanh.apply({t}, 2.0)", "{n} = {t} + a_{n}"]),
+    # zero-argument super()
+    ("super", ("sup",), ["{n} = Child(2.0).apply({t})"]),
+    ("super", ("sup",), ["{n} = CHILD.apply({t}) + CHILD.k"]),
+    # constructors that make tensors
+    ("tensorinit", ("kv",), ["kv_{n} = KV({t}.shape[0])", "kv_{n}.update({t})",
+                             "{n} = kv_{n}.update({t} * 2) + kv_{n}.size"]),
+    ("tensorinit", ("kv",), ["kv_{n} = KV({t}.shape[0])", "{n} = kv_{n}.push({t}) + kv_{n}.push({t}.tanh())"]),
+    # nn modules built inside the compiled code
+    ("newmodule", (), ["{n} = torch.nn.Softmax(dim=-1)({t})"]),
+    ("newmodule", (), ["{n} = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh())({t}) + torch.nn.Identity()({t})"]),
+    ("newmodule", (), ["{n} = torch.nn.Flatten(0)({t}).view_as({t}) + torch.nn.Dropout(0.0)({t})"]),
+    ("newmodule", (), ["ln_{n} = torch.nn.Linear(4, 4, bias=False)", "with torch.no_grad():",
+                       "    ln_{n}.weight.fill_(0.25)", "{n} = ln_{n}({t})"]),
+    ("newmodule", ("sup",), ["{n} = Scaler(2.0)({t}) + torch.nn.Hardtanh(-2, 2)({t})"]),
+    # functools.partial from globals and attributes
+    ("partial", ("part",), ["{n} = PART({t})"]),
+    ("partial", ("part",), ["{n} = PMUL({t}) + PNEST({t})"]),
+    ("partial", ("part",), ["{n} = HOLD.act({t}) + HOLD.scale({t})"]),
+    ("partial", ("part",), ["{n} = functools.partial(affine, b=2.0)({t})"]),
+    # functools.lru_cache on ints
+    ("lru", ("lru",), ["{n} = {t} * tri({t}.shape[0]) / 10"]),
+    ("lru", ("lru",), ["{n} = {t}[list(evens({t}.shape[0]))] * 2"]),
+    # torch.compiler.disable
+    ("disable", ("dis",), ["{n} = eager_only({t}) + 1"]),
+    ("disable", ("dis",), ["{n} = TOOL.run({t}) * 2"]),
+    ("disable", (), ["{n} = torch.compiler.disable(lambda u: u + 2)({t})"]),
+    # closures and lambdas in comprehensions
+    ("comprehension", (), ["fs_{n} = [lambda u, i=i: u * i for i in range(3)]", "{n} = sum(h({t}) for h in fs_{n})"]),
+    ("comprehension", (), ["fs_{n} = [lambda u: u + i for i in range(3)]", "{n} = fs_{n}[0]({t}) * fs_{n}[1]({t})"]),
+    ("comprehension", (), ["w_{n} = {t}.tanh()", "{n} = sum([(lambda u: u * w_{n} + j)({t}) for j in range(2)])"]),
+    ("comprehension", (), ["sc_{n} = {{k: (lambda u, k=k: u * k) for k in (1, 2)}}", "{n} = sc_{n}[2]({t}) - sc_{n}[1]({t})"]),
+    ("comprehension", ("closure",), ["ms_{n} = [make_scaler(k) for k in (0.5, 2.0)]", "{n} = ms_{n}[1]({t}) - ms_{n}[0]({t})"]),
+    ("comprehension", (), ["{n} = sum([sum([(lambda: a * b)() for b in range(2)]) for a in range(3)]) * {t}"]),
+    # the torch.compiler markers
+    ("markers", (), ["{n} = ({t} * 2) if torch.compiler.is_compiling() else ({t} + {t})"]),
+    ("markers", (), ["if torch.compiler.is_dynamo_compiling():", "    {n} = {t}.tanh()", "else:",
+                     "    {n} = torch.tanh({t})"]),
+    ("markers", ("mark",), ["{n} = {t} * width() + fused({t})"]),
+]
+
+
+def _without():
+    """What of issue 15's constructs to leave out (KILN_FUZZ_WITHOUT=
+    "modeloutput,tagged("): a snippet whose construct is named, or one of
+    whose lines contains a named word, is not drawn.  For fuzzing the rest
+    while one of them has an open bug that would fail most programs drawing
+    it; it changes the programs of the seeds it touches."""
+    return set(filter(None, os.environ.get("KILN_FUZZ_WITHOUT", "").split(",")))
+
+
+def _second_stream(seed):
+    """The random stream of issue 15's constructs, or None: for half the
+    seeds, so those keep the programs they gave before (whose draws from
+    random.Random(seed) are not changed either way)."""
+    more = random.Random("capture-15:%d" % seed)
+    return more if more.random() < 0.5 else None
+
+
 def capture_program(seed):
     r = random.Random(seed)
+    more = _second_stream(seed)
+    without = _without()
+    snippets_15 = [s for s in SNIPPETS_15 if s[0] not in without and not any(w in l for w in without for l in s[2])]
     p = Program("capture", seed)
     p.entries = ("kiln",)
     p.ncalls = r.choice([3, 4])
@@ -651,22 +913,36 @@ def capture_program(seed):
     p.inputs = ["x = _f(g, (D, 4))%s" % rg, "y = _f(g, (D, 4))"]
     p.args = ["x", "y"]
     cont = r.choice(["none", "none", "dict", "list", "tuple", "dc", "nt"])
+    if more and more.random() < 0.15 and "modeloutput" not in without:
+        cont = "mo"   # a ModelOutput-like OrderedDict dataclass in
+        p.constructs.add("modeloutput-in")
     prelude_keys = set()
     if cont != "none":
         p.args.append("c")
         if cont == "dc":
             prelude_keys.add("dc")
-        if cont == "nt":
-            prelude_keys.add("nt")
+        if cont in ("nt", "mo"):
+            prelude_keys.add(cont)
         p.inputs.append("c = %s" % {"dict": "{'p': _f(g, (D, 4)), 'q': 2.0}", "list": "[_f(g, (D, 4)), _f(g, (4,))]",
                                     "tuple": "(_f(g, (D, 4)), 3)", "dc": "Pair(_f(g, (D, 4)), _f(g, (4,)))",
-                                    "nt": "NT(_f(g, (D, 4)), _f(g, (D, 4)))"}[cont])
+                                    "nt": "NT(_f(g, (D, 4)), _f(g, (D, 4)))",
+                                    "mo": "Out(logits=_f(g, (D, 4)), hidden=_f(g, (4,)))"}[cont])
     first = {"none": "x + y", "dict": "x + c['p'] * c['q']", "list": "x * c[0] + c[1]", "tuple": "x + c[0] * c[1]",
-             "dc": "x + c.a - c.b", "nt": "x * c.x + c.y"}[cont]
+             "dc": "x + c.a - c.b", "nt": "x * c.x + c.y", "mo": "x * c['logits'] + c[1] * len(c)"}[cont]
+    if more and more.random() < 0.2:
+        # the compiled root is an nn.Module whose forward calls super().forward
+        p.root = "RootBase"
+        p.constructs.add("root-super")
+        prelude_keys.add("root")
+        first = "super().forward(%s)" % first
     body = [Unit("t0 = %s" % first, ("t0",))]
     t, k = "t0", 1
     for _ in range(r.randint(2, 7)):
         needs, lines = r.choice(SNIPPETS)
+        if more and more.random() < 0.6:
+            construct = more.choice(sorted({c for c, _, _ in snippets_15}))   # each construct alike
+            _, needs, lines = more.choice([s for s in snippets_15 if s[0] == construct])
+            p.constructs.add(construct)
         prelude_keys.update(needs)
         n = "t%d" % k
         k += 1
@@ -675,12 +951,16 @@ def capture_program(seed):
         t = n
     outs = [t] + ([r.choice(sorted(body[r.randrange(len(body))].defines))] if r.random() < 0.5 else [])
     form = r.choice(["plain", "tuple", "dict", "list", "dc", "nt", "view"])
-    if form in ("dc", "nt"):
+    if more and more.random() < 0.3:
+        form = more.choice(["gen"] if "modeloutput" in without else ["mo", "gen"])
+        p.constructs.add({"mo": "modeloutput-out", "gen": "genexpr-out"}[form])
+    if form in ("dc", "nt", "mo"):
         prelude_keys.add(form)
     a, b = outs[0], outs[-1]
     p.ret_expr = {"plain": a, "tuple": "(%s, %s)" % (a, b), "dict": "{'out': %s, 'aux': [%s, 1]}" % (a, b),
                   "list": "[%s, %s.abs().sum()]" % (a, b), "dc": "Pair(%s, %s)" % (a, b), "nt": "NT(%s, %s)" % (a, b),
-                  "view": "(%s, %s[1:], %s.t())" % (a, a, a)}[form]
+                  "view": "(%s, %s[1:], %s.t())" % (a, a, a), "mo": "Out(logits=%s, hidden=%s)" % (a, b),
+                  "gen": "tuple(u * 1 for u in (%s, %s))" % (a, b)}[form]
     p.body = body
     for key in sorted(prelude_keys):
         p.prelude.append(CAPTURE_PRELUDE[key])

@@ -23,11 +23,14 @@ COUNT = 200
 # is a real failure, listed here so that CI fails on any NEW one while these
 # stay visible (a listed failure that no longer occurs is reported, and its
 # line should then be deleted).  Never add a line without an issue for it.
-KNOWN = {}
+KNOWN = {
+}
 
 
-def test_fuzz_slice(tmp_path):
+def test_fuzz_slice(tmp_path, monkeypatch):
     import json
+
+    monkeypatch.delenv("KILN_FUZZ_WITHOUT", raising=False)   # the whole generator (gen._without)
 
     out = tmp_path / "fuzz"
     buf = io.StringIO()
@@ -48,3 +51,13 @@ def test_fuzz_slice(tmp_path):
                              for p in sources)
         pytest.fail("fuzz slice (seeds %d..%d) found new failures %s:\n%s\n\nfirst reproducers:\n%s" % (
             SEED, SEED + COUNT - 1, new, buf.getvalue(), shown), pytrace=False)
+
+
+def test_fuzz_slice_draws_every_construct(monkeypatch):
+    # the slice's capture programs (seeds 3 mod 4) draw each of issue 15's
+    # constructs at least once (gen.SNIPPETS_15, gen.CONSTRUCTS_15)
+    from . import gen
+
+    monkeypatch.delenv("KILN_FUZZ_WITHOUT", raising=False)
+    drawn = set().union(*(gen.capture_program(s).constructs for s in range(SEED, SEED + COUNT) if s % 4 == 3))
+    assert drawn == {c for c, _, _ in gen.SNIPPETS_15} | set(gen.CONSTRUCTS_15)

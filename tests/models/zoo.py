@@ -26,11 +26,12 @@ V = 128  # vocabulary size of the text models
 H, I, L, NH = 32, 64, 2, 4  # hidden, intermediate, layers, heads
 
 ZOO = []  # [(name, builder)]
+GROUP = {}  # name -> its group: "main" here; "vision", "vision_more": tests/models/zoo_vision.py (timm, torchvision)
 
 
-def model(name):
-    """Register a builder under name; the registered function seeds the
-    generator (0) and returns the module in eval mode."""
+def model(name, group="main"):
+    """Register a builder under name in group; the registered function seeds
+    the generator (0) and returns the module in eval mode."""
 
     def register(fn):
         def builder():
@@ -41,13 +42,15 @@ def model(name):
         builder.__name__ = builder.__qualname__ = f"build_{name}"
         assert name not in dict(ZOO), name
         ZOO.append((name, builder))
+        GROUP[name] = group
         return builder
 
     return register
 
 
-def names():
-    return [n for n, _ in ZOO]
+def names(group="main"):
+    """The registered models of group in order (group None: all of them)."""
+    return [n for n, _ in ZOO if group is None or GROUP[n] == group]
 
 
 def build(name):
