@@ -1047,7 +1047,8 @@ obj_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
             return kn_call(r, fr, fv, &v, 1, NULL, out);
         }
         if (Py_TYPE(d) == &PyMemberDescr_Type || Py_TYPE(d) == &PyGetSetDescr_Type ||
-            strcmp(Py_TYPE(d)->tp_name, "_collections._tuplegetter") == 0) {   /* (a namedtuple's field) */
+            strcmp(Py_TYPE(d)->tp_name, "_collections._tuplegetter") == 0 ||   /* a namedtuple's field */
+            strcmp(Py_TYPE(d)->tp_name, "collections._tuplegetter") == 0) {    /* (so named on 3.12) */
             PyObject *val = PyObject_GetAttr(o, name);
             if (val == NULL) {
                 PyErr_Clear();
