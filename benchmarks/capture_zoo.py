@@ -7,7 +7,8 @@ sizes, built on the CPU), one process, one model after another:
 Columns: kiln's graphs and breaks under kiln.explain(model, backend="eager")
 (one break per place and reason); TorchDynamo's under
 torch._dynamo.explain(model) (its count is graph_count - 1, shown as 0 where
-it records no graph); "equal": kiln.compile(model) (two calls) gives eager's
+it records no graph, or the number of distinct breaks in its counters where
+that is more: explain reports none where a break leaves it no graph); "equal": kiln.compile(model) (two calls) gives eager's
 outputs, every tensor of the ModelOutput / tuple / cache at rtol = atol =
 1e-4 (ERR: an exception, shown in brackets); "D eq", only where kiln's is not
 equal: whether torch.compile(model, backend="eager") gives eager's outputs

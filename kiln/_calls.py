@@ -22,6 +22,8 @@ import torch
 # 10: marked assume_constant_result: run for real at record time, its result a constant (unguarded)
 # 11: torch.autograd.Function.apply (bound to a subclass): its forward inlined where no gradient is
 #     needed (kiln._capture.function_apply), else a graph break
+# 12: a torch higher-order function taking a pure Python function first (associative_scan): one
+#     graph node, called whole, when that function reads no closure and no global but modules
 
 _PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
 _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
@@ -73,6 +75,21 @@ def _function_apply(f):
     return (getattr(f, "__name__", None) == "apply" and isinstance(owner, type)
             and issubclass(owner, torch.autograd.Function) and owner is not torch.autograd.Function)
 
+# higher-order functions Dynamo records as one node (a HOP) whose function argument kiln passes whole
+# (fx names a node's target by its module path, which torch._higher_order_ops's own function of the
+# same name shadows: a graph calls it through the alias here)
+HIGHER_ORDER_ALIAS = {}
+try:
+    from torch._higher_order_ops.associative_scan import associative_scan as _ascan
+
+    def associative_scan(*args, **kwargs):
+        return _ascan(*args, **kwargs)
+
+    HIGHER_ORDER_ALIAS[_ascan] = associative_scan
+except ImportError:  # an older torch without it
+    pass
+_HIGHER_ORDER = set(HIGHER_ORDER_ALIAS)
+
 _NOT_GRAPH = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled,
               torch.compile, torch.save, torch.load}
 
@@ -107,6 +124,8 @@ def _classify(f):
         return 9
     if f in _COMPILING_QUERIES:
         return 5
+    if f in _HIGHER_ORDER:
+        return 12
     if isinstance(f, functools.partial):
         # a subclass that redefines __call__ is not a partial application
         return 4 if type(f).__call__ is functools.partial.__call__ else 0

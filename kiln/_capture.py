@@ -334,12 +334,34 @@ def _is_functorch_wrapped(t):
     return bool(f(t)) if f is not None else False
 
 
+def _function_attrs(graph):
+    """The graph's root module, holding the Python functions that nodes take
+    as arguments (associative_scan's combine_fn: record_call.c class 12), each
+    read by a get_attr node (fx writes no function into its code)."""
+    from ._calls import HIGHER_ORDER_ALIAS
+
+    root = torch.nn.Module()
+    for node in list(graph.nodes):
+        if node.op != "call_function" or not any(isinstance(a, types.FunctionType) for a in node.args):
+            continue
+        node.target = HIGHER_ORDER_ALIAS.get(node.target, node.target)
+        args = list(node.args)
+        for i, a in enumerate(args):
+            if isinstance(a, types.FunctionType):
+                name = f"_kn_fn{len(root._modules) + len(root.__dict__)}"
+                object.__setattr__(root, name, a)
+                with graph.inserting_before(node):
+                    args[i] = graph.get_attr(name)
+        node.args = tuple(args)
+    return root
+
+
 def finish(graph, fake_mode, examples, backend, info):
     """A recorded graph -> the backend's compiled callable (returns a tuple),
     or None where the segment must run as Python (see below).
     A backend the user passed that raises is their error
     (BackendCompilerFailed); kiln's own backends raising are kiln's."""
-    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    gm = torch.fx.GraphModule(_function_attrs(graph), graph)
     from . import backends
 
     before = len(backends.compiled_graphs)

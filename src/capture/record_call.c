@@ -1119,6 +1119,37 @@ done:
     return rc;
 }
 
+/* An argument of a constructor run at record time: objects made or read at
+ * record time as themselves (also inside lists and tuples: pytree's
+ * TreeSpec(type, context, [LeafSpec, ...])), tensors as their fakes.  New
+ * ref, or NULL with a break or an error set. */
+static PyObject *
+construct_arg(kn_rec *r, kn_val *v)
+{
+    if (v->kind == V_OBJ) {
+        PyObject *x = real_of(r, v);
+        if (x == NULL && !PyErr_Occurred())
+            kn_brk(r, KN_BRK_TENSOR_OP_ARGUMENT, Py_TYPE(v->obj)->tp_name);
+        return x;
+    }
+    if (v->kind == V_LIST || v->kind == V_TUPLE) {
+        PyObject *o = v->kind == V_TUPLE ? PyTuple_New(v->n) : PyList_New(v->n);
+        for (int i = 0; o && i < v->n; i++) {
+            PyObject *it = construct_arg(r, v->items[i]);
+            if (it == NULL) {
+                Py_CLEAR(o);
+                break;
+            }
+            if (v->kind == V_TUPLE)
+                PyTuple_SET_ITEM(o, i, it);
+            else
+                PyList_SET_ITEM(o, i, it);
+        }
+        return o;
+    }
+    return kn_to_py(r, v, 1);
+}
+
 int
 kn_construct_at_record_time(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, int nargs, PyObject *kwnames,
                             kn_val **out)
@@ -1128,13 +1159,13 @@ kn_construct_at_record_time(kn_rec *r, rframe *fr, kn_val *cls, kn_val **args, i
     if (fa == NULL || fk == NULL)
         goto fail;
     for (int i = 0; i < npos; i++) {
-        PyObject *x = args[i]->kind == V_OBJ ? real_of(r, args[i]) : kn_to_py(r, args[i], 1);
+        PyObject *x = construct_arg(r, args[i]);
         if (x == NULL)
             goto fail;
         PyTuple_SET_ITEM(fa, i, x);
     }
     for (int i = 0; i < nkw; i++) {
-        PyObject *x = args[npos + i]->kind == V_OBJ ? real_of(r, args[npos + i]) : kn_to_py(r, args[npos + i], 1);
+        PyObject *x = construct_arg(r, args[npos + i]);
         if (x == NULL || PyDict_SetItem(fk, PyTuple_GET_ITEM(kwnames, i), x) < 0) {
             Py_XDECREF(x);
             goto fail;
@@ -1788,6 +1819,45 @@ module_call(kn_rec *r, rframe *fr, kn_val *m, kn_val **args, int nargs, PyObject
     return 0;
 }
 
+/* The function argument of a higher-order function called whole (class 12)
+ * as a constant: a function made while recording (its code a constant of the
+ * guarded code) with no closure, no defaults but constants, whose global
+ * names are modules, classes or builtins where they are set (read again by
+ * every call, as eager reads them); a function read from a source passes
+ * as it is where it has no closure and no defaults (a guard on its code then
+ * pins all of it) and its globals are as above.  0 (*out set), or a break. */
+static int
+pure_function_value(kn_rec *r, kn_val *v, kn_val **out)
+{
+    int made = v->kind == V_FUNC && v->n == 0 && (v->fn == NULL || v->fn->kind == V_CONST) &&
+               (v->self == NULL || v->self->kind == V_CONST);
+    int read = v->kind == V_CONST && PyFunction_Check(v->obj) && PyFunction_GET_CLOSURE(v->obj) == NULL &&
+               PyFunction_GET_DEFAULTS(v->obj) == NULL && PyFunction_GET_KW_DEFAULTS(v->obj) == NULL;
+    if (!made && !read)
+        return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a higher-order function over a closure or a computed function");
+    PyCodeObject *co = (PyCodeObject *)(made ? v->obj : PyFunction_GET_CODE(v->obj));
+    PyObject *globals = made ? v->globals : PyFunction_GET_GLOBALS(v->obj);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_names); i++) {
+        PyObject *g = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(co->co_names, i));
+        if (g == NULL && PyErr_Occurred())
+            return KN_ERR;
+        if (g != NULL && !PyModule_Check(g) && !PyType_Check(g) && !PyCFunction_Check(g))
+            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a higher-order function over a function that reads globals");
+    }
+    if (read) {
+        *out = v;
+        return 0;
+    }
+    PyObject *f = PyFunction_New((PyObject *)co, v->globals);
+    if (f == NULL || (v->fn && PyFunction_SetDefaults(f, v->fn->obj) < 0) ||
+        (v->self && PyFunction_SetKwDefaults(f, v->self->obj) < 0)) {
+        Py_XDECREF(f);
+        return KN_ERR;
+    }
+    *out = kn_v_const_steal(r, f);
+    return *out ? 0 : KN_FAIL;
+}
+
 int
 kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
@@ -2021,6 +2091,16 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
             memcpy(argv, args, sizeof(kn_val *) * nargs);
         }
         return kn_inline(r, fr, kn_cenv.function_apply, hv, argv, nargs, kwnames, out);
+    }
+    case 12: { /* associative_scan(fn, xs, ...): one node, fn passed whole where it is pure */
+        kn_val *argv[65];
+        if (nargs < 1 || nargs > 64)
+            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a higher-order function without its function");
+        memcpy(argv, args, sizeof(kn_val *) * nargs);
+        int rc = pure_function_value(r, args[0], &argv[0]);
+        if (rc)
+            return rc;
+        return kn_torch_op(r, f, 0, argv, nargs, kwnames, out);
     }
     case 8: { /* torch.compiler.disable: break, the call runs eagerly */
         PyObject *nm = PyObject_GetAttrString(f, "__qualname__");

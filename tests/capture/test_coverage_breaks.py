@@ -680,3 +680,55 @@ def test_a_training_step_breaks_at_the_users_lines():
         torch.testing.assert_close(cf(x, y), step2(x, y))
     for p, q in zip(m.parameters(), m2.parameters()):
         torch.testing.assert_close(p, q)
+
+
+def _flatten_add(a, b):
+    leaves, spec = torch.utils._pytree.tree_flatten((a, [b, a]))
+    return leaves[0] + leaves[1] * leaves[2], spec
+
+
+def test_pytree_flatten_builds_its_spec_at_record_time():
+    # TreeSpec(type, context, [LeafSpec, ...]): a record-time object inside a
+    # list passed to a record-time constructor
+    a, b = torch.randn(3), torch.randn(3)
+    ex = kiln.explain(_flatten_add, backend="eager")(a, b)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+    cf = kiln.compile(_flatten_add)
+    for _ in range(2):
+        out, spec = cf(a, b)
+        torch.testing.assert_close(out, a + b * a)
+        assert spec == torch.utils._pytree.tree_flatten((a, [b, a]))[1]
+
+
+_SCAN_SCALE = torch.tensor(2.0)
+
+
+def _scan(a, b, how):
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    def combine(left, right):
+        return left[0] * right[0], right[0] * left[1] + right[1]
+
+    def combine_global(left, right):
+        return left[0] * right[0] * _SCAN_SCALE, right[0] * left[1] + right[1]
+
+    def combine_closure(left, right):
+        return left[0] * right[0] * a.mean(), right[0] * left[1] + right[1]
+
+    fn = {"pure": combine, "global": combine_global, "closure": combine_closure}[how]
+    _, s = associative_scan(fn, (a, b), dim=1, combine_mode="generic")
+    return s.sin() + 1
+
+
+@pytest.mark.parametrize("how", ["pure", "global", "closure"])
+def test_associative_scan_is_one_node_over_a_pure_function(how):
+    # Mamba's selective scan under compile: Dynamo records the HOP; kiln calls
+    # it whole where its function reads nothing but its arguments and modules
+    a, b = torch.rand(2, 7, 3), torch.rand(2, 7, 3)
+    ex = kiln.explain(_scan)(a, b, how)
+    assert ex.graph_count > 0 and (ex.graph_break_count == 0) == (how == "pure"), ex
+    if how != "pure":   # then the scan runs as Python, its function under vmap
+        assert "higher-order function" in ex.breaks[0].reason, ex
+    cf = kiln.compile(_scan)
+    for _ in range(2):
+        torch.testing.assert_close(cf(a, b, how), _scan(a, b, how))

@@ -11,8 +11,9 @@ The two are separate tests so that one model's results say which half fails.
 An output that differs from eager is excused only where the model itself
 computes otherwise under torch.compiler.is_compiling() (COMPILE_BRANCH,
 checked by running it eagerly with that flag set).  The models where kiln
-still breaks more often than TorchDynamo (issue 15's open work, measured
-2026-12-04 with kiln.config.capture_libraries off: 2 of 121) are listed in
+still breaks more often than TorchDynamo (none of 121 since 2026-12-04;
+TorchDynamo's count is the larger of its explain's and its counters', see
+zoo.compare) would be listed in
 MORE_BREAKS_THAN_DYNAMO and marked xfail(strict=True): each still runs, and
 a model that stops breaking more fails the run until it leaves the list
 (benchmarks/capture_zoo.py prints the same comparison as a table).  Both tests of a model share one run (zoo.compare).  The whole
@@ -33,16 +34,9 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 _results = {}
 
-# issue 15, open: kiln breaks more often than TorchDynamo on these (the
-# ModelOutput methods transformers calls, loops kiln cannot resume inside,
-# autograd.Function, lru_cache wrappers, parametrizations, ...)
-MORE_BREAKS_THAN_DYNAMO = {
-    'mamba',            # `in` on torch.utils._pytree's SUPPORTED_NODES (a dict keyed by types), a loop resume
-    'nn_transformer',   # bool(mask.all()) in _detect_is_causal_mask: TorchDynamo breaks there too (its log
-                        # says so) but its explain then reports 0 graphs and no break; kiln: 1 graph, 1 break
-}
-# the model itself computes otherwise under torch.compiler.is_compiling()
-# (kiln's output equals eager's run with it True; TorchDynamo's differs alike)
+# models where kiln breaks more often than TorchDynamo, xfail(strict) while listed
+MORE_BREAKS_THAN_DYNAMO = set()
+
 COMPILE_BRANCH = {"umt5"}
 
 

@@ -927,11 +927,19 @@ def compare(name, backend="kiln", catch=False):
         if ex is not None:
             r.kiln_graphs, r.kiln_breaks, r.kiln_reasons = ex.graph_count, ex.graph_break_count, list(ex.breaks)
         _reset()
+        from torch._dynamo.utils import counters
+
+        counters.clear()
         dx = step(lambda: torch._dynamo.explain(m)(*args, **kwargs))
         if dx is not None:
-            # TorchDynamo counts graph_count - 1 breaks: -1 where it records no graph at all
-            r.dynamo_graphs, r.dynamo_breaks = dx.graph_count, max(0, dx.graph_break_count)
-            r.dynamo_reasons = [b.reason for b in dx.break_reasons]
+            # TorchDynamo counts graph_count - 1 breaks: -1 where it records no graph at all.
+            # Where it breaks and then records no graph (nn.Transformer's data-dependent
+            # bool()), explain reports nothing but its counters (and its log) keep the
+            # break: the larger of the two is its count
+            seen = len(counters["graph_break"])
+            r.dynamo_graphs, r.dynamo_breaks = dx.graph_count, max(0, dx.graph_break_count, seen)
+            r.dynamo_reasons = [b.reason for b in dx.break_reasons] or \
+                [k.splitlines()[0] for k in counters["graph_break"]]
         _reset()
 
         def run_compiled():
