@@ -24,6 +24,8 @@ import torch
 #     needed (kiln._capture.function_apply), else a graph break
 # 12: a torch higher-order function taking a pure Python function first (associative_scan): one
 #     graph node, called whole, when that function reads no closure and no global but modules
+# 13: a query of a tensor's metadata (torch.is_complex(p)): answered on the fake tensors, whose dtype,
+#     shape and device the guards pin
 
 _PURE_MODULES = {"math", "operator", "_operator", "cmath", "string"}
 _GRAPH_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._refs", "torch.nn.init",
@@ -56,8 +58,9 @@ for _path in ("torch.compiler.is_compiling", "torch._dynamo.is_compiling",
     except AttributeError:
         pass
 
+_TENSOR_QUERIES = {getattr(torch, q) for q in ("is_complex", "is_floating_point", "numel") if hasattr(torch, q)}
 _PURE_TORCH = set()
-for _f in ("is_autocast_enabled", "get_default_dtype", "is_floating_point", "is_complex",
+for _f in ("is_autocast_enabled", "get_default_dtype",
            "promote_types", "result_type", "can_cast", "finfo", "iinfo"):
     if hasattr(torch, _f):
         _PURE_TORCH.add(getattr(torch, _f))
@@ -126,6 +129,8 @@ def _classify(f):
         return 5
     if f in _HIGHER_ORDER:
         return 12
+    if f in _TENSOR_QUERIES:
+        return 13
     if isinstance(f, functools.partial):
         # a subclass that redefines __call__ is not a partial application
         return 4 if type(f).__call__ is functools.partial.__call__ else 0

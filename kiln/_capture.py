@@ -495,7 +495,8 @@ from ._liveness import dead_cells, dead_locals, private_cells  # noqa: E402,F401
 
 # ---------------------------------------------------------------- paths never recorded
 def _path_rules():
-    """((prefix, skip), ...) for the capture's hook: frames of torch, kiln,
+    """((prefix, skip), ...) for the capture's hook (skip: a bool, or the
+    names of the functions recorded there, the rest skipped): frames of torch, kiln,
     the standard library and a few tools are never recorded (they run as
     Python unless a recorded frame inlines them); with
     config.capture_libraries site-packages is recorded (a library's model
@@ -525,9 +526,15 @@ def _path_rules():
         keep.add(site.getusersitepackages())
     except Exception:  # noqa: BLE001  (no user site in some embedded interpreters)
         pass
+    # torch.optim: an optimizer's step (under its wrappers, which run as Python) is its own graph, as
+    # under TorchDynamo; the rest of torch.optim is not recorded as a root
+    optim = os.path.join(os.path.dirname(torch.__file__), "optim")
+    steps = {optim}
+    files |= {os.path.join(optim, f) for f in ("lr_scheduler.py", "swa_utils.py")}   # their step()s are not
     rules = {}
     from . import config
-    for paths, is_skip, sep in ((keep, not config.capture_libraries, os.sep), (skip, True, os.sep), (files, True, "")):
+    for paths, is_skip, sep in ((keep, not config.capture_libraries, os.sep), (skip, True, os.sep), (files, True, ""),
+                                (steps, ("step",), os.sep)):
         for p in paths:
             if p:
                 for q in {os.path.realpath(p), os.path.abspath(p)}:

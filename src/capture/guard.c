@@ -700,7 +700,11 @@ kn_src_describe(kn_src *srcs, int i, PyCodeObject *code)
     case KN_SRC_STACK: r = PyUnicode_FromFormat("stack[%zd]", s->idx); break;
     case KN_SRC_GLOBAL: r = PyUnicode_FromFormat("G[%R]", s->key); break;
     case KN_SRC_ATTR: r = PyUnicode_FromFormat("%U.%U", p, s->key); break;
-    case KN_SRC_DICT: r = PyUnicode_FromFormat("%U[%R]", p, s->key); break;
+    case KN_SRC_DICT:
+        r = PyObject_TypeCheck(s->key, (PyTypeObject *)kn_cenv.torch_tensor)
+                ? PyUnicode_FromFormat("%U[<tensor at %p>]", p, s->key)
+                : PyUnicode_FromFormat("%U[%R]", p, s->key);
+        break;
     case KN_SRC_INSTDICT: r = PyUnicode_FromFormat("%U.__dict__", p); break;
     case KN_SRC_ITEM: r = PyUnicode_FromFormat("%U[%zd]", p, s->idx); break;
     case KN_SRC_CELL: r = PyUnicode_FromFormat("%U.cell_contents", p); break;

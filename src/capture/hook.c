@@ -42,7 +42,8 @@ static _Thread_local kn_capctx *tls_ctx;   /* the compiled callable running on t
 _Thread_local int kn_hook_off;             /* > 0: hook off (recording, running a graph) */
 static long installed;                     /* compiled calls in flight, all threads (GIL) */
 static Py_ssize_t extra_index = -1;
-static PyObject *path_rules;               /* ((prefix, skip), ...): the longest matching prefix decides */
+static PyObject *path_rules;               /* ((prefix, skip), ...): the longest matching prefix decides;
+                                              skip a bool, or a tuple of the function names recorded */
 static PyObject *capture_stats;            /* dict: counters for tests and explain */
 
 /* Every live code info, so kiln.reset() can drop them all. */
@@ -224,8 +225,12 @@ path_skipped(PyCodeObject *code)
         PyObject *rule = PyTuple_GET_ITEM(path_rules, i), *prefix = PyTuple_GET_ITEM(rule, 0);
         Py_ssize_t len = PyUnicode_GET_LENGTH(prefix);
         if (len > best && PyUnicode_Tailmatch(code->co_filename, prefix, 0, PY_SSIZE_T_MAX, -1) == 1) {
+            PyObject *how = PyTuple_GET_ITEM(rule, 1);
             best = len;
-            skip = PyObject_IsTrue(PyTuple_GET_ITEM(rule, 1)) == 1;
+            if (PyTuple_Check(how))   /* the functions of these names are recorded, the rest skipped */
+                skip = PySequence_Contains(how, code->co_name) != 1;
+            else
+                skip = PyObject_IsTrue(how) == 1;
         }
     }
     if (skip)

@@ -1015,9 +1015,46 @@ unpack(kn_rec *r, rframe *fr, kn_val *seq, int n, int before, int after)
     return 0;
 }
 
+/* d[t], d a dict read from a source and t an input tensor (an optimizer's
+ * state, keyed by its parameters): the tensor guarded by identity, the item
+ * read from the source d[t]; a key not there yet (a defaultdict's first use,
+ * which inserts) breaks, guarded absent so that a later call records again.
+ * 0 done, 2 not this case, or KN_BREAK / KN_ERR. */
+static int
+dict_item_by_tensor(kn_rec *r, kn_val *c, kn_val *k, kn_val **out)
+{
+    PyObject *key = NULL;
+    for (int i = 0; i < r->ninputs && key == NULL; i++)
+        if (r->inputs[i] == k->src)
+            key = PyList_GET_ITEM(r->examples, i);
+    if (key == NULL)
+        return 2;
+    if (kn_guard_add(r, KN_G_ID, k->src, key, NULL, NULL, NULL, 0) < 0)
+        return KN_FAIL;
+    PyObject *val = PyDict_GetItemWithError(c->obj, key);
+    if (val == NULL) {
+        if (PyErr_Occurred())
+            return KN_ERR;
+        if (kn_guard_add(r, KN_G_HASKEY, c->src, key, NULL, NULL, NULL, 0) < 0)
+            return KN_FAIL;
+        return kn_brk(r, KN_BRK_KEY_ERROR, "in a dict keyed by tensors (an optimizer's first step fills its state)");
+    }
+    Py_INCREF(val);
+    int s = kn_src_add(r, KN_SRC_DICT, c->src, key, 0);
+    *out = s < 0 ? NULL : kn_wrap(r, val, s);
+    Py_DECREF(val);
+    return *out ? 0 : KN_FAIL;
+}
+
 static int
 subscr(kn_rec *r, rframe *fr, kn_val *c, kn_val *k, kn_val **out)
 {
+    if (c->kind == V_OBJ && c->src >= 0 && !c->attrs && PyDict_Check(c->obj) && k->kind == V_TENSOR && k->src >= 0 &&
+        Py_TYPE(c->obj)->tp_as_mapping->mp_subscript == PyDict_Type.tp_as_mapping->mp_subscript) {
+        int rc = dict_item_by_tensor(r, c, k, out);
+        if (rc != 2)
+            return rc;
+    }
     if (c->kind == V_TENSOR || (k->kind == V_TENSOR && c->kind != V_CONST)) {
         PyObject *gi = opfn("getitem");
         kn_val *args[2] = {c, k};

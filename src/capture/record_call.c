@@ -1858,6 +1858,43 @@ pure_function_value(kn_rec *r, kn_val *v, kn_val **out)
     return *out ? 0 : KN_FAIL;
 }
 
+/* t.addcdiv_(a, b, value=v) and addcmul(_) with v a tensor (a 0-d step size
+ * under torch.compile: Adam's, Adagrad's), which eager turns into a number
+ * by reading its data: recorded as t.add_(a.div(b).mul(v)), as Dynamo does.
+ * 0 done, 2 not this case, or KN_BREAK / KN_ERR. */
+static int
+tensor_value_addc(kn_rec *r, kn_val *fn, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+{
+    const char *nm = PyUnicode_AsUTF8(fn->obj);
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    if (nm == NULL || nkw != 1 || nargs != 3 || args[2]->kind != V_TENSOR ||
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "value") != 0)
+        return PyErr_Occurred() ? KN_ERR : 2;
+    int div = !strcmp(nm, "addcdiv_") || !strcmp(nm, "addcdiv"), inplace = nm[strlen(nm) - 1] == '_';
+    if (!div && strcmp(nm, "addcmul_") && strcmp(nm, "addcmul"))
+        return 2;
+    PyObject *op = PyUnicode_FromString(div ? "div" : "mul"), *mul = PyUnicode_FromString("mul"),
+             *add = PyUnicode_FromString(inplace ? "add_" : "add");
+    kn_val *q = NULL, *qv = NULL;
+    int rc = KN_ERR;
+    if (op && mul && add && kn_pin(r, op) && kn_pin(r, mul) && kn_pin(r, add)) {
+        kn_val *a1[2] = {args[0], args[1]};
+        rc = kn_torch_op(r, op, 1, a1, 2, NULL, &q);
+        if (rc == 0) {
+            kn_val *a2[2] = {q, args[2]};
+            rc = kn_torch_op(r, mul, 1, a2, 2, NULL, &qv);
+        }
+        if (rc == 0) {
+            kn_val *a3[2] = {fn->self, qv};
+            rc = kn_torch_op(r, add, 1, a3, 2, NULL, out);
+        }
+    }
+    Py_XDECREF(op);
+    Py_XDECREF(mul);
+    Py_XDECREF(add);
+    return rc;
+}
+
 int
 kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
@@ -1869,12 +1906,16 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         argv[0] = fn->self;
         memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
         return kn_call(r, fr, fn->fn, argv, nargs + 1, kwnames, out);
-    case V_TMETHOD:
+    case V_TMETHOD: {
         if (nargs + 1 > 64)
             return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
+        int rc = tensor_value_addc(r, fn, args, nargs, kwnames, out);
+        if (rc != 2)
+            return rc;
         argv[0] = fn->self;
         memcpy(argv + 1, args, sizeof(kn_val *) * nargs);
         return kn_torch_op(r, fn->obj, 1, argv, nargs + 1, kwnames, out);
+    }
     case V_BMETHOD:
         return bmethod_call(r, fn, args, nargs, kwnames, out);
     case V_FUNC:
@@ -2101,6 +2142,21 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         if (rc)
             return rc;
         return kn_torch_op(r, f, 0, argv, nargs, kwnames, out);
+    }
+    case 13: { /* torch.is_complex(t) and the like: asked of the fakes, the answer a constant */
+        PyObject *a[16];
+        if (nargs > 16)
+            return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
+        for (int i = 0; i < nargs; i++)
+            if (!(args[i]->kind == V_CONST || args[i]->kind == V_TENSOR) ||
+                (a[i] = kn_to_py(r, args[i], 1)) == NULL) {
+                for (int j = 0; j < i; j++)
+                    Py_DECREF(a[j]);
+                return PyErr_Occurred() ? KN_ERR : kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
+            }
+        int rc;
+        call_gathered(r, f, a, nargs, kwnames, out, &rc);
+        return rc;
     }
     case 8: { /* torch.compiler.disable: break, the call runs eagerly */
         PyObject *nm = PyObject_GetAttrString(f, "__qualname__");

@@ -732,3 +732,72 @@ def test_associative_scan_is_one_node_over_a_pure_function(how):
     cf = kiln.compile(_scan)
     for _ in range(2):
         torch.testing.assert_close(cf(a, b, how), _scan(a, b, how))
+
+
+def _optimizer_step(kind, state=None):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    if state is not None:
+        m.load_state_dict(state)
+    opt = {"sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3),
+           "adam": lambda p: torch.optim.Adam(p, lr=0.01),
+           "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.01)}[kind](m.parameters())
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return m, step
+
+
+@pytest.mark.parametrize("kind", ["sgd_momentum", "adam", "adagrad"])
+def test_an_optimizers_step_is_its_own_graph(kind):
+    # as under Dynamo: the optimizer's step (under its wrappers, which run as
+    # Python) is recorded as its own graph once its state exists: the params'
+    # .grad read as inputs, its state (a dict keyed by the params) read by
+    # identity, torch.is_complex(p) answered on the fake, addcdiv_ with a tensor
+    # step size; the first step, which fills the state, breaks and records again
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    m, step = _optimizer_step(kind)
+    step(x, y)
+    ex = kiln.explain(step, backend="eager")(x, y)
+    assert ex.graph_count == 2 and ex.graphs[1]["ops"] >= 10, ex
+    assert all(b.filename == __file__ for b in ex.breaks), ex
+    m1, step1 = _optimizer_step(kind)
+    m2, step2 = _optimizer_step(kind)
+    cf = kiln.compile(step1)
+    for _ in range(4):
+        torch.testing.assert_close(cf(x, y), step2(x, y))
+    for p, q in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(p, q)
+
+
+def _addcdiv_tensor_value(p, a, b, v):
+    p = p.clone()
+    p.addcdiv_(a, b, value=-v)
+    return p.addcmul(a, b, value=v)
+
+
+def test_addcdiv_with_a_tensor_value_is_recorded():
+    p, a, b, v = torch.randn(5), torch.randn(5), torch.rand(5) + 1, torch.tensor(0.3)
+    ex = kiln.explain(_addcdiv_tensor_value, backend="eager")(p, a, b, v)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+    torch.testing.assert_close(kiln.compile(_addcdiv_tensor_value)(p, a, b, v), _addcdiv_tensor_value(p, a, b, v))
+
+
+def _by_tensor(t, d):
+    return d[t] * 2 + t
+
+
+def test_a_dict_keyed_by_tensors_is_read_by_identity():
+    t1, t2 = torch.randn(3), torch.randn(3)
+    d1, d2 = {t1: torch.randn(3)}, {t2: torch.randn(3), t1: torch.randn(3)}
+    _one_graph(_by_tensor, t1, d1)
+    cf = kiln.compile(_by_tensor)
+    for t, d in ((t1, d1), (t2, d2), (t1, d2), (t1, d1)):
+        torch.testing.assert_close(cf(t, d), _by_tensor(t, d))
+    with pytest.raises(KeyError):
+        cf(t2, d1)
