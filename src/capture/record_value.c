@@ -899,19 +899,14 @@ kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out)
 
 /* ------------------------------------------------------------------ attributes */
 
-/* A source for cls.name when cls is a user class (its attributes may be
- * rebound between calls); -1 for classes of torch and builtins. */
+/* A source for cls.name when cls is a class defined in Python, the user's
+ * or a library's, torch's own included (its attributes may be rebound
+ * between calls: a model's flag patched on its class); -1 for builtin and C
+ * classes, whose attributes cannot be rebound. */
 static int
 class_attr_src(kn_rec *r, PyObject *cls, PyObject *name)
 {
     if (!PyType_Check(cls) || !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE))
-        return -1;
-    PyObject *mod = PyObject_GetAttrString(cls, "__module__");
-    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
-    int skip = m == NULL || strncmp(m, "torch", 5) == 0 || strncmp(m, "transformers", 12) == 0;
-    Py_XDECREF(mod);
-    PyErr_Clear();
-    if (skip)
         return -1;
     int cs = kn_src_add(r, KN_SRC_CONST, -1, cls, 0);
     return cs >= 0 ? kn_src_add(r, KN_SRC_ATTR, cs, name, 0) : -1;

@@ -801,3 +801,27 @@ def test_a_dict_keyed_by_tensors_is_read_by_identity():
         torch.testing.assert_close(cf(t, d), _by_tensor(t, d))
     with pytest.raises(KeyError):
         cf(t2, d1)
+
+
+class _LibraryLayer(torch.nn.Module):
+    __module__ = "transformers.models.fake.modeling_fake"   # a library's class, as kiln sees it
+    scale = 2.0
+    use_bias = True
+
+    def forward(self, x):
+        y = x * self.scale
+        return y + 1 if self.use_bias else y
+
+
+def test_class_attributes_of_library_classes_are_guarded():
+    # a flag patched on a library's class between calls (a model's option set
+    # on its class) records again instead of replaying the old constant
+    m, x = _LibraryLayer(), torch.randn(3)
+    cf = kiln.compile(m)
+    torch.testing.assert_close(cf(x), x * 2 + 1)
+    try:
+        _LibraryLayer.scale, _LibraryLayer.use_bias = 3.0, False
+        torch.testing.assert_close(cf(x), x * 3)
+    finally:
+        _LibraryLayer.scale, _LibraryLayer.use_bias = 2.0, True
+    torch.testing.assert_close(cf(x), x * 2 + 1)
