@@ -1860,7 +1860,8 @@ pure_function_value(kn_rec *r, kn_val *v, kn_val **out)
 
 /* t.addcdiv_(a, b, value=v) and addcmul(_) with v a tensor (a 0-d step size
  * under torch.compile: Adam's, Adagrad's), which eager turns into a number
- * by reading its data: recorded as t.add_(a.div(b).mul(v)), as Dynamo does.
+ * by reading its data: recorded as t.add_(a.div(b).mul(v)), as Dynamo does,
+ * where eager would take v (else the op is recorded as it is, and breaks).
  * 0 done, 2 not this case, or KN_BREAK / KN_ERR. */
 static int
 tensor_value_addc(kn_rec *r, kn_val *fn, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
@@ -1873,6 +1874,24 @@ tensor_value_addc(kn_rec *r, kn_val *fn, kn_val **args, int nargs, PyObject *kwn
     int div = !strcmp(nm, "addcdiv_") || !strcmp(nm, "addcdiv"), inplace = nm[strlen(nm) - 1] == '_';
     if (!div && strcmp(nm, "addcmul_") && strcmp(nm, "addcmul"))
         return 2;
+    /* only where eager takes the tensor as a number: 0-d, no grad, and
+       floating tensors (eager refuses integer addcdiv) */
+    kn_val *ts[4] = {fn->self, args[0], args[1], args[2]};
+    for (int i = 0; i < 4; i++) {
+        if (ts[i]->kind != V_TENSOR)
+            return 2;
+        PyObject *fp = PyObject_CallMethod(ts[i]->obj, "is_floating_point", NULL);
+        PyObject *rg = fp ? PyObject_GetAttrString(ts[i]->obj, "requires_grad") : NULL;
+        PyObject *nd = rg ? PyObject_CallMethod(ts[i]->obj, "dim", NULL) : NULL;
+        int ok = nd && (i == 3 ? (PyLong_AsLong(nd) == 0 && rg == Py_False) : fp == Py_True);
+        Py_XDECREF(fp);
+        Py_XDECREF(rg);
+        Py_XDECREF(nd);
+        if (PyErr_Occurred())
+            return KN_ERR;
+        if (!ok)
+            return 2;
+    }
     PyObject *op = PyUnicode_FromString(div ? "div" : "mul"), *mul = PyUnicode_FromString("mul"),
              *add = PyUnicode_FromString(inplace ? "add_" : "add");
     kn_val *q = NULL, *qv = NULL;

@@ -722,13 +722,16 @@ CAPTURE_PRELUDE.update({
             "        return u.tanh() + len(EAGER)\n\n\nTOOL = Tool()"),
     "mark": ("@torch.compiler.assume_constant_result\ndef width():\n    return 4\n\n\n"
              "@torch.compiler.allow_in_graph\ndef fused(u):\n    return u * 2 + 1"),
+    "scan": ("from torch._higher_order_ops.associative_scan import associative_scan\n\n\n"
+             "def comb(lf, rt):\n    return lf[0] * rt[0], rt[0] * lf[1] + rt[1]"),
+    "tkey": ("KP = torch.nn.Parameter(torch.linspace(-1.0, 1.0, 4))\nKSTATE = {KP: torch.ones(4)}"),
     "root": ("class RootBase(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
              "        self.gain = torch.nn.Parameter(torch.full((4,), 0.5))\n\n    def forward(self, u):\n"
              "        return u * self.gain + 1"),
 })
 CAPTURE_STATE.update({"gens": ["GEN_LOG"], "cfg": ["CFG"], "ctx": ["SCOPES", "SCOPE"], "tries": ["TRIES"],
                       "wraps": ["CALLS"], "sup": ["CHILD"], "part": ["HOLD"], "dis": ["EAGER"]})
-CAPTURE_BEFORE.update({"cfg": ["CFG.total = CFG.total + 0.25"], "ctx": ["SCOPE.k = SCOPE.k + 1"],
+CAPTURE_BEFORE.update({"tkey": ["KSTATE[KP].add_(0.5)"], "cfg": ["CFG.total = CFG.total + 0.25"], "ctx": ["SCOPE.k = SCOPE.k + 1"],
                        "sup": ["CHILD.bias += 0.25"], "part": ["PART = functools.partial(affine, a=2.0 + call, b=0.5)",
                                                               "HOLD.act = functools.partial(F.leaky_relu, "
                                                               "negative_slope=0.1 * (call + 1))"],
@@ -873,6 +876,18 @@ SNIPPETS_15 = [
     ("comprehension", (), ["sc_{n} = {{k: (lambda u, k=k: u * k) for k in (1, 2)}}", "{n} = sc_{n}[2]({t}) - sc_{n}[1]({t})"]),
     ("comprehension", ("closure",), ["ms_{n} = [make_scaler(k) for k in (0.5, 2.0)]", "{n} = ms_{n}[1]({t}) - ms_{n}[0]({t})"]),
     ("comprehension", (), ["{n} = sum([sum([(lambda: a * b)() for b in range(2)]) for a in range(3)]) * {t}"]),
+    # torch's pytrees, associative_scan over a pure function (and a closure), a dict keyed by a
+    # parameter, addcdiv/addcmul with a tensor value
+    ("pytree", (), ["lv_{n}, sp_{n} = torch.utils._pytree.tree_flatten(({t}, [{t} * 2, {{'a': {t}.tanh()}}]))",
+                    "{n} = torch.utils._pytree.tree_unflatten([u + 1 for u in lv_{n}], sp_{n})[1][1]['a'] + lv_{n}[0]"]),
+    ("scan", ("scan",), ["_, sc_{n} = associative_scan(comb, ({t}.sigmoid(), {t}), dim=0, combine_mode='generic')",
+                         "{n} = sc_{n} + {t}"]),
+    ("scan", ("scan",), ["def cm_{n}(lf, rt):", "    return lf[0] * rt[0] * {t}.mean(), rt[0] * lf[1] + rt[1]",
+                         "_, sc_{n} = associative_scan(cm_{n}, ({t}.sigmoid(), {t}), dim=0, combine_mode='generic')",
+                         "{n} = sc_{n} - {t}"]),
+    ("tensorkey", ("tkey",), ["{n} = {t} + (KSTATE[KP] * KP).sum()"]),
+    ("addc", (), ["{n} = {t}.addcdiv({t}, {t}.abs() + 1, value={t}.sum().tanh())"]),
+    ("addc", (), ["{n} = {t}.clone()", "{n}.addcmul_({t}, {t}.tanh(), value=-{t}.mean())"]),
     # the torch.compiler markers
     ("markers", (), ["{n} = ({t} * 2) if torch.compiler.is_compiling() else ({t} + {t})"]),
     ("markers", (), ["if torch.compiler.is_dynamo_compiling():", "    {n} = {t}.tanh()", "else:",
