@@ -825,3 +825,41 @@ def test_class_attributes_of_library_classes_are_guarded():
     finally:
         _LibraryLayer.scale, _LibraryLayer.use_bias = 2.0, True
     torch.testing.assert_close(cf(x), x * 2 + 1)
+
+
+_LOOP_LAYERS = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(3)])
+
+
+def _break_in_loop(x):
+    x = x * 2
+    for layer in _LOOP_LAYERS:
+        x = layer(x).relu()
+        print("layer")
+    return x + 1
+
+
+def _break_in_try(x):
+    x = x * 2
+    try:
+        x = x.sin()
+        print("inside")
+        x = x.cos()
+    except RuntimeError:
+        x = x - 1
+    return x + 1
+
+
+@pytest.mark.parametrize("fn", [_break_in_loop, _break_in_try])
+def test_a_break_in_a_loop_or_try_keeps_the_graph_before_it(fn, capsys):
+    # TorchDynamo (torch 2.13) skips the whole frame on a break inside a loop
+    # ("graph break in loop") or a try block (no partial graph there): kiln
+    # keeps the graph up to the break, and CPython runs the rest
+    x = torch.randn(2, 4)
+    ex = kiln.explain(fn, backend="eager")(x)
+    assert ex.graph_count == 1 and ex.graphs[0]["ops"] >= 2, ex
+    torch._dynamo.reset()
+    dx = torch._dynamo.explain(fn)(x)
+    assert dx.graph_count <= ex.graph_count
+    cf = kiln.compile(fn)
+    for _ in range(2):
+        torch.testing.assert_close(cf(x), fn(x))
