@@ -337,8 +337,8 @@ kn_memo_get(kn_rec *r, PyObject *obj)
     return iv ? r->vtab[PyLong_AsLong(iv)] : NULL;
 }
 
-static int
-is_simple_const(PyObject *o)
+int
+kn_is_simple_const(PyObject *o)
 {
     PyTypeObject *t = Py_TYPE(o);
     return o == Py_None || o == Py_Ellipsis || o == Py_NotImplemented || t == &PyBool_Type || t == &PyLong_Type ||
@@ -385,7 +385,7 @@ const_items_set(PyObject *o)
     PyObject *key;
     Py_hash_t h;
     while (_PySet_NextEntry(o, &pos, &key, &h))
-        if (!is_simple_const(key))
+        if (!kn_is_simple_const(key))
             return 0;
     return 1;
 }
@@ -401,13 +401,13 @@ is_const_partial(PyObject *o)
         return 0;
     PyObject *f = PyObject_GetAttrString(o, "func"), *a = PyObject_GetAttrString(o, "args"),
              *k = PyObject_GetAttrString(o, "keywords");
-    int ok = f && a && k && PyTuple_Check(a) && PyDict_Check(k) && (is_identity_const(f) || is_simple_const(f));
+    int ok = f && a && k && PyTuple_Check(a) && PyDict_Check(k) && (is_identity_const(f) || kn_is_simple_const(f));
     for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(a); i++)
-        ok = is_simple_const(PyTuple_GET_ITEM(a, i)) || is_identity_const(PyTuple_GET_ITEM(a, i));
+        ok = kn_is_simple_const(PyTuple_GET_ITEM(a, i)) || is_identity_const(PyTuple_GET_ITEM(a, i));
     PyObject *key, *val;
     Py_ssize_t pos = 0;
     while (ok && PyDict_Next(k, &pos, &key, &val))
-        ok = is_simple_const(val) || is_identity_const(val);
+        ok = kn_is_simple_const(val) || is_identity_const(val);
     Py_XDECREF(f);
     Py_XDECREF(a);
     Py_XDECREF(k);
@@ -532,7 +532,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             return NULL;
         }
         v = wrap_tensor(r, obj, src);
-    } else if (is_simple_const(obj)) {
+    } else if (kn_is_simple_const(obj)) {
         if (src >= 0 && kn_guard_add(r, KN_G_EQ, src, obj, NULL, NULL, NULL, 0) < 0)
             return NULL;
         v = kn_v_const(r, obj);
@@ -611,7 +611,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
             return NULL;
         int bad = 0;
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kt); i++)
-            if (!is_simple_const(PyTuple_GET_ITEM(kt, i)))
+            if (!kn_is_simple_const(PyTuple_GET_ITEM(kt, i)))
                 bad = 1;
         if (bad) {
             Py_DECREF(kt);

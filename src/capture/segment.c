@@ -72,11 +72,8 @@ emit_path(kn_rec *r, emitter *e, kn_val *v)
 static int
 value_like(PyObject *o)
 {
-    return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
-           PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyTuple_CheckExact(o) ||
-           PyFrozenSet_CheckExact(o) || PyType_Check(o) || PyModule_Check(o) || PyCode_Check(o) ||
-           o == Py_Ellipsis || PySlice_Check(o) || Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_dtype ||
-           Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_device || Py_TYPE(o) == (PyTypeObject *)kn_cenv.torch_size;
+    return kn_is_simple_const(o) || PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o) || PyType_Check(o) ||
+           PyModule_Check(o) || PyCode_Check(o);
 }
 
 static int
