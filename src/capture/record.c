@@ -1098,6 +1098,14 @@ subscr(kn_rec *r, rframe *fr, kn_val *c, kn_val *k, kn_val **out)
         }
         return kn_brk(r, KN_BRK_KEY_ERROR, "in a dict subscript");
     }
+    if (c->kind == V_CONST && k->kind == V_TUPLE && kn_v_is_const(k)) {
+        /* tuple[float, float], Dict[str, int]: a subscript by a tuple of constants */
+        PyObject *kt = kn_const_of(r, k);
+        kn_val *kc = kt ? kn_v_const_steal(r, kt) : NULL;
+        if (kc == NULL)
+            return KN_FAIL;
+        k = kc;
+    }
     if (c->kind == V_CONST && k->kind == V_CONST) {
         PyObject *res = PyObject_GetItem(c->obj, k->obj);
         if (res == NULL) {

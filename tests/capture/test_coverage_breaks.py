@@ -741,7 +741,8 @@ def _optimizer_step(kind, state=None):
         m.load_state_dict(state)
     opt = {"sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3),
            "adam": lambda p: torch.optim.Adam(p, lr=0.01),
-           "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.01)}[kind](m.parameters())
+           "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.01),
+           "nadam": lambda p: torch.optim.NAdam(p, lr=0.01)}[kind](m.parameters())
 
     def step(x, y):
         opt.zero_grad()
@@ -753,7 +754,7 @@ def _optimizer_step(kind, state=None):
     return m, step
 
 
-@pytest.mark.parametrize("kind", ["sgd_momentum", "adam", "adagrad"])
+@pytest.mark.parametrize("kind", ["sgd_momentum", "adam", "adagrad", "nadam"])
 def test_an_optimizers_step_is_its_own_graph(kind):
     # as under Dynamo: the optimizer's step (under its wrappers, which run as
     # Python) is recorded as its own graph once its state exists: the params'
@@ -863,3 +864,17 @@ def test_a_break_in_a_loop_or_try_keeps_the_graph_before_it(fn, capsys):
     cf = kiln.compile(fn)
     for _ in range(2):
         torch.testing.assert_close(cf(x), fn(x))
+
+
+def _generic_alias(x, pair):
+    import typing
+
+    a, b = typing.cast(tuple[float, float], pair)
+    return x * a + b
+
+
+def test_a_type_subscripted_by_a_tuple_of_constants():
+    # typing.cast(tuple[float, float], group["betas"]) in torch's NAdam
+    x = torch.randn(3)
+    _one_graph(_generic_alias, x, (0.5, 2.0))
+    torch.testing.assert_close(kiln.compile(_generic_alias)(x, (0.5, 2.0)), x * 0.5 + 2.0)
