@@ -141,6 +141,55 @@ def function_apply(cls, *args, **kwargs):
     return out
 
 
+class _ApplyWhole:
+    """function_apply_whole(Fn): the graph node's callable for Fn.apply with
+    autograd on (its forward and backward run by autograd, traced whole by
+    AOT autograd), or None unless Fn's own methods read nothing but their
+    arguments, the ctx, modules, classes and builtins: they also run on fakes
+    while recording (and while AOT traces), which a global or closure they
+    change, a print or Python's random would show."""
+
+    _IMPURE = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF", "LOAD_DEREF", "LOAD_CLOSURE",
+               "LOAD_CLASSDEREF", "COPY_FREE_VARS", "MAKE_CELL"}
+
+    def __call__(self, cls):
+        import builtins
+        import random
+
+        for name in ("forward", "backward", "setup_context", "jvp", "vmap"):
+            fn = getattr(cls, name, None)
+            if not isinstance(fn, types.FunctionType):
+                continue   # torch's own (setup_context's default, jvp's raising one)
+            if fn.__module__.startswith("torch.autograd"):
+                continue
+            for ins in _instructions(fn.__code__):
+                if ins.opname in self._IMPURE:
+                    return None
+                if ins.opname == "LOAD_GLOBAL":
+                    v = fn.__globals__.get(ins.argval, getattr(builtins, ins.argval, None))
+                    if v is print or v is random or not (isinstance(v, (types.ModuleType, type)) or
+                                                         isinstance(v, types.BuiltinFunctionType) and
+                                                         getattr(v, "__module__", None) == "builtins"):
+                        return None
+        return _autograd_apply
+
+
+def _instructions(code):
+    import dis
+
+    yield from dis.get_instructions(code)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _instructions(c)
+
+
+def _autograd_apply(cls, *args):
+    return cls.apply(*args)
+
+
+function_apply_whole = _ApplyWhole()
+
+
 def constructor_fakes(obj, depth=3):
     """The fake tensors an object built at record time holds, with their
     paths from it: [(path, fake)], a path a tuple of ("attr", name) and
@@ -335,19 +384,23 @@ def _is_functorch_wrapped(t):
 
 
 def _function_attrs(graph):
-    """The graph's root module, holding the Python functions that nodes take
-    as arguments (associative_scan's combine_fn: record_call.c class 12), each
-    read by a get_attr node (fx writes no function into its code)."""
+    """The graph's root module, holding the Python functions and the
+    autograd.Function classes that nodes take as arguments (associative_scan's
+    combine_fn: record_call.c class 12; Fn for _autograd_apply: class 11),
+    each read by a get_attr node (fx writes neither into its code)."""
     from ._calls import HIGHER_ORDER_ALIAS
+
+    def held(a):   # a function, or a torch.autograd.Function class (_autograd_apply's first)
+        return isinstance(a, types.FunctionType) or isinstance(a, type) and issubclass(a, torch.autograd.Function)
 
     root = torch.nn.Module()
     for node in list(graph.nodes):
-        if node.op != "call_function" or not any(isinstance(a, types.FunctionType) for a in node.args):
+        if node.op != "call_function" or not any(held(a) for a in node.args):
             continue
         node.target = HIGHER_ORDER_ALIAS.get(node.target, node.target)
         args = list(node.args)
         for i, a in enumerate(args):
-            if isinstance(a, types.FunctionType):
+            if held(a):
                 name = f"_kn_fn{len(root._modules) + len(root.__dict__)}"
                 object.__setattr__(root, name, a)
                 with graph.inserting_before(node):

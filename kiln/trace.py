@@ -11,6 +11,8 @@ torch's own failures while tracing (`_backward_only_error`, `_aot_assertion`).
 import copy
 import os
 
+import warnings
+
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
@@ -35,7 +37,11 @@ def _aot(gm, example_inputs, fw):
         stats.compiled_graphs.append(cg.kiln_stats)
         return cg
     # outputs eager's backward saves keep autograd's version check (_saved.py)
-    with phase("aot_autograd"):
+    with phase("aot_autograd"), warnings.catch_warnings():
+        # AOT traces the joint graph under anomaly mode: a backward it cannot trace (an
+        # autograd.Function's that branches on data) warns before raising, and the graph
+        # then runs eagerly, counted as a fallback: the warning would only be noise
+        warnings.filterwarnings("ignore", message="Error detected in", category=UserWarning)
         compiled = aot_module_simplified(gm, example_inputs, fw_compiler=fw, bw_compiler=bw,
                                          decompositions=decompositions())
     return _plain_views(_saved.keep_version_checks(compiled, gm))

@@ -295,6 +295,7 @@ typedef struct {
     PyObject *regen_view;        /* (anchor, graph output, geometry) -> the view, rebuilt */
     PyObject *fill_object;       /* (obj, dict) -> obj with its __dict__ filled */
     PyObject *function_apply;    /* (Fn, *args) -> Fn.forward with a stand-in ctx (no autograd) */
+    PyObject *function_apply_whole;   /* (Fn, *args) -> Fn.apply(*args), or None: a graph node (autograd) */
     PyObject *constructor_fakes; /* obj -> [(path, fake)] it holds */
     PyObject *constructor_tensors; /* (cls, args, kwargs, paths) -> [(fn, args, kwargs)] or None */
     PyObject *has_fake;          /* (list) -> bool: a fake tensor inside (the replay's constants) */

@@ -1046,6 +1046,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(regen_view, "regen_view");
     GET(fill_object, "fill_object");
     GET(function_apply, "function_apply");
+    GET(function_apply_whole, "function_apply_whole");
     GET(constructor_fakes, "constructor_fakes");
     GET(constructor_tensors, "constructor_tensors");
     GET(has_fake, "has_fake");

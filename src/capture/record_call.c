@@ -2134,9 +2134,11 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
         return kn_brk(r, KN_BRK_PYTHON_BUILTIN_NON_CONSTANT);
     }
     case 11: { /* Fn.apply of a torch.autograd.Function: with grad off, forward inlined (eager runs
-                  forward without grad too, and no backward can be needed) */
-        if (r->grad_cur || nargs + 1 > 64)
-            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "torch.autograd.Function.apply with grad enabled");
+                  forward without grad too, and no backward can be needed); with grad on, one
+                  graph node calling Fn.apply (kiln._capture.function_apply_whole), whose
+                  forward and backward autograd runs (AOT autograd traces both) */
+        if (nargs + 1 > 64)
+            return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
         kn_val *argv[65], *hv = kn_v_const(r, kn_cenv.function_apply);
         if (hv == NULL)
             return KN_FAIL;
@@ -2149,6 +2151,20 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
             if (nargs < 1 || args[0]->kind != V_CONST || !PyType_Check(args[0]->obj))
                 return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "torch.autograd.Function.apply");
             memcpy(argv, args, sizeof(kn_val *) * nargs);
+        }
+        if (r->grad_cur) {
+            PyObject *whole = PyObject_CallOneArg(kn_cenv.function_apply_whole, argv[0]->obj);
+            if (whole == NULL)
+                return KN_ERR;
+            if (whole == Py_None || kn_pin(r, whole) == NULL) {
+                Py_DECREF(whole);
+                return PyErr_Occurred() ? KN_ERR
+                                        : kn_brk(r, KN_BRK_CALL_NOT_RECORDED,
+                                                 "torch.autograd.Function.apply with grad enabled, whose code "
+                                                 "stores to globals or closure cells");
+            }
+            Py_DECREF(whole);   /* pinned */
+            return kn_torch_op(r, whole, 0, argv, nargs, kwnames, out);
         }
         return kn_inline(r, fr, kn_cenv.function_apply, hv, argv, nargs, kwnames, out);
     }

@@ -425,21 +425,115 @@ def _applies(x):
     return _Sq.apply(x, 3) + _Exp.apply(x)
 
 
-def test_autograd_function_forward_is_inlined_without_grad_and_breaks_with_it():
-    # BLOOM's GELU is an autograd.Function
+def test_autograd_function_forward_is_inlined_without_grad_and_one_node_with_it():
+    # BLOOM's GELU is an autograd.Function: without grad its forward is
+    # inlined; with grad Fn.apply is one graph node, forward and backward run
+    # by autograd (traced by AOT autograd under kiln's compiler)
     x = torch.randn(5)
     with torch.no_grad():
         _one_graph(_applies, x)
         torch.testing.assert_close(kiln.compile(_applies)(x), _applies(x))
     xg = x.clone().requires_grad_()
-    ex = kiln.explain(_applies, backend="eager")(xg)
-    assert ex.graph_break_count >= 1 and "autograd.Function.apply" in str(ex)
-    cf = kiln.compile(_applies, backend="eager")
-    cf(xg).sum().backward()
-    g = xg.grad.clone()
-    xg.grad = None
-    _applies(xg).sum().backward()
-    torch.testing.assert_close(g, xg.grad)
+    _one_graph(_applies, xg)
+    for backend in ("eager", "kiln"):
+        cf = kiln.compile(_applies, backend=backend)
+        for _ in range(2):
+            out = cf(xg)
+            out.sum().backward()
+            g = xg.grad.clone()
+            xg.grad = None
+            ref = _applies(xg)
+            ref.sum().backward()
+            torch.testing.assert_close(out, ref)
+            torch.testing.assert_close(g, xg.grad)
+            xg.grad = None
+
+
+_FN_LOG = []
+
+
+class _Logged(torch.autograd.Function):   # changes a global: run once more on fakes, it would show
+    @staticmethod
+    def forward(ctx, x):
+        _FN_LOG.append(1)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class _DataBackward(torch.autograd.Function):   # a backward that branches on data: AOT cannot trace it
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        if g.sum() > 0:
+            return g * x.cos()
+        return g * 3
+
+
+class _Dirty(torch.autograd.Function):   # in place, marked dirty
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x.mul_(2)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class _TwoOut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        return x * k, x + 1
+
+    @staticmethod
+    def backward(ctx, ga, gb):
+        return ga * ctx.k + gb, None
+
+
+def _fn_logged(x):
+    return _Logged.apply(x * 1) + 1
+
+
+def _fn_data(x):
+    return _DataBackward.apply(x * 1) * 2
+
+
+def _fn_dirty(x):
+    return _Dirty.apply(x * 1) + 1
+
+
+def _fn_two(x):
+    a, b = _TwoOut.apply(x, 3.0)
+    return a * b
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+@pytest.mark.parametrize("fn, breaks", [(_fn_logged, 1), (_fn_data, 0), (_fn_dirty, 0), (_fn_two, 0)])
+def test_autograd_functions_with_grad_give_eagers_values_grads_and_effects(fn, breaks, backend):
+    x = torch.randn(5, requires_grad=True)
+    ex = kiln.explain(fn, backend=backend)(x)
+    assert ex.graph_break_count == breaks, ex
+    cf = kiln.compile(fn, backend=backend)
+    del _FN_LOG[:]
+    for sign in (1.0, -1.0, 1.0):   # _DataBackward's both branches
+        xs = (x.detach() * sign).requires_grad_()
+        out = cf(xs)
+        out.sum().backward()
+        g, xs.grad = xs.grad.clone(), None
+        ref = fn(xs)
+        ref.sum().backward()
+        torch.testing.assert_close(out, ref)
+        torch.testing.assert_close(g, xs.grad)
+    assert len(_FN_LOG) == (6 if fn is _fn_logged else 0)
 
 
 try:
