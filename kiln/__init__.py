@@ -69,13 +69,36 @@ def assume_constant_result(fn):
     (run once while recording, its result taken as a constant, unguarded)."""
     return torch.compiler.assume_constant_result(fn)
 
+def mark_dynamic(t, index, **kwargs):
+    """kiln.mark_dynamic: torch._dynamo.mark_dynamic (the mark is kept on the
+    tensor; kiln.explain lists the marked dims of the arguments, which kiln
+    still specialises until it records sizes symbolically)."""
+    return torch._dynamo.mark_dynamic(t, index, **kwargs)
+
+
+def mark_static(t, index=None):
+    """kiln.mark_static: torch._dynamo.mark_static."""
+    return torch._dynamo.mark_static(t, index)
+
+
+def _marked_dynamic(args, kwargs):
+    """(argument name or position, dims) for the tensor arguments marked by
+    mark_dynamic (torch._dynamo's _dynamo_dynamic_indices)."""
+    marked = []
+    for key, a in list(enumerate(args)) + list(kwargs.items()):
+        dims = getattr(a, "_dynamo_dynamic_indices", None) if isinstance(a, torch.Tensor) else None
+        if dims:
+            marked.append((key, sorted(dims)))
+    return marked
+
+
 # raised where a compiled function is called when a backend the user passed
 # to kiln.compile raises (a subclass of torch._dynamo.exc.BackendCompilerFailed;
 # the backend's exception is its __cause__)
 BackendCompilerFailed = _capture.BackendCompilerFailed
 
 __all__ = ["compile", "reset", "explain", "config", "lowered_ops", "backends", "CompiledModule", "disable",
-           "allow_in_graph", "assume_constant_result",
+           "allow_in_graph", "assume_constant_result", "mark_dynamic", "mark_static",
            "BackendCompilerFailed"]
 
 _BACKEND_NAMES = ("kiln", "eager", "inductor")
@@ -269,7 +292,8 @@ class Explanation:
     graph, its ops and (with the kiln backend) kernels, extern calls and
     fallbacks."""
 
-    def __init__(self, graphs, breaks, guards):
+    def __init__(self, graphs, breaks, guards, marked_dynamic=()):
+        self.marked_dynamic = list(marked_dynamic)   # [(argument, dims)] marked by mark_dynamic
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.breaks = breaks
@@ -292,6 +316,9 @@ class Explanation:
                          f"{g.get('externs', 0)} extern calls, {g.get('fallbacks', 0)} fallbacks")
         for b in self.breaks:
             lines.append(f"  break: {b}")
+        for arg, dims in self.marked_dynamic:
+            lines.append(f"  argument {arg}: dims {dims} marked dynamic; kiln records every size as a "
+                         "constant for now (a new size records again)")
         if self.guards:
             lines.append(f"  guards ({len(self.guards)}):")
             lines.extend(f"    {g}" for g in self.guards)
@@ -319,6 +346,6 @@ def explain(fn, backend="kiln"):
         if code is not None:
             for seg in _C.capture_guards(code):
                 guards.extend(seg)
-        return Explanation(graphs, breaks, guards)
+        return Explanation(graphs, breaks, guards, _marked_dynamic(args, kwargs))
 
     return run

@@ -972,3 +972,20 @@ def test_a_type_subscripted_by_a_tuple_of_constants():
     x = torch.randn(3)
     _one_graph(_generic_alias, x, (0.5, 2.0))
     torch.testing.assert_close(kiln.compile(_generic_alias)(x, (0.5, 2.0)), x * 0.5 + 2.0)
+
+
+def test_mark_dynamic_is_kept_and_listed_by_explain():
+    # recorded for dynamic shapes (issue 17): sizes are still specialised
+    def f(x):
+        return x.sin() * x.shape[0]
+
+    x = torch.randn(4, 3)
+    kiln.mark_dynamic(x, 0)
+    torch._dynamo.mark_dynamic(x, 1)
+    ex = kiln.explain(f, backend="eager")(x)
+    assert ex.marked_dynamic == [(0, [0, 1])] and "marked dynamic" in str(ex), ex
+    cf = kiln.compile(f)
+    for n in (4, 5):
+        y = torch.randn(n, 3)
+        kiln.mark_dynamic(y, 0)
+        torch.testing.assert_close(cf(y), f(y))
