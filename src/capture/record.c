@@ -793,8 +793,8 @@ static const char *const binop_names[] = {
 static const char *const cmp_names[] = {"lt", "le", "eq", "ne", "gt", "ge"};
 static PyObject *op_mod;
 
-static PyObject *
-opfn(const char *name)
+PyObject *
+kn_opfn(const char *name)
 {
     if (op_mod == NULL && (op_mod = PyImport_ImportModule("operator")) == NULL)
         return NULL;
@@ -807,7 +807,7 @@ unary(kn_rec *r, const char *name, kn_val *a, kn_val **out)
 {
     if (a->kind != V_TENSOR && a->kind != V_CONST)
         return kn_brk(r, KN_BRK_UNARY_OPERATOR_PYTHON_VALUE);
-    PyObject *f = opfn(name);
+    PyObject *f = kn_opfn(name);
     if (f == NULL)
         return KN_FAIL;
     int rc;
@@ -1056,7 +1056,7 @@ subscr(kn_rec *r, rframe *fr, kn_val *c, kn_val *k, kn_val **out)
             return rc;
     }
     if (c->kind == V_TENSOR || (k->kind == V_TENSOR && c->kind != V_CONST)) {
-        PyObject *gi = opfn("getitem");
+        PyObject *gi = kn_opfn("getitem");
         kn_val *args[2] = {c, k};
         int rc = kn_torch_op(r, gi, 0, args, 2, NULL, out);
         Py_XDECREF(gi);
@@ -1150,7 +1150,7 @@ int
 kn_store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v)
 {
     if (c->kind == V_TENSOR) {
-        PyObject *si = opfn("setitem");
+        PyObject *si = kn_opfn("setitem");
         kn_val *args[3] = {c, k, v}, *out;
         int rc = kn_torch_op(r, si, 0, args, 3, NULL, &out);
         Py_XDECREF(si);
@@ -1207,7 +1207,7 @@ static int
 compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
 {
     if (a->kind == V_TENSOR || b->kind == V_TENSOR) {
-        PyObject *f = opfn(cmp_names[which]);
+        PyObject *f = kn_opfn(cmp_names[which]);
         kn_val *args[2] = {a, b};
         int rc = f ? kn_torch_op(r, f, 0, args, 2, NULL, out) : KN_ERR;
         Py_XDECREF(f);
@@ -1729,7 +1729,7 @@ run_one(kn_rec *r, rframe *fr)
             a = PEEK(2);
             /* `a op= b` on an immutable or non-tensor left side is `a = a op b` */
             int which = (arg >= 13 && a->kind != V_TENSOR && a->kind != V_LIST) ? arg - 13 : arg;
-            PyObject *f = opfn(binop_names[which]);
+            PyObject *f = kn_opfn(binop_names[which]);
             if (f == NULL)
                 return KN_FAIL;
             fr->sp -= 2;

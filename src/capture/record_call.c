@@ -1914,6 +1914,72 @@ tensor_value_addc(kn_rec *r, kn_val *fn, kn_val **args, int nargs, PyObject *kwn
     return rc;
 }
 
+/* torch._foreach_addcdiv_(xs, as, bs, scalars) and _foreach_addcmul_ with
+ * scalars a 1-d tensor (foreach Adam's step sizes under compile): fake
+ * tensors cannot run them (torch 2.13's meta check wants the scalars on the
+ * CPU), so they are recorded per tensor, xs[i].add_(as[i].div(bs[i]).mul(
+ * scalars[i])), the values eager's kernel computes.  0 done (*out None), 2
+ * not this case, or KN_BREAK / KN_ERR. */
+static int
+foreach_tensor_scalars(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
+{
+    if (nargs != 4 || kwnames != NULL || !PyCFunction_Check(f) || args[3]->kind != V_TENSOR)
+        return 2;
+    const char *nm = ((PyCFunctionObject *)f)->m_ml->ml_name;
+    int div = strcmp(nm, "_foreach_addcdiv_") == 0;
+    if (!div && strcmp(nm, "_foreach_addcmul_") != 0)
+        return 2;
+    int n = args[0]->n;
+    for (int k = 0; k < 3; k++) {
+        if ((args[k]->kind != V_LIST && args[k]->kind != V_TUPLE) || args[k]->n != n)
+            return 2;
+        for (int i = 0; i < n; i++)
+            if (args[k]->items[i]->kind != V_TENSOR)
+                return 2;
+    }
+    PyObject *shape = PyObject_GetAttrString(args[3]->obj, "shape");
+    PyObject *fp = shape ? PyObject_CallMethod(args[3]->obj, "is_floating_point", NULL) : NULL;
+    int ok = fp == Py_True && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == 1 &&
+             PyLong_AsLong(PyTuple_GET_ITEM(shape, 0)) == n;
+    Py_XDECREF(shape);
+    Py_XDECREF(fp);
+    if (PyErr_Occurred())
+        return KN_ERR;
+    if (!ok)
+        return 2;
+    PyObject *gi = kn_opfn("getitem"), *op = PyUnicode_FromString(div ? "div" : "mul"),
+             *mul = PyUnicode_FromString("mul"), *add = PyUnicode_FromString("add_");
+    int rc = KN_ERR;
+    if (gi && op && mul && add && kn_pin(r, op) && kn_pin(r, mul) && kn_pin(r, add)) {
+        rc = 0;
+        for (int i = 0; i < n && rc == 0; i++) {
+            kn_val *idx = kn_v_const_steal(r, PyLong_FromLong(i)), *si = NULL, *q = NULL, *qv = NULL, *res;
+            if (idx == NULL)
+                return KN_FAIL;
+            kn_val *a0[2] = {args[3], idx};
+            rc = kn_torch_op(r, gi, 0, a0, 2, NULL, &si);
+            kn_val *a1[2] = {args[1]->items[i], args[2]->items[i]};
+            if (rc == 0)
+                rc = kn_torch_op(r, op, 1, a1, 2, NULL, &q);
+            if (rc == 0) {
+                kn_val *a2[2] = {q, si};
+                rc = kn_torch_op(r, mul, 1, a2, 2, NULL, &qv);
+            }
+            if (rc == 0) {
+                kn_val *a3[2] = {args[0]->items[i], qv};
+                rc = kn_torch_op(r, add, 1, a3, 2, NULL, &res);
+            }
+        }
+        if (rc == 0)
+            *out = kn_v_const(r, Py_None);
+    }
+    Py_XDECREF(gi);
+    Py_XDECREF(op);
+    Py_XDECREF(mul);
+    Py_XDECREF(add);
+    return rc == 0 && *out == NULL ? KN_FAIL : rc;
+}
+
 int
 kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
@@ -2091,10 +2157,14 @@ kn_call(kn_rec *r, rframe *fr, kn_val *fn, kn_val **args, int nargs, PyObject *k
     long how = PyLong_AsLong(cls);
     Py_DECREF(cls);
     switch (how) {
-    case 1:   /* a torch operation: a graph node */
+    case 1: { /* a torch operation: a graph node */
         if (PyFunction_Check(f) && !kn_any_tensor_arg(args, nargs))
             return kn_inline(r, fr, f, fn, args, nargs, kwnames, out);   /* a Python helper of constants */
+        int rc = foreach_tensor_scalars(r, f, args, nargs, kwnames, out);
+        if (rc != 2)
+            return rc;
         return kn_torch_op(r, f, 0, args, nargs, kwnames, out);
+    }
     case 7: { /* the standard library: run it for real on real objects */
         int rc;
         if (call_on_real(r, f, args, nargs, kwnames, out, &rc)) {

@@ -836,7 +836,8 @@ def _optimizer_step(kind, state=None):
     opt = {"sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3),
            "adam": lambda p: torch.optim.Adam(p, lr=0.01),
            "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.01),
-           "nadam": lambda p: torch.optim.NAdam(p, lr=0.01)}[kind](m.parameters())
+           "nadam": lambda p: torch.optim.NAdam(p, lr=0.01),
+           "adamw_foreach": lambda p: torch.optim.AdamW(p, lr=0.01, foreach=True)}[kind](m.parameters())
 
     def step(x, y):
         opt.zero_grad()
@@ -848,13 +849,14 @@ def _optimizer_step(kind, state=None):
     return m, step
 
 
-@pytest.mark.parametrize("kind", ["sgd_momentum", "adam", "adagrad", "nadam"])
+@pytest.mark.parametrize("kind", ["sgd_momentum", "adam", "adagrad", "nadam", "adamw_foreach"])
 def test_an_optimizers_step_is_its_own_graph(kind):
     # as under Dynamo: the optimizer's step (under its wrappers, which run as
     # Python) is recorded as its own graph once its state exists: the params'
     # .grad read as inputs, its state (a dict keyed by the params) read by
     # identity, torch.is_complex(p) answered on the fake, addcdiv_ with a tensor
-    # step size; the first step, which fills the state, breaks and records again
+    # step size (foreach: _foreach_addcdiv_ with a tensor of step sizes, per
+    # tensor); the first step, which fills the state, breaks and records again
     x, y = torch.randn(4, 8), torch.randn(4, 1)
     m, step = _optimizer_step(kind)
     step(x, y)
