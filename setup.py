@@ -9,7 +9,14 @@ extension can never disagree about it.
 """
 import os
 import pathlib
-from setuptools import Extension, setup
+import sys
+
+# the recorder reads CPython's frames and bytecode, which change with each minor version
+if not ((3, 11) <= sys.version_info[:2] <= (3, 12)):
+    sys.exit(f"kiln supports CPython 3.11 and 3.12; this is {sys.version.split()[0]}. "
+             "Install kiln under Python 3.11 or 3.12.")
+
+from setuptools import Extension, setup  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

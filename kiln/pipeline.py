@@ -108,8 +108,37 @@ def _units(prelude, source):
     return [prelude + head + "\n" + "\n".join(kernels[i:i + size]) for i in range(0, n, size)]
 
 
+_CPU = []
+
+
+def _cpu_signature():
+    """The CPU the native code is built for (config.cflags has -march=native):
+    its model and a hash of its ISA flags (/proc/cpuinfo), so a disk cache
+    shared between machines never loads code built for another CPU."""
+    if not _CPU:
+        import hashlib
+        import platform
+
+        model, flags = platform.processor() or platform.machine(), ""
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    key, _, val = line.partition(":")
+                    key = key.strip()
+                    if key in ("model name", "Model", "CPU part") and not model.startswith("cpu "):
+                        model = "cpu " + val.strip()
+                    elif key in ("flags", "Features") and not flags:
+                        flags = val.strip()
+                    if line.strip() == "" and flags:
+                        break
+        except OSError:
+            pass
+        _CPU.append(f"{model} {platform.machine()} isa {hashlib.sha256(flags.encode()).hexdigest()[:16]}")
+    return _CPU[0]
+
+
 def _salt():
-    return f"kiln {__version__} recipe 2 | cc {config.cc} | torch {torch.__version__}"
+    return f"kiln {__version__} recipe 2 | cc {config.cc} | torch {torch.__version__} | {_cpu_signature()}"
 
 
 def _describe(gm, device):
