@@ -230,22 +230,31 @@ class CompiledModule(torch.nn.Module):
         return self
 
 
-def compile(fn=None, *, backend="kiln", fullgraph=False, dynamic=None, mode=None):
+def compile(fn=None, *, backend="kiln", fullgraph=False, dynamic=None, mode=None, options=None, disable=False):
     """Compile a function or nn.Module; usable as a decorator.
 
     backend: "kiln" (default), "eager" (run the captured graphs as they are),
     "inductor" (torch's compiler), or any callable(gm, example_inputs).
-    fullgraph=True makes a graph break an error.  dynamic and mode are
-    accepted for torch.compile compatibility; kiln specializes on shapes."""
+    fullgraph=True makes a graph break an error.  mode: torch.compile's
+    ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs");
+    options: a dict of kiln.config compiler knobs and torch.compile's
+    "triton.cudagraphs" / "max_autotune" (kiln.backends.OPTION_KNOBS; an
+    unknown key is an error naming the valid ones); disable=True returns fn
+    itself.  dynamic is accepted for torch.compile compatibility; kiln
+    specializes on shapes."""
     if fn is None:
-        return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode)
+        return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                                 options=options, disable=disable)
     if not callable(fn):
         raise TypeError(f"kiln.compile expects a function or torch.nn.Module, got {type(fn).__name__}")
     _check_backend(backend)
     _check_mode(mode)
-    if config.disable:
+    backends.check_options(options)
+    if options and backend != "kiln":
+        raise ValueError(f"kiln.compile: options apply to backend='kiln', not {backend!r}")
+    if disable or config.disable:
         return fn
-    backend = _with_mode(backend, mode)
+    backend = backends.configured(mode, options) if options else _with_mode(backend, mode)
     if config.capture == "dynamo":
         b = {"kiln": backends.kiln}.get(backend, backend) if isinstance(backend, str) else backend
         kw = {"mode": mode} if mode is not None and b == "inductor" else {}

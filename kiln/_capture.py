@@ -419,7 +419,7 @@ def finish(graph, fake_mode, examples, backend, info):
 
     before = len(backends.compiled_graphs)
     fn = resolve_backend(backend)
-    if isinstance(backend, str) or fn in _OWN_BACKENDS:
+    if isinstance(backend, str) or fn in _OWN_BACKENDS or getattr(fn, "_kiln_own", False):
         compiled = fn(gm, list(examples))
         if isinstance(compiled, backends._EagerOnError):
             compiled = _Unwritten(compiled.fn, compiled.gm)

@@ -72,10 +72,71 @@ def _tensorify_unmark(before):
         marks.intersection_update(before)
 
 
-def kiln(gm, example_inputs):
-    """torch.compile backend: `torch.compile(model, backend="kiln")`."""
+def kiln(gm, example_inputs, mode=None, options=None):
+    """torch.compile backend: `torch.compile(model, backend="kiln")`; torch.compile
+    passes its mode and options (see configured)."""
+    if mode not in (None, "default") or options:
+        return configured(mode, options)(gm, example_inputs)
     with phase("backend"):
         return _checked(gm, example_inputs)
+
+
+# options= of kiln.compile and torch.compile(backend="kiln"): kiln.config knobs of the
+# compiler, set while a graph compiles, and torch.compile's (Inductor's) two that mean
+# the same here
+OPTION_KNOBS = ("autotune_reps", "cc", "cflags", "chunk_kernels", "compile_jobs", "cuda_row_registers",
+                "debug", "dump", "fast_lowering", "lt_epilogues", "nvrtc_fast_compile", "packed_linear")
+OPTION_ALIASES = ("triton.cudagraphs", "max_autotune")
+MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def check_options(options):
+    """options as a dict, or a user error naming what is accepted."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"kiln: options must be a dict, got {type(options).__name__}")
+    bad = sorted(str(k) for k in options if k not in OPTION_KNOBS and k not in OPTION_ALIASES)
+    if bad:
+        raise ValueError(f"kiln: unknown option(s) {', '.join(bad)}; the options kiln takes are "
+                         f"{', '.join(OPTION_KNOBS + OPTION_ALIASES)}")
+    return dict(options)
+
+
+def configured(mode=None, options=None):
+    """The kiln backend for a torch.compile mode and options: reduce-overhead
+    replays CUDA graphs, the max-autotune modes tune launch sizes (with and
+    without CUDA graphs); options' "triton.cudagraphs" and "max_autotune" turn
+    those on or off, the other keys set kiln.config while a graph compiles."""
+    if mode not in MODES:
+        raise ValueError(f"kiln: unknown mode {mode!r}; use one of {list(MODES)}")
+    opts = check_options(options)
+    graphs = opts.pop("triton.cudagraphs", mode in ("reduce-overhead", "max-autotune"))
+    tune = opts.pop("max_autotune", mode in ("max-autotune", "max-autotune-no-cudagraphs"))
+    base = {(False, False): _plain, (True, False): kiln_cudagraphs, (False, True): kiln_max_autotune_no_cudagraphs,
+            (True, True): kiln_max_autotune}[(bool(graphs), bool(tune))]
+    if not opts:
+        return base
+
+    def kiln_configured(gm, example_inputs):
+        saved = {k: getattr(config, k) for k in opts}
+        try:
+            for k, v in opts.items():
+                setattr(config, k, v)
+            return base(gm, example_inputs)
+        finally:
+            for k, v in saved.items():
+                setattr(config, k, v)
+
+    kiln_configured._kiln_own = True   # kiln's own backend (kiln/_capture.py finish)
+    return kiln_configured
+
+
+def _plain(gm, example_inputs):
+    return kiln(gm, example_inputs)
+
+
+_plain._kiln_own = True
 
 
 def _graph_name(gm):
