@@ -1826,6 +1826,30 @@ module_call(kn_rec *r, rframe *fr, kn_val *m, kn_val **args, int nargs, PyObject
  * every call, as eager reads them); a function read from a source passes
  * as it is where it has no closure and no defaults (a guard on its code then
  * pins all of it) and its globals are as above.  0 (*out set), or a break. */
+/* Every global name code (and the code nested in it: comprehensions,
+ * lambdas) reads is a module, a class or a builtin where globals sets it:
+ * 0, or a break. */
+static int
+reads_only_modules(kn_rec *r, PyCodeObject *co, PyObject *globals, int depth)
+{
+    if (depth > 8)
+        return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a higher-order function over deeply nested code");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_names); i++) {
+        PyObject *g = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(co->co_names, i));
+        if (g == NULL && PyErr_Occurred())
+            return KN_ERR;
+        if (g != NULL && !PyModule_Check(g) && !PyType_Check(g) && !PyCFunction_Check(g))
+            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a higher-order function over a function that reads globals");
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++) {
+        PyObject *c = PyTuple_GET_ITEM(co->co_consts, i);
+        int rc = PyCode_Check(c) ? reads_only_modules(r, (PyCodeObject *)c, globals, depth + 1) : 0;
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int
 pure_function_value(kn_rec *r, kn_val *v, kn_val **out)
 {
@@ -1837,13 +1861,9 @@ pure_function_value(kn_rec *r, kn_val *v, kn_val **out)
         return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a higher-order function over a closure or a computed function");
     PyCodeObject *co = (PyCodeObject *)(made ? v->obj : PyFunction_GET_CODE(v->obj));
     PyObject *globals = made ? v->globals : PyFunction_GET_GLOBALS(v->obj);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_names); i++) {
-        PyObject *g = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(co->co_names, i));
-        if (g == NULL && PyErr_Occurred())
-            return KN_ERR;
-        if (g != NULL && !PyModule_Check(g) && !PyType_Check(g) && !PyCFunction_Check(g))
-            return kn_brk(r, KN_BRK_CALL_NOT_RECORDED, "a higher-order function over a function that reads globals");
-    }
+    int rc = reads_only_modules(r, co, globals, 0);
+    if (rc)
+        return rc;
     if (read) {
         *out = v;
         return 0;

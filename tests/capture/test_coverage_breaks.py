@@ -809,12 +809,16 @@ def _scan(a, b, how):
     def combine_closure(left, right):
         return left[0] * right[0] * a.mean(), right[0] * left[1] + right[1]
 
-    fn = {"pure": combine, "global": combine_global, "closure": combine_closure}[how]
+    def combine_nested_global(left, right):   # the global read inside a comprehension's code
+        return tuple([u * _SCAN_SCALE for u in (left[0] * right[0],)])[0], right[0] * left[1] + right[1]
+
+    fn = {"pure": combine, "global": combine_global, "closure": combine_closure,
+          "nested_global": combine_nested_global}[how]
     _, s = associative_scan(fn, (a, b), dim=1, combine_mode="generic")
     return s.sin() + 1
 
 
-@pytest.mark.parametrize("how", ["pure", "global", "closure"])
+@pytest.mark.parametrize("how", ["pure", "global", "closure", "nested_global"])
 def test_associative_scan_is_one_node_over_a_pure_function(how):
     # Mamba's selective scan under compile: Dynamo records the HOP; kiln calls
     # it whole where its function reads nothing but its arguments and modules
