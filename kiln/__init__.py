@@ -114,7 +114,7 @@ def _check_backend(backend):
                         f"got {type(backend).__name__}")
 
 
-_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_MODES = backends.MODES
 
 
 def _check_mode(mode):
@@ -127,9 +127,8 @@ def _with_mode(backend, mode):
     torch.compile too) replays each compiled CUDA graph as a CUDA graph; the
     max-autotune modes time a few launch sizes per GPU kernel on the first
     run and keep the fastest (cached on disk)."""
-    if backend == "kiln":
-        return {"reduce-overhead": backends.kiln_cudagraphs, "max-autotune": backends.kiln_max_autotune,
-                "max-autotune-no-cudagraphs": backends.kiln_max_autotune_no_cudagraphs}.get(mode, backend)
+    if backend == "kiln" and mode not in (None, "default"):
+        return backends.configured(mode)
     return backend
 
 

@@ -141,37 +141,34 @@ def function_apply(cls, *args, **kwargs):
     return out
 
 
-class _ApplyWhole:
-    """function_apply_whole(Fn): the graph node's callable for Fn.apply with
-    autograd on (its forward and backward run by autograd, traced whole by
-    AOT autograd), or None unless Fn's own methods read nothing but their
-    arguments, the ctx, modules, classes and builtins: they also run on fakes
-    while recording (and while AOT traces), which a global or closure they
-    change, a print or Python's random would show."""
-
-    _IMPURE = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF", "LOAD_DEREF", "LOAD_CLOSURE",
+_IMPURE_OPS = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF", "LOAD_DEREF", "LOAD_CLOSURE",
                "LOAD_CLASSDEREF", "COPY_FREE_VARS", "MAKE_CELL"}
 
-    def __call__(self, cls):
-        import builtins
-        import random
 
-        for name in ("forward", "backward", "setup_context", "jvp", "vmap"):
-            fn = getattr(cls, name, None)
-            if not isinstance(fn, types.FunctionType):
-                continue   # torch's own (setup_context's default, jvp's raising one)
-            if fn.__module__.startswith("torch.autograd"):
-                continue
-            for ins in _instructions(fn.__code__):
-                if ins.opname in self._IMPURE:
+def function_apply_whole(cls):
+    """The graph node's callable for Fn.apply with autograd on (its forward
+    and backward run by autograd, traced whole by AOT autograd), or None
+    unless Fn's own methods read nothing but their arguments, the ctx,
+    modules, classes and builtins: they also run on fakes while recording
+    (and while AOT traces), which a global or closure they change, a print or
+    Python's random would show."""
+    import builtins
+    import random
+
+    for name in ("forward", "backward", "setup_context", "jvp", "vmap"):
+        fn = getattr(cls, name, None)
+        if not isinstance(fn, types.FunctionType) or fn.__module__.startswith("torch.autograd"):
+            continue   # torch's own (setup_context's default, jvp's raising one)
+        for ins in _instructions(fn.__code__):
+            if ins.opname in _IMPURE_OPS:
+                return None
+            if ins.opname == "LOAD_GLOBAL":
+                v = fn.__globals__.get(ins.argval, getattr(builtins, ins.argval, None))
+                if v is print or v is random or not (isinstance(v, (types.ModuleType, type)) or
+                                                     isinstance(v, types.BuiltinFunctionType) and
+                                                     getattr(v, "__module__", None) == "builtins"):
                     return None
-                if ins.opname == "LOAD_GLOBAL":
-                    v = fn.__globals__.get(ins.argval, getattr(builtins, ins.argval, None))
-                    if v is print or v is random or not (isinstance(v, (types.ModuleType, type)) or
-                                                         isinstance(v, types.BuiltinFunctionType) and
-                                                         getattr(v, "__module__", None) == "builtins"):
-                        return None
-        return _autograd_apply
+    return _autograd_apply
 
 
 def _instructions(code):
@@ -186,8 +183,6 @@ def _instructions(code):
 def _autograd_apply(cls, *args):
     return cls.apply(*args)
 
-
-function_apply_whole = _ApplyWhole()
 
 
 def constructor_fakes(obj, depth=3):

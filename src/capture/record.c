@@ -1015,6 +1015,15 @@ unpack(kn_rec *r, rframe *fr, kn_val *seq, int n, int before, int after)
     return 0;
 }
 
+PyObject *
+kn_input_real(kn_rec *r, int src)
+{
+    for (int i = 0; i < r->ninputs; i++)
+        if (r->inputs[i] == src)
+            return PyList_GET_ITEM(r->examples, i);
+    return NULL;
+}
+
 /* d[t], d a dict read from a source and t an input tensor (an optimizer's
  * state, keyed by its parameters): the tensor guarded by identity, the item
  * read from the source d[t]; a key not there yet (a defaultdict's first use,
@@ -1023,10 +1032,7 @@ unpack(kn_rec *r, rframe *fr, kn_val *seq, int n, int before, int after)
 static int
 dict_item_by_tensor(kn_rec *r, kn_val *c, kn_val *k, kn_val **out)
 {
-    PyObject *key = NULL;
-    for (int i = 0; i < r->ninputs && key == NULL; i++)
-        if (r->inputs[i] == k->src)
-            key = PyList_GET_ITEM(r->examples, i);
+    PyObject *key = kn_input_real(r, k->src);
     if (key == NULL)
         return 2;
     if (kn_guard_add(r, KN_G_ID, k->src, key, NULL, NULL, NULL, 0) < 0)

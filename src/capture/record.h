@@ -156,6 +156,7 @@ kn_val *kn_v_const(kn_rec *r, PyObject *obj);              /* borrows obj, pins 
 kn_val *kn_v_const_steal(kn_rec *r, PyObject *obj);        /* steals obj (NULL passes through) */
 int kn_is_simple_const(PyObject *o);   /* None, numbers, str, bytes, dtype, device, Size, slice, range: compared by value */
 PyObject *kn_opfn(const char *name);   /* operator.<name>, new ref */
+PyObject *kn_input_real(kn_rec *r, int src);   /* the real tensor of the graph input read from src, borrowed, or NULL */
 kn_val *kn_v_method(kn_rec *r, kn_val *fn, kn_val *self);   /* fn bound to self; NULL on failure */
 int kn_v_add(kn_rec *r, kn_val *c, kn_val *item);
 int kn_src_add(kn_rec *r, int kind, int parent, PyObject *key, Py_ssize_t idx);

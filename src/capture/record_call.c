@@ -1878,11 +1878,34 @@ pure_function_value(kn_rec *r, kn_val *v, kn_val **out)
     return *out ? 0 : KN_FAIL;
 }
 
+/* self.add(_)(a.div(b).mul(v)) (a.mul(b) for addcmul): addcdiv and addcmul
+ * with a tensor value, as eager computes them.  0, KN_BREAK or KN_ERR. */
+static int
+record_addc(kn_rec *r, kn_val *self, kn_val *a, kn_val *b, kn_val *v, int div, int inplace, kn_val **out)
+{
+    static PyObject *names[4];   /* div, mul, add, add_: interned, kept for good */
+    static const char *const spelled[4] = {"div", "mul", "add", "add_"};
+    for (int i = 0; i < 4; i++)
+        if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(spelled[i])) == NULL)
+            return KN_ERR;
+    kn_val *q, *qv, *a1[2] = {a, b};
+    int rc = kn_torch_op(r, names[div ? 0 : 1], 1, a1, 2, NULL, &q);
+    if (rc == 0) {
+        kn_val *a2[2] = {q, v};
+        rc = kn_torch_op(r, names[1], 1, a2, 2, NULL, &qv);
+    }
+    if (rc == 0) {
+        kn_val *a3[2] = {self, qv};
+        rc = kn_torch_op(r, names[inplace ? 3 : 2], 1, a3, 2, NULL, out);
+    }
+    return rc;
+}
+
 /* t.addcdiv_(a, b, value=v) and addcmul(_) with v a tensor (a 0-d step size
  * under torch.compile: Adam's, Adagrad's), which eager turns into a number
- * by reading its data: recorded as t.add_(a.div(b).mul(v)), as Dynamo does,
- * where eager would take v (else the op is recorded as it is, and breaks).
- * 0 done, 2 not this case, or KN_BREAK / KN_ERR. */
+ * by reading its data: recorded by record_addc, as Dynamo does, where eager
+ * would take v (else the op is recorded as it is, and breaks).  0 done, 2
+ * not this case, or KN_BREAK / KN_ERR. */
 static int
 tensor_value_addc(kn_rec *r, kn_val *fn, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
@@ -1912,34 +1935,15 @@ tensor_value_addc(kn_rec *r, kn_val *fn, kn_val **args, int nargs, PyObject *kwn
         if (!ok)
             return 2;
     }
-    PyObject *op = PyUnicode_FromString(div ? "div" : "mul"), *mul = PyUnicode_FromString("mul"),
-             *add = PyUnicode_FromString(inplace ? "add_" : "add");
-    kn_val *q = NULL, *qv = NULL;
-    int rc = KN_ERR;
-    if (op && mul && add && kn_pin(r, op) && kn_pin(r, mul) && kn_pin(r, add)) {
-        kn_val *a1[2] = {args[0], args[1]};
-        rc = kn_torch_op(r, op, 1, a1, 2, NULL, &q);
-        if (rc == 0) {
-            kn_val *a2[2] = {q, args[2]};
-            rc = kn_torch_op(r, mul, 1, a2, 2, NULL, &qv);
-        }
-        if (rc == 0) {
-            kn_val *a3[2] = {fn->self, qv};
-            rc = kn_torch_op(r, add, 1, a3, 2, NULL, out);
-        }
-    }
-    Py_XDECREF(op);
-    Py_XDECREF(mul);
-    Py_XDECREF(add);
-    return rc;
+    return record_addc(r, fn->self, args[0], args[1], args[2], div, inplace, out);
 }
 
 /* torch._foreach_addcdiv_(xs, as, bs, scalars) and _foreach_addcmul_ with
  * scalars a 1-d tensor (foreach Adam's step sizes under compile): fake
  * tensors cannot run them (torch 2.13's meta check wants the scalars on the
- * CPU), so they are recorded per tensor, xs[i].add_(as[i].div(bs[i]).mul(
- * scalars[i])), the values eager's kernel computes.  0 done (*out None), 2
- * not this case, or KN_BREAK / KN_ERR. */
+ * CPU), so they are recorded per tensor by record_addc with scalars[i], the
+ * values eager's kernel computes.  0 done (*out None), 2 not this case, or
+ * KN_BREAK / KN_ERR. */
 static int
 foreach_tensor_scalars(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
@@ -1967,37 +1971,19 @@ foreach_tensor_scalars(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObjec
         return KN_ERR;
     if (!ok)
         return 2;
-    PyObject *gi = kn_opfn("getitem"), *op = PyUnicode_FromString(div ? "div" : "mul"),
-             *mul = PyUnicode_FromString("mul"), *add = PyUnicode_FromString("add_");
-    int rc = KN_ERR;
-    if (gi && op && mul && add && kn_pin(r, op) && kn_pin(r, mul) && kn_pin(r, add)) {
-        rc = 0;
-        for (int i = 0; i < n && rc == 0; i++) {
-            kn_val *idx = kn_v_const_steal(r, PyLong_FromLong(i)), *si = NULL, *q = NULL, *qv = NULL, *res;
-            if (idx == NULL)
-                return KN_FAIL;
-            kn_val *a0[2] = {args[3], idx};
-            rc = kn_torch_op(r, gi, 0, a0, 2, NULL, &si);
-            kn_val *a1[2] = {args[1]->items[i], args[2]->items[i]};
-            if (rc == 0)
-                rc = kn_torch_op(r, op, 1, a1, 2, NULL, &q);
-            if (rc == 0) {
-                kn_val *a2[2] = {q, si};
-                rc = kn_torch_op(r, mul, 1, a2, 2, NULL, &qv);
-            }
-            if (rc == 0) {
-                kn_val *a3[2] = {args[0]->items[i], qv};
-                rc = kn_torch_op(r, add, 1, a3, 2, NULL, &res);
-            }
-        }
+    PyObject *gi = kn_opfn("getitem");
+    int rc = gi ? 0 : KN_ERR;
+    for (int i = 0; i < n && rc == 0; i++) {
+        kn_val *idx = kn_v_const_steal(r, PyLong_FromLong(i)), *si, *res;
+        kn_val *a0[2] = {args[3], idx};
+        rc = idx == NULL ? KN_FAIL : kn_torch_op(r, gi, 0, a0, 2, NULL, &si);
         if (rc == 0)
-            *out = kn_v_const(r, Py_None);
+            rc = record_addc(r, args[0]->items[i], args[1]->items[i], args[2]->items[i], si, div, 1, &res);
     }
     Py_XDECREF(gi);
-    Py_XDECREF(op);
-    Py_XDECREF(mul);
-    Py_XDECREF(add);
-    return rc == 0 && *out == NULL ? KN_FAIL : rc;
+    if (rc == 0 && (*out = kn_v_const(r, Py_None)) == NULL)
+        rc = KN_FAIL;
+    return rc;
 }
 
 int

@@ -1142,19 +1142,17 @@ kn_getattr(kn_rec *r, rframe *fr, kn_val *v, PyObject *name, kn_val **out)
         return KN_ERR;
     switch (v->kind) {
     case V_TENSOR: {
-        if (!strcmp(nm, "grad") && v->src >= 0) {
+        PyObject *real = !strcmp(nm, "grad") && v->src >= 0 ? kn_input_real(r, v->src) : NULL;
+        if (real) {
             /* an input's gradient (an optimizer's step): an input itself, read from
                its source (None guarded as None); no backward runs inside a graph */
-            for (int i = 0; i < r->ninputs; i++)
-                if (r->inputs[i] == v->src) {
-                    PyObject *g = PyObject_GetAttr(PyList_GET_ITEM(r->examples, i), name);
-                    if (g == NULL)
-                        return KN_ERR;
-                    int gs = kn_src_add(r, KN_SRC_ATTR, v->src, name, 0);
-                    *out = gs < 0 ? NULL : kn_wrap(r, g, gs);
-                    Py_DECREF(g);
-                    return *out ? 0 : KN_FAIL;
-                }
+            PyObject *g = PyObject_GetAttr(real, name);
+            if (g == NULL)
+                return KN_ERR;
+            int gs = kn_src_add(r, KN_SRC_ATTR, v->src, name, 0);
+            *out = gs < 0 ? NULL : kn_wrap(r, g, gs);
+            Py_DECREF(g);
+            return *out ? 0 : KN_FAIL;
         }
         if (!strcmp(nm, "grad") || !strcmp(nm, "data") || !strcmp(nm, "_version") || !strcmp(nm, "grad_fn") ||
             !strcmp(nm, "_base"))

@@ -738,11 +738,19 @@ def test_zip_strict_is_recorded_and_unequal_lengths_still_raise():
         kiln.compile(_zip_strict, backend="eager")(x, ys + [x])
 
 
-def _training_step(seed_state=None):
+_OPTIMIZERS = {"sgd": lambda p: torch.optim.SGD(p, lr=0.1),
+               "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3),
+               "adam": lambda p: torch.optim.Adam(p, lr=0.01),
+               "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.01),
+               "nadam": lambda p: torch.optim.NAdam(p, lr=0.01),
+               "adamw_foreach": lambda p: torch.optim.AdamW(p, lr=0.01, foreach=True)}
+
+
+def _training_step(seed_state=None, kind="sgd"):
     m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     if seed_state is not None:
         m.load_state_dict(seed_state)
-    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    opt = _OPTIMIZERS[kind](m.parameters())
 
     def step(x, y):
         opt.zero_grad()
@@ -832,27 +840,6 @@ def test_associative_scan_is_one_node_over_a_pure_function(how):
         torch.testing.assert_close(cf(a, b, how), _scan(a, b, how))
 
 
-def _optimizer_step(kind, state=None):
-    torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-    if state is not None:
-        m.load_state_dict(state)
-    opt = {"sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3),
-           "adam": lambda p: torch.optim.Adam(p, lr=0.01),
-           "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.01),
-           "nadam": lambda p: torch.optim.NAdam(p, lr=0.01),
-           "adamw_foreach": lambda p: torch.optim.AdamW(p, lr=0.01, foreach=True)}[kind](m.parameters())
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return m, step
-
-
 @pytest.mark.parametrize("kind", ["sgd_momentum", "adam", "adagrad", "nadam", "adamw_foreach"])
 def test_an_optimizers_step_is_its_own_graph(kind):
     # as under Dynamo: the optimizer's step (under its wrappers, which run as
@@ -862,13 +849,15 @@ def test_an_optimizers_step_is_its_own_graph(kind):
     # step size (foreach: _foreach_addcdiv_ with a tensor of step sizes, per
     # tensor); the first step, which fills the state, breaks and records again
     x, y = torch.randn(4, 8), torch.randn(4, 1)
-    m, step = _optimizer_step(kind)
+    torch.manual_seed(0)
+    m, step = _training_step(kind=kind)
     step(x, y)
     ex = kiln.explain(step, backend="eager")(x, y)
     assert ex.graph_count == 2 and ex.graphs[1]["ops"] >= 10, ex
     assert all(b.filename == __file__ for b in ex.breaks), ex
-    m1, step1 = _optimizer_step(kind)
-    m2, step2 = _optimizer_step(kind)
+    torch.manual_seed(0)
+    m1, step1 = _training_step(kind=kind)
+    m2, step2 = _training_step(m1.state_dict(), kind=kind)
     cf = kiln.compile(step1)
     for _ in range(4):
         torch.testing.assert_close(cf(x, y), step2(x, y))
