@@ -12,9 +12,9 @@ import pathlib
 import sys
 
 # the recorder reads CPython's frames and bytecode, which change with each minor version
-if not ((3, 11) <= sys.version_info[:2] <= (3, 12)):
-    sys.exit(f"kiln supports CPython 3.11 and 3.12; this is {sys.version.split()[0]}. "
-             "Install kiln under Python 3.11 or 3.12.")
+if not ((3, 11) <= sys.version_info[:2] <= (3, 13)):
+    sys.exit(f"kiln supports CPython 3.11, 3.12 and 3.13; this is {sys.version.split()[0]}. "
+             "Install kiln under one of those.")
 
 from setuptools import Extension, setup  # noqa: E402
 

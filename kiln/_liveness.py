@@ -59,20 +59,37 @@ def _live_in(code):
         for k, x in enumerate(ins):
             if ent.start <= x.offset < ent.end:
                 succ[k].append(at[ent.target])
-    gen = [frozenset((x.arg,)) if x.opname in _READS_LOCAL or x.opname in _READS_CELL else frozenset()
-           for x in ins]
-    kill = [x.arg if x.opname in ("STORE_FAST", "STORE_DEREF") else -1 for x in ins]
+    effects = [_local_effects(x) for x in ins]
     live = [frozenset()] * len(ins)
     changed = True
     while changed:
         changed = False
         for k in range(len(ins) - 1, -1, -1):
             out = frozenset().union(*(live[s] for s in succ[k]))
-            new = gen[k] | (out - {kill[k]})
+            reads, stores, reads_after = effects[k]
+            new = reads | ((out | reads_after) - stores)
             if new != live[k]:
                 live[k] = new
                 changed = True
     return {x.offset // 2: live[k] for k, x in enumerate(ins)}
+
+
+def _local_effects(x):
+    """(read, stored, read after the store): the localsplus slots one
+    instruction reads before it stores, stores, and reads after its store
+    (3.13's superinstructions pack two slots into one argument, 4 bits each)."""
+    none = frozenset()
+    if x.opname in _READS_LOCAL or x.opname in _READS_CELL:
+        return frozenset((x.arg,)), none, none
+    if x.opname in ("STORE_FAST", "STORE_DEREF"):
+        return none, frozenset((x.arg,)), none
+    if x.opname == "LOAD_FAST_LOAD_FAST":
+        return frozenset((x.arg >> 4, x.arg & 15)), none, none
+    if x.opname == "STORE_FAST_STORE_FAST":
+        return none, frozenset((x.arg >> 4, x.arg & 15)), none
+    if x.opname == "STORE_FAST_LOAD_FAST":
+        return none, frozenset((x.arg >> 4,)), frozenset((x.arg & 15,))
+    return none, none, none
 
 
 def dead_locals(code, offset):

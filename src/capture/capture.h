@@ -30,10 +30,11 @@
 
 #include "kiln.h"
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030D0000
-#error "kiln's capture supports CPython 3.11 and 3.12"
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
+#error "kiln's capture supports CPython 3.11, 3.12 and 3.13"
 #endif
 #define KN_PY312 (PY_VERSION_HEX >= 0x030C0000)
+#define KN_PY313 (PY_VERSION_HEX >= 0x030D0000)
 
 /* The code-object extra slot: "unstable" API names from 3.12 */
 #if KN_PY312
@@ -44,6 +45,13 @@
 #define kn_code_get_extra _PyCode_GetExtra
 #define kn_code_set_extra _PyCode_SetExtra
 #define kn_request_extra_index _PyEval_RequestCodeExtraIndex
+#endif
+
+/* getattr that tells a missing attribute (0, no error) from an error (-1) */
+#if KN_PY313
+#define kn_lookup_attr PyObject_GetOptionalAttr
+#else
+#define kn_lookup_attr _PyObject_LookupAttr
 #endif
 
 /* A type's own attribute dict (new reference, or NULL): from 3.12 the
@@ -80,6 +88,21 @@ kn_err_take(void)
 #endif
 }
 
+/* The referent of weak reference ref (new reference; Py_None when it is
+ * gone): PyWeakref_GET_OBJECT is deprecated from 3.13. */
+static inline PyObject *
+kn_weak_get(PyObject *ref)
+{
+#if KN_PY313
+    PyObject *o = NULL;
+    if (PyWeakref_GetRef(ref, &o) < 0)
+        PyErr_Clear();
+    return o ? o : Py_NewRef(Py_None);
+#else
+    return Py_NewRef(PyWeakref_GET_OBJECT(ref));
+#endif
+}
+
 static inline void
 PyErr_SetRaisedException_compat(PyObject *exc)   /* steals exc */
 {
@@ -102,6 +125,8 @@ extern const char *const kn_opcode_names[KN_NOPCODES];   /* kn_opcode -> its nam
 extern int16_t kn_opmap[512];          /* CPython opcode number -> kn_opcode, -1 unbound */
 extern uint8_t kn_opcaches[512];       /* inline cache entries after the opcode */
 int kn_opcodes_bind(void);             /* fill the tables from dis/opcode; -1 on error */
+extern PyTypeObject *kn_method_wrapper_type;   /* type(None.__repr__), set by kn_opcodes_bind
+                                                  (3.13 does not export _PyMethodWrapper_Type) */
 
 /* ---------------------------------------------------------------- break reasons */
 /* why a recording breaks or declines: one code per line of breaks.def

@@ -583,9 +583,12 @@ kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, in
         case KN_G_ID:
             ok = v == g->obj;
             break;
-        case KN_G_WEAKID:
-            ok = v == PyWeakref_GET_OBJECT(g->obj2);
+        case KN_G_WEAKID: {
+            PyObject *o = kn_weak_get(g->obj2);
+            ok = v == o;
+            Py_DECREF(o);
             break;
+        }
         case KN_G_CODE:
             ok = PyFunction_Check(v) && PyFunction_GET_CODE(v) == g->obj &&
                  PyFunction_GET_DEFAULTS(v) == g->obj2 && PyFunction_GET_KW_DEFAULTS(v) == g->obj3;
@@ -751,9 +754,10 @@ kn_guard_describe(kn_seg *seg, PyCodeObject *code)
             break;
         }
         case KN_G_WEAKID: {
-            PyObject *o = PyWeakref_GET_OBJECT(g->obj2);
+            PyObject *o = kn_weak_get(g->obj2);
             d = PyUnicode_FromFormat("%U is <%s object at %p>%s", s, Py_TYPE(o)->tp_name, o,
                                      o == Py_None ? " (gone)" : "");
+            Py_DECREF(o);
             break;
         }
         case KN_G_EMPTY: d = PyUnicode_FromFormat("%U[k] == {} for k in %R", s, g->obj); break;
@@ -830,9 +834,18 @@ const char *const kn_opcode_names[KN_NOPCODES] = {
 #undef OPC
 };
 
+PyTypeObject *kn_method_wrapper_type;
+
 int
 kn_opcodes_bind(void)
 {
+    if (kn_method_wrapper_type == NULL) {
+        PyObject *mw = PyObject_GetAttrString(Py_None, "__repr__");
+        if (mw == NULL)
+            return -1;
+        kn_method_wrapper_type = Py_TYPE(mw);   /* a static type: no reference kept */
+        Py_DECREF(mw);
+    }
     if (s_is_contiguous == NULL && (s_is_contiguous = PyUnicode_InternFromString("is_contiguous")) == NULL)
         return -1;
     if (s_is_cpu == NULL && (s_is_cpu = PyUnicode_InternFromString("is_cpu")) == NULL)

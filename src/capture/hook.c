@@ -21,20 +21,7 @@
 
 #include <pthread.h>
 
-#define Py_BUILD_CORE 1
-#include "internal/pycore_frame.h"
-#undef Py_BUILD_CORE
-
-#ifndef CO_FAST_CELL
-#define CO_FAST_CELL 0x40
-#define CO_FAST_FREE 0x80
-#endif
-
-#if KN_PY312
-#define FRAME_FUNC(f) ((PyFunctionObject *)(f)->f_funcobj)
-#else
-#define FRAME_FUNC(f) ((f)->f_func)
-#endif
+#include "capture/frame.h"
 
 kn_capture_env kn_cenv;
 
@@ -278,7 +265,7 @@ code_info(PyCodeObject *code)
 static void
 prologue(_PyInterpreterFrame *f)
 {
-    PyCodeObject *co = f->f_code;
+    PyCodeObject *co = KN_FRAME_CODE(f);
     const unsigned char *kinds = (const unsigned char *)PyBytes_AS_STRING(co->co_localspluskinds);
     int nlp = co->co_nlocalsplus, nfree = co->co_nfreevars;
     PyObject *closure = FRAME_FUNC(f)->func_closure;
@@ -296,7 +283,7 @@ prologue(_PyInterpreterFrame *f)
             Py_XSETREF(f->localsplus[i], cell);
         }
     }
-    f->prev_instr = _PyCode_CODE(co) + co->_co_firsttraceable - 1;
+    KN_FRAME_RESUME(f, co->_co_firsttraceable);
 }
 
 /* CPython's evaluator on frame f, for a frame that passed kn_c_stack_low.
@@ -332,12 +319,47 @@ frame_release(PyThreadState *ts)
     frames_running--;
 }
 
+#if KN_PY313
+/* 3.13's POP_JUMP_IF_TRUE/FALSE and UNARY_NOT read only bools (TO_BOOL or
+ * COMPARE_OP made them), while the recorder leaves a condition as it is and
+ * takes its truth at the jump: a frame handed to CPython at one of them gets
+ * the condition on its stack converted.  -1: bool() raised. */
+static int
+condition_to_bool(_PyInterpreterFrame *f, int off)
+{
+    PyCodeObject *code = KN_FRAME_CODE(f);
+    if (f->stacktop <= code->co_nlocalsplus)
+        return 0;
+    PyObject **top = &f->localsplus[f->stacktop - 1];
+    if (*top == NULL || PyBool_Check(*top))
+        return 0;
+    PyObject *b = PyCode_GetCode(code);
+    if (b == NULL)
+        return -1;
+    int op = off < PyBytes_GET_SIZE(b) / 2 ? kn_opmap[((const unsigned char *)PyBytes_AS_STRING(b))[2 * off]] : -1;
+    Py_DECREF(b);
+    if (op != KN_OP_POP_JUMP_IF_TRUE && op != KN_OP_POP_JUMP_IF_FALSE && op != KN_OP_UNARY_NOT)
+        return 0;
+    int t = PyObject_IsTrue(*top);
+    if (t < 0)
+        return -1;
+    Py_SETREF(*top, Py_NewRef(t ? Py_True : Py_False));
+    return 0;
+}
+#endif
+
+static PyObject *raise_at(PyThreadState *ts, _PyInterpreterFrame *f, int off);
+
 /* CPython takes frame f over at offset off. */
 static PyObject *
 fallback(PyThreadState *ts, _PyInterpreterFrame *f, int off)
 {
+#if KN_PY313
+    if (condition_to_bool(f, off) < 0)
+        return raise_at(ts, f, off);
+#endif
     frame_release(ts);
-    f->prev_instr = _PyCode_CODE(f->f_code) + off - 1;
+    KN_FRAME_RESUME(f, off);
     return eval_default(ts, f, 0);
 }
 
@@ -378,7 +400,7 @@ static PyObject *
 raise_at(PyThreadState *ts, _PyInterpreterFrame *f, int off)
 {
     frame_release(ts);
-    f->prev_instr = _PyCode_CODE(f->f_code) + off;
+    KN_FRAME_RAISE(f, off);
     return eval_default(ts, f, 1);
 }
 
@@ -389,17 +411,17 @@ raise_at(PyThreadState *ts, _PyInterpreterFrame *f, int off)
 static _PyInterpreterFrame *
 frame_link(PyThreadState *ts, _PyInterpreterFrame *f, int at)
 {
-    _PyInterpreterFrame *prev = ts->cframe->current_frame;
-    f->prev_instr = _PyCode_CODE(f->f_code) + at;
+    _PyInterpreterFrame *prev = KN_TS_FRAME(ts);
+    KN_FRAME_AT(f, at);
     f->previous = prev;
-    ts->cframe->current_frame = f;
+    KN_TS_FRAME(ts) = f;
     return prev;
 }
 
 static void
 frame_unlink(PyThreadState *ts, _PyInterpreterFrame *prev)
 {
-    ts->cframe->current_frame = prev;
+    KN_TS_FRAME(ts) = prev;
 }
 
 static void
@@ -449,10 +471,10 @@ do_call(PyThreadState *ts, kn_seg *seg, _PyInterpreterFrame *f)
     PyObject *res;
     int pop;
     _PyInterpreterFrame *prev = frame_link(ts, f, seg->term_off);
-    if (seg->term_arg < 0) {                      /* CALL_FUNCTION_EX: NULL, fn, args[, kwargs] */
+    if (seg->term_arg < 0) {   /* CALL_FUNCTION_EX: NULL, fn (3.13: fn, NULL), args[, kwargs] */
         int haskw = seg->term_arg == -2;
         PyObject *kw = haskw ? sp[-1] : NULL;
-        PyObject *args = sp[-1 - haskw], *fn = sp[-2 - haskw];
+        PyObject *args = sp[-1 - haskw], *fn = sp[-(KN_PY313 ? 3 : 2) - haskw];
         PyObject *targs = PyTuple_Check(args) ? Py_NewRef(args) : PySequence_Tuple(args);
         if (targs == NULL) {
             frame_unlink(ts, prev);
@@ -462,18 +484,20 @@ do_call(PyThreadState *ts, kn_seg *seg, _PyInterpreterFrame *f)
         Py_DECREF(targs);
         pop = 3 + haskw;
     } else {
-        int n = seg->term_arg;
-        PyObject *a = sp[-n - 2], *b = sp[-n - 1];
-        PyObject **args = sp - n;
-        PyObject *callable = b;
-        if (a != NULL) {
-            callable = a;
+        /* CALL: [NULL or method, callable or self, args] up to 3.12, [callable,
+         * NULL or self, args] in 3.13, whose CALL_KW has the names on top */
+        int n = seg->term_arg, kwtop = KN_PY313 && seg->kwnames != NULL;
+        PyObject **top = sp - kwtop;
+        PyObject *a = top[-n - 2], *b = top[-n - 1];
+        PyObject **args = top - n;
+        PyObject *callable = KN_PY313 ? a : (a != NULL ? a : b);
+        if (KN_PY313 ? b != NULL : a != NULL) {   /* a self: the first argument */
             args--;
             n++;
         }
         Py_ssize_t nkw = seg->kwnames ? PyTuple_GET_SIZE(seg->kwnames) : 0;
         res = PyObject_Vectorcall(callable, args, n - nkw, seg->kwnames);
-        pop = seg->term_arg + 2;
+        pop = seg->term_arg + 2 + kwtop;
     }
     frame_unlink(ts, prev);
     for (int i = 0; i < pop; i++) {
@@ -526,7 +550,7 @@ static kn_seg *
 lookup(kn_codeinfo *info, _PyInterpreterFrame *f, int off, PyObject ***vals, int *cap, PyObject **small,
        int *count)
 {
-    int nlp = f->f_code->co_nlocalsplus;
+    int nlp = KN_FRAME_CODE(f)->co_nlocalsplus;
     *count = 0;
     for (kn_seg *s = info->segs; s; s = s->next) {
         if (s->offset != off)
@@ -612,7 +636,7 @@ find_return_const(PyCodeObject *code, PyObject *value)
 static PyObject *
 end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject *result, int at)
 {
-    PyCodeObject *code = f->f_code;
+    PyCodeObject *code = KN_FRAME_CODE(f);
     int nlp = code->co_nlocalsplus;
     frame_release(ts);
     if (result != NULL) {
@@ -629,26 +653,26 @@ end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject
             if (ret < 0) {
                 Py_DECREF(result);
                 KN_INTERNAL("no instruction to return this frame's value with");
-                f->prev_instr = _PyCode_CODE(code) + at;
+                KN_FRAME_RAISE(f, at);
                 return eval_default(ts, f, 1);
             }
             Py_DECREF(result);   /* RETURN_CONST pushes the constant itself */
         } else {
             f->localsplus[f->stacktop++] = result;   /* the frame owns it now */
         }
-        f->prev_instr = _PyCode_CODE(code) + ret - 1;
+        KN_FRAME_RESUME(f, ret);
         return eval_default(ts, f, 0);
     }
     if (!PyErr_Occurred())
         KN_INTERNAL("a compiled frame failed without an exception");
-    f->prev_instr = _PyCode_CODE(code) + at;
+    KN_FRAME_RAISE(f, at);
     return eval_default(ts, f, 1);
 }
 
 static PyObject *
 run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info)
 {
-    PyCodeObject *code = f->f_code;
+    PyCodeObject *code = KN_FRAME_CODE(f);
     frames_running++;
     prologue(f);
     int off = code->_co_firsttraceable, cap = 128, at = off;
@@ -817,7 +841,7 @@ static int
 disabled(_PyInterpreterFrame *f)
 {
     PyObject *fn = (PyObject *)FRAME_FUNC(f), *v = NULL;
-    if (fn == NULL || _PyObject_LookupAttr(fn, kn_cenv.s_dynamo_disable, &v) < 0) {
+    if (fn == NULL || kn_lookup_attr(fn, kn_cenv.s_dynamo_disable, &v) < 0) {
         PyErr_Clear();
         return 0;
     }
@@ -832,15 +856,15 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
     kn_capctx *ctx = tls_ctx;
     if (ctx == NULL || throwflag)
         return _PyEval_EvalFrameDefault(ts, f, throwflag);
-    PyCodeObject *code = f->f_code;
+    PyCodeObject *code = KN_FRAME_CODE(f);
     if (kn_c_stack_low()) {
         /* the C stack is nearly full (a raised recursion limit): raise as
          * CPython does when it runs out of C stack, never overflow it */
         PyErr_SetString(PyExc_RecursionError,
                         "maximum recursion depth exceeded (kiln: the thread's C stack is nearly full)");
-        if (f->owner == FRAME_OWNED_BY_THREAD && f->prev_instr == _PyCode_CODE(code) - 1) {
+        if (f->owner == FRAME_OWNED_BY_THREAD && KN_FRAME_FRESH(f)) {
             prologue(f);   /* a fresh frame: raised at its first line, cells made */
-            f->prev_instr = _PyCode_CODE(code) + code->_co_firsttraceable;
+            KN_FRAME_RAISE(f, code->_co_firsttraceable);
         }
         return _PyEval_EvalFrameDefault(ts, f, 1);
     }
@@ -848,7 +872,7 @@ kn_eval(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
         return eval_default(ts, f, throwflag);
     if ((code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) ||
         f->owner != FRAME_OWNED_BY_THREAD || ts->c_tracefunc != NULL || ts->c_profilefunc != NULL ||
-        f->prev_instr != _PyCode_CODE(code) - 1)
+        !KN_FRAME_FRESH(f))
         return eval_default(ts, f, throwflag);
     kn_codeinfo *info = code_info(code);
     if (info == NULL) {

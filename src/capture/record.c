@@ -18,6 +18,12 @@
 
 #include <stdarg.h>
 
+#if KN_PY313   /* _PySet_NextEntry moved to the internal headers */
+#define Py_BUILD_CORE 1
+#include "internal/pycore_setobject.h"
+#undef Py_BUILD_CORE
+#endif
+
 kn_val kn_lazy;
 
 /* ------------------------------------------------------------------ values */
@@ -352,7 +358,7 @@ is_identity_const(PyObject *o)
 {
     return PyFunction_Check(o) || PyCFunction_Check(o) || PyType_Check(o) || PyModule_Check(o) ||
            PyCode_Check(o) || Py_TYPE(o) == &PyMethodDescr_Type || Py_TYPE(o) == &PyWrapperDescr_Type ||
-           Py_TYPE(o) == &PyClassMethodDescr_Type || Py_TYPE(o) == &_PyMethodWrapper_Type;
+           Py_TYPE(o) == &PyClassMethodDescr_Type || Py_TYPE(o) == kn_method_wrapper_type;
 }
 
 /* a member of an enum.Enum class (timm's Format.NCHW, a str Enum):
@@ -1567,6 +1573,22 @@ with_exit(kn_rec *r, kn_val *ctx)
 #define KN_NEXT 2
 static int run_one(kn_rec *r, rframe *fr);
 
+/* LOAD_FAST (and its 3.13 superinstructions' halves): push local i; clear:
+ * LOAD_FAST_AND_CLEAR, which also reads an unbound local and unbinds it */
+static int
+load_fast(kn_rec *r, rframe *fr, int i, int clear)
+{
+    kn_val *a = fr->locals[i] == LAZY ? load_local(r, fr, i) : fr->locals[i];
+    if (a == NULL)
+        return KN_FAIL;
+    if (a->kind == V_NULL && !clear)
+        return kn_brk(r, KN_BRK_LOCAL_VARIABLE_REFERENCED_BEFORE);
+    PUSH(a);
+    if (clear && (fr->locals[i] = kn_v_new(r, V_NULL)) == NULL)
+        return KN_FAIL;
+    return 0;
+}
+
 /* Runs fr until it returns (0) or breaks (KN_BREAK: the frame's pc is the
  * instruction that could not be recorded and its stack is as it was before
  * that instruction, so CPython or the segment's terminal can run it). */
@@ -1652,17 +1674,23 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_LOAD_FAST:
         case KN_OP_LOAD_FAST_CHECK:
         case KN_OP_LOAD_FAST_AND_CLEAR:
-            a = fr->locals[arg] == LAZY ? load_local(r, fr, arg) : fr->locals[arg];
-            if (a == NULL)
-                return KN_FAIL;
-            if (a->kind == V_NULL && op != KN_OP_LOAD_FAST_AND_CLEAR)
-                return kn_brk(r, KN_BRK_LOCAL_VARIABLE_REFERENCED_BEFORE);
-            PUSH(a);
-            if (op == KN_OP_LOAD_FAST_AND_CLEAR)
-                fr->locals[arg] = kn_v_new(r, V_NULL);
+            /* (3.13 loads a cell for a closure with LOAD_FAST: the cell is the value) */
+            CHECK(load_fast(r, fr, arg, op == KN_OP_LOAD_FAST_AND_CLEAR));
+            break;
+        case KN_OP_LOAD_FAST_LOAD_FAST:   /* 3.13: two locals, the argument's high and low nibbles */
+            CHECK(load_fast(r, fr, arg >> 4, 0));
+            CHECK(load_fast(r, fr, arg & 15, 0));
             break;
         case KN_OP_STORE_FAST:
             fr->locals[arg] = POP();
+            break;
+        case KN_OP_STORE_FAST_LOAD_FAST:   /* 3.13 */
+            fr->locals[arg >> 4] = POP();
+            CHECK(load_fast(r, fr, arg & 15, 0));
+            break;
+        case KN_OP_STORE_FAST_STORE_FAST:   /* 3.13: the top into the high nibble's local */
+            fr->locals[arg >> 4] = POP();
+            fr->locals[arg & 15] = POP();
             break;
         case KN_OP_DELETE_FAST:   /* of an unbound local raises: CPython does it */
             a = fr->locals[arg] == LAZY ? load_local(r, fr, arg) : fr->locals[arg];
@@ -1684,9 +1712,11 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_LOAD_GLOBAL:
             name = PyTuple_GET_ITEM(co->co_names, arg >> 1);
             CHECK(global_load(r, fr, name, &a));
-            if (arg & 1)
-                PUSH(kn_v_new(r, V_NULL));
+            if (!KN_PY313 && (arg & 1))
+                PUSH(kn_v_new(r, V_NULL));   /* the call form: NULL below the callable */
             PUSH(a);
+            if (KN_PY313 && (arg & 1))
+                PUSH(kn_v_new(r, V_NULL));   /* 3.13: above it */
             break;
         case KN_OP_STORE_GLOBAL:
             if (fr->globals != r->root_globals)
@@ -1795,7 +1825,10 @@ run_one(kn_rec *r, rframe *fr)
             break;
         }
         case KN_OP_COMPARE_OP: {
-            int which = KN_PY312 ? arg >> 4 : arg;
+            /* 3.13: the low 5 bits are the cache's and "bool() the result"
+             * (16), set only where a conditional jump consumes it: the jump
+             * takes the truth of what is recorded here */
+            int which = KN_PY313 ? arg >> 5 : KN_PY312 ? arg >> 4 : arg;
             if (which < 0 || which > 5)
                 return kn_brk(r, KN_BRK_UNKNOWN_COMPARISON);
             b = POP();
@@ -1825,6 +1858,9 @@ run_one(kn_rec *r, rframe *fr)
         case KN_OP_BUILD_SLICE:
         case KN_OP_BUILD_STRING:
         case KN_OP_FORMAT_VALUE:
+        case KN_OP_FORMAT_SIMPLE:
+        case KN_OP_FORMAT_WITH_SPEC:
+        case KN_OP_CONVERT_VALUE:
         case KN_OP_LIST_APPEND:
         case KN_OP_SET_ADD:
         case KN_OP_LIST_EXTEND:
@@ -1856,11 +1892,20 @@ run_one(kn_rec *r, rframe *fr)
                 break;
             }
             (void)POP();
-            fr->pc = next + arg + (KN_PY312 ? 1 : 0);
+            /* past END_FOR (3.12), END_FOR and POP_TOP (3.13) */
+            fr->pc = next + arg + (KN_PY313 ? 2 : KN_PY312 ? 1 : 0);
             return KN_NEXT;
-        case KN_OP_END_FOR:
+        case KN_OP_END_FOR:   /* pops the iterator and its value; 3.13 only the value */
             (void)POP();
-            (void)POP();
+            if (!KN_PY313)
+                (void)POP();
+            break;
+        case KN_OP_TO_BOOL:
+            /* 3.13 converts a condition to bool before POP_JUMP_IF_TRUE/FALSE
+             * and UNARY_NOT, its only consumers, which the recorder lets take
+             * the truth of any value themselves.  CPython's own jump reads
+             * only bools: a frame handed to it at one gets its condition
+             * converted (hook.c, kn_frame_condition) */
             break;
         case KN_OP_JUMP_FORWARD:
         case KN_OP_JUMP_BACKWARD:
@@ -1914,8 +1959,10 @@ run_one(kn_rec *r, rframe *fr)
             fr->kwnames = PyTuple_GET_ITEM(co->co_consts, arg);
             break;
         case KN_OP_CALL:
+        case KN_OP_CALL_KW:
         case KN_OP_CALL_FUNCTION_EX:
         case KN_OP_MAKE_FUNCTION:
+        case KN_OP_SET_FUNCTION_ATTRIBUTE:
             CHECK(kn_op_call(r, fr, op, arg));
             break;
         case KN_OP_CALL_INTRINSIC_1:

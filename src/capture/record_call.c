@@ -193,9 +193,14 @@ gen_loop_body_ok(gen_loop *lp, int strict)
         int op, arg, next;
         if (kn_decode(fr, pc, &op, &arg, &next) < 0)
             return 0;
-        if (strict && prev == KN_OP_PUSH_NULL && op != KN_OP_LOAD_FAST && op != KN_OP_LOAD_FAST_CHECK &&
+        /* a callable kiln cannot see statically (self.layers[0](x), f(x)(y)):
+         * PUSH_NULL comes before the callable's load up to 3.12, after it in 3.13 */
+        if (strict && !KN_PY313 && prev == KN_OP_PUSH_NULL && op != KN_OP_LOAD_FAST && op != KN_OP_LOAD_FAST_CHECK &&
             op != KN_OP_LOAD_DEREF && op != KN_OP_LOAD_GLOBAL)
-            return 0;   /* a callable kiln cannot see statically (self.layers[0](x), f(x)(y)) */
+            return 0;
+        if (strict && KN_PY313 && op == KN_OP_PUSH_NULL && prev != KN_OP_LOAD_FAST && prev != KN_OP_LOAD_FAST_CHECK &&
+            prev != KN_OP_LOAD_DEREF && prev != KN_OP_LOAD_FAST_LOAD_FAST && prev != KN_OP_STORE_FAST_LOAD_FAST)
+            return 0;
         switch (op) {
         case KN_OP_STORE_DEREF:
         case KN_OP_DELETE_DEREF:
@@ -215,10 +220,12 @@ gen_loop_body_ok(gen_loop *lp, int strict)
                 return 0;
             break;
         case KN_OP_KW_NAMES:
+        case KN_OP_LOAD_CONST:   /* 3.13: CALL_KW's names are a constant on the stack */
             if (strict) {   /* out= writes into a tensor */
                 PyObject *kw = PyTuple_GET_ITEM(co->co_consts, arg);
-                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kw); i++)
-                    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "out") == 0)
+                for (Py_ssize_t i = 0; PyTuple_CheckExact(kw) && i < PyTuple_GET_SIZE(kw); i++)
+                    if (PyUnicode_Check(PyTuple_GET_ITEM(kw, i)) &&
+                        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "out") == 0)
                         return 0;
             }
             break;
@@ -231,13 +238,18 @@ gen_loop_body_ok(gen_loop *lp, int strict)
         case KN_OP_LOAD_FAST:
         case KN_OP_LOAD_FAST_CHECK:
         case KN_OP_LOAD_DEREF:
-        case KN_OP_LOAD_CLASSDEREF: {
-            /* a local called (PUSH_NULL before it) or whose method is called */
-            int op2, arg2, next2, deref = op == KN_OP_LOAD_DEREF || op == KN_OP_LOAD_CLASSDEREF;
-            int called = prev == KN_OP_PUSH_NULL;
+        case KN_OP_LOAD_CLASSDEREF:
+        case KN_OP_LOAD_FAST_LOAD_FAST:    /* 3.13: the second local is the one a call may use */
+        case KN_OP_STORE_FAST_LOAD_FAST: {
+            /* a local called (PUSH_NULL before its load; 3.13: after) or whose method is called */
+            int op2 = -1, arg2, next2, deref = op == KN_OP_LOAD_DEREF || op == KN_OP_LOAD_CLASSDEREF;
+            if (op == KN_OP_LOAD_FAST_LOAD_FAST || op == KN_OP_STORE_FAST_LOAD_FAST)
+                arg &= 15;
+            if (kn_decode(fr, next, &op2, &arg2, &next2) < 0)
+                op2 = -1;
+            int called = KN_PY313 ? op2 == KN_OP_PUSH_NULL : prev == KN_OP_PUSH_NULL;
             /* (3.12 loads a method with LOAD_ATTR, its oparg's low bit set) */
-            if (!strict || (!called && (kn_decode(fr, next, &op2, &arg2, &next2) < 0 ||
-                                        (op2 != KN_OP_LOAD_METHOD && !(KN_PY312 && op2 == KN_OP_LOAD_ATTR && (arg2 & 1))))))
+            if (!strict || (!called && op2 != KN_OP_LOAD_METHOD && !(KN_PY312 && op2 == KN_OP_LOAD_ATTR && (arg2 & 1))))
                 break;
             kn_val *v = fr->locals ? (arg < fr->nlocals ? fr->locals[arg] : NULL)
                                    : (deref && arg >= lp->freebase && arg - lp->freebase < lp->nfree
@@ -348,7 +360,7 @@ gen_pure_window(rframe *fr, int pc, int kept, int *h, int *next)
             ++*h;
             break;
         case KN_OP_LOAD_GLOBAL: {
-            int pushes = 1 + (arg & 1);   /* a NULL first (the call form) */
+            int pushes = 1 + (arg & 1);   /* and a NULL (the call form) */
             if (n + pushes > 16)
                 return -1;
             PyObject *nm = PyTuple_GET_ITEM(fr->code->co_names, arg >> 1);
@@ -356,9 +368,11 @@ gen_pure_window(rframe *fr, int pc, int kept, int *h, int *next)
             if (g == NULL && !PyErr_Occurred() && fr->builtins)
                 g = PyDict_GetItemWithError(fr->builtins, nm);
             PyErr_Clear();
-            if (pushes == 2)
+            if (pushes == 2 && !KN_PY313)
                 vals[n++] = NULL;
             vals[n++] = g;
+            if (pushes == 2 && KN_PY313)
+                vals[n++] = NULL;   /* 3.13: the NULL above the callable */
             *h += pushes;
             break;
         }
@@ -420,6 +434,9 @@ gen_use_walk(kn_rec *r, rframe *fr, gen_loop *lp, int *kept, int *keptpc)
         case KN_OP_LOAD_CONST:
         case KN_OP_LOAD_DEREF:   /* more arguments: loads with no effect */
             h++;
+            break;
+        case KN_OP_LOAD_FAST_LOAD_FAST:   /* 3.13 */
+            h += 2;
             break;
         case KN_OP_STORE_FAST: {   /* `g = gen(); <reads>; <use of g>` */
             int at, next2, hh = h - 1;
@@ -526,6 +543,9 @@ gen_use(kn_rec *r, rframe *fr, gen_loop *lp)
         if ((op == KN_OP_LOAD_FAST || op == KN_OP_LOAD_FAST_CHECK || op == KN_OP_LOAD_FAST_AND_CLEAR ||
              op == KN_OP_LOAD_CLOSURE || op == KN_OP_LOAD_DEREF) && arg == kept && at != keptpc)
             return GEN_LATER;
+        if ((op == KN_OP_LOAD_FAST_LOAD_FAST && ((arg >> 4) == kept || (arg & 15) == kept)) ||
+            (op == KN_OP_STORE_FAST_LOAD_FAST && (arg & 15) == kept))
+            return GEN_LATER;   /* 3.13's superinstructions */
     }
     return use;
 }

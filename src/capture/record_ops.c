@@ -47,9 +47,13 @@ kn_op_attr(kn_rec *r, rframe *fr, int op, int arg)
         name = PyTuple_GET_ITEM(co->co_names, KN_PY312 && op == KN_OP_LOAD_ATTR ? arg >> 1 : arg);
         a = POP();
         CHECK(kn_getattr(r, fr, a, name, &res));
-        if (method)
+        /* the method form records the bound method as the callable, with
+         * NULL for "no self": below it up to 3.12, above it in 3.13 */
+        if (method && !KN_PY313)
             PUSH(kn_v_new(r, V_NULL));
         PUSH(res);
+        if (method && KN_PY313)
+            PUSH(kn_v_new(r, V_NULL));
         break;
     }
     case KN_OP_LOAD_SUPER_ATTR: {
@@ -65,9 +69,11 @@ kn_op_attr(kn_rec *r, rframe *fr, int op, int arg)
         c->obj = b->obj;
         c->self = a;
         CHECK(kn_getattr(r, fr, c, name, &res));
-        if (arg & 1)
+        if ((arg & 1) && !KN_PY313)
             PUSH(kn_v_new(r, V_NULL));
         PUSH(res);
+        if ((arg & 1) && KN_PY313)
+            PUSH(kn_v_new(r, V_NULL));
         break;
     }
     case KN_OP_STORE_ATTR:
@@ -82,7 +88,8 @@ kn_op_attr(kn_rec *r, rframe *fr, int op, int arg)
     return 0;
 }
 
-/* containers and strings: BUILD_*, LIST_TO_TUPLE, FORMAT_VALUE, LIST_APPEND, SET_ADD,
+/* containers and strings: BUILD_*, LIST_TO_TUPLE, FORMAT_VALUE (3.13: FORMAT_SIMPLE,
+ * FORMAT_WITH_SPEC, CONVERT_VALUE), LIST_APPEND, SET_ADD,
  * LIST_EXTEND, SET_UPDATE, MAP_ADD, DICT_UPDATE, DICT_MERGE */
 int
 kn_op_build(kn_rec *r, rframe *fr, int op, int arg)
@@ -169,7 +176,12 @@ kn_op_build(kn_rec *r, rframe *fr, int op, int arg)
         PUSH(kn_v_const_steal(r, s));
         break;
     }
-    case KN_OP_FORMAT_VALUE: {
+    case KN_OP_FORMAT_VALUE:
+    case KN_OP_FORMAT_SIMPLE:      /* 3.13 splits FORMAT_VALUE in three */
+    case KN_OP_FORMAT_WITH_SPEC:
+    case KN_OP_CONVERT_VALUE: {
+        /* as FORMAT_VALUE's argument: conversion (1 str, 2 repr, 3 ascii) | 4 with a spec */
+        arg = op == KN_OP_FORMAT_VALUE ? arg : op == KN_OP_FORMAT_WITH_SPEC ? 4 : op == KN_OP_CONVERT_VALUE ? (arg & 3) : 0;
         kn_val *spec = (arg & 4) ? POP() : NULL;
         a = POP();
         if (a->kind != V_CONST || (spec && spec->kind != V_CONST))
@@ -240,24 +252,35 @@ kn_op_build(kn_rec *r, rframe *fr, int op, int arg)
     return 0;
 }
 
-/* calls and functions: CALL, CALL_FUNCTION_EX, MAKE_FUNCTION */
+/* calls and functions: CALL, CALL_KW, CALL_FUNCTION_EX, MAKE_FUNCTION, SET_FUNCTION_ATTRIBUTE */
 int
 kn_op_call(kn_rec *r, rframe *fr, int op, int arg)
 {
     kn_val *a = NULL, *c = NULL, *res = NULL;
     switch (op) {
-    case KN_OP_CALL: {
-        int n = arg;
-        kn_val *A = PEEK(n + 2), *B = PEEK(n + 1);
-        kn_val **args = &fr->stack[fr->sp - n];
-        kn_val *callable = B;
+    case KN_OP_CALL:
+    case KN_OP_CALL_KW: {
+        /* the two slots under the arguments: [NULL or method, callable or
+         * self] up to 3.12, [callable, NULL or self] in 3.13; CALL_KW (3.13)
+         * has its keyword names on top, where 3.11/3.12's KW_NAMES left them
+         * in fr->kwnames */
+        int n = arg, kwtop = op == KN_OP_CALL_KW;
+        if (kwtop) {
+            kn_val *names = TOP();
+            if (names->kind != V_CONST || !PyTuple_CheckExact(names->obj))
+                return kn_brk(r, KN_BRK_CALL_KW_NAMES);
+            fr->kwnames = names->obj;
+        }
+        kn_val *A = PEEK(n + 2 + kwtop), *B = PEEK(n + 1 + kwtop);
+        kn_val **args = &fr->stack[fr->sp - kwtop - n];
+        kn_val *callable = KN_PY313 ? A : (A->kind == V_NULL ? B : A);
+        kn_val *self = KN_PY313 ? (B->kind == V_NULL ? NULL : B) : (A->kind == V_NULL ? NULL : B);
         kn_val *argbuf[64];
         int total = n;
-        if (A->kind != V_NULL) {
+        if (self != NULL) {
             if (n + 1 > 64)
                 return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
-            callable = A;
-            argbuf[0] = B;
+            argbuf[0] = self;
             memcpy(argbuf + 1, args, sizeof(kn_val *) * n);
             args = argbuf;
             total = n + 1;
@@ -269,13 +292,14 @@ kn_op_call(kn_rec *r, rframe *fr, int op, int arg)
             fr->kwnames = kw;   /* the break leaves the call for real: keep its names */
             return rc;
         }
-        fr->sp -= n + 2;
+        fr->sp -= n + 2 + kwtop;
         PUSH(res);
         break;
     }
     case KN_OP_CALL_FUNCTION_EX: {
         kn_val *kwd = (arg & 1) ? TOP() : NULL;
-        kn_val *pargs = PEEK((arg & 1) + 1), *fn = PEEK((arg & 1) + 2);
+        /* [NULL, fn, args[, kwargs]] up to 3.12, [fn, NULL, args[, kwargs]] in 3.13 */
+        kn_val *pargs = PEEK((arg & 1) + 1), *fn = PEEK((arg & 1) + (KN_PY313 ? 3 : 2));
         kn_val *items;
         CHECK(kn_iter_items(r, pargs, &items));
         int np = items->n, nk = 0;
@@ -305,17 +329,28 @@ kn_op_call(kn_rec *r, rframe *fr, int op, int arg)
             Py_DECREF(kwn);
         }
         CHECK(kn_call(r, fr, fn, argv, np + nk, kwn, &res));
-        fr->sp -= (arg & 1) + 3;   /* NULL, fn, args[, kwargs] */
+        fr->sp -= (arg & 1) + 3;   /* NULL and fn, args[, kwargs] */
         PUSH(res);
         break;
     }
-    case KN_OP_MAKE_FUNCTION: {
-        a = POP();   /* code */
-        res = kn_v_new(r, V_FUNC);
-        if (res == NULL)
-            return KN_FAIL;
-        res->obj = a->obj;
-        res->globals = fr->globals;
+    case KN_OP_MAKE_FUNCTION:
+    case KN_OP_SET_FUNCTION_ATTRIBUTE:
+        if (op == KN_OP_MAKE_FUNCTION) {
+            a = POP();   /* code */
+            res = kn_v_new(r, V_FUNC);
+            if (res == NULL)
+                return KN_FAIL;
+            res->obj = a->obj;
+            res->globals = fr->globals;
+            if (KN_PY313) {   /* 3.13: its parts come after, one SET_FUNCTION_ATTRIBUTE each */
+                PUSH(res);
+                break;
+            }
+        } else {   /* (attribute, function -- function): one flag of MAKE_FUNCTION's 3.12 argument */
+            res = POP();
+            if (res->kind != V_FUNC)
+                return KN_INTERNAL("SET_FUNCTION_ATTRIBUTE on a value MAKE_FUNCTION did not make");
+        }
         if (arg & 8) {
             c = POP();
             res->items = c->items;
@@ -329,7 +364,6 @@ kn_op_call(kn_rec *r, rframe *fr, int op, int arg)
             res->fn = POP();     /* defaults */
         PUSH(res);
         break;
-    }
     default:
         return KN_INTERNAL("opcode %s is not an opcode of kn_op_call", kn_opcode_names[op]);
     }

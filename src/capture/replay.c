@@ -16,14 +16,12 @@
 #include "capture/capture.h"
 #include "error.h"
 
-#define Py_BUILD_CORE 1
-#include "internal/pycore_frame.h"
-#undef Py_BUILD_CORE
+#include "capture/frame.h"
 
 int
 kn_frame_push(_PyInterpreterFrame *f, PyObject *v)
 {
-    int cap = f->f_code->co_nlocalsplus + f->f_code->co_stacksize;
+    int cap = KN_FRAME_CODE(f)->co_nlocalsplus + KN_FRAME_CODE(f)->co_stacksize;
     if (f->stacktop >= cap) {
         Py_XDECREF(v);
         KN_INTERNAL("frame stack overflow while resuming");
@@ -275,7 +273,7 @@ kn_replay(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret)
             *ret = st[--sp];
             break;
         case KN_P_CLEARSTACK:
-            for (int i = 0; i < op.a && f->stacktop > f->f_code->co_nlocalsplus; i++) {
+            for (int i = 0; i < op.a && f->stacktop > KN_FRAME_CODE(f)->co_nlocalsplus; i++) {
                 f->stacktop--;
                 Py_CLEAR(f->localsplus[f->stacktop]);
             }

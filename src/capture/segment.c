@@ -932,10 +932,10 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
                     seg->nops = 0;
                     seg->term_off = offset;
                 }
-            } else if ((op == KN_OP_CALL || op == KN_OP_CALL_FUNCTION_EX) && region == 0) {
-                int targ = op == KN_OP_CALL ? arg : ((arg & 1) ? -2 : -1);
-                seg = finish(r, fr, offset, nstack, KN_T_CALL, pc, next, 0, targ,
-                             op == KN_OP_CALL ? fr->kwnames : NULL);
+            } else if ((op == KN_OP_CALL || op == KN_OP_CALL_KW || op == KN_OP_CALL_FUNCTION_EX) && region == 0) {
+                int plain = op != KN_OP_CALL_FUNCTION_EX;
+                int targ = plain ? arg : ((arg & 1) ? -2 : -1);
+                seg = finish(r, fr, offset, nstack, KN_T_CALL, pc, next, 0, targ, plain ? fr->kwnames : NULL);
             } else if ((op == KN_OP_POP_JUMP_IF_FALSE || op == KN_OP_POP_JUMP_IF_TRUE ||
                         op == KN_OP_POP_JUMP_FORWARD_IF_FALSE || op == KN_OP_POP_JUMP_FORWARD_IF_TRUE ||
                         op == KN_OP_POP_JUMP_BACKWARD_IF_FALSE || op == KN_OP_POP_JUMP_BACKWARD_IF_TRUE) &&
