@@ -1,6 +1,6 @@
 """The recorder's opcode table covers every opcode of the running Python.
 
-src/capture/opcodes.def lists each opcode name of CPython 3.11 and 3.12 as
+src/capture/opcodes.def lists each opcode name of CPython 3.11, 3.12 and 3.13 as
 HANDLED (record.c has a case for it) or BREAK (recording stops there with a
 graph break).  A name in dis.opmap that the table lacks would be a silent gap.
 """
@@ -28,6 +28,9 @@ def test_core_opcodes_are_handled():
             "UNPACK_SEQUENCE", "MAKE_FUNCTION", "CALL_FUNCTION_EX", "BEFORE_WITH", "LOAD_DEREF", "STORE_ATTR"]
     core += ["PRECALL", "LOAD_METHOD"] if sys.version_info < (3, 12) else ["RETURN_CONST", "LOAD_SUPER_ATTR",
                                                                           "LOAD_FAST_AND_CLEAR", "END_FOR"]
+    if sys.version_info >= (3, 13):
+        core += ["CALL_KW", "TO_BOOL", "LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST",
+                 "SET_FUNCTION_ATTRIBUTE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE"]
     assert all(table[c] == "HANDLED" for c in core), [c for c in core if table[c] != "HANDLED"]
 
 
