@@ -23,7 +23,7 @@ VISION_TEST := PYTHONPATH=$(CURDIR) $(VISION_PY) -m pytest -q tests/models/test_
 $(VENV)/.setup: pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q $(TORCH)
-	$(VPY) -m pip install -q setuptools wheel pytest $(TRANSFORMERS) numpy tqdm nvidia-cuda-nvrtc
+	$(VPY) -m pip install -q setuptools wheel pytest $(TRANSFORMERS) numpy tqdm matplotlib nvidia-cuda-nvrtc
 	touch $@
 
 setup: $(VENV)/.setup

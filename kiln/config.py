@@ -1,33 +1,7 @@
-"""kiln.config — the knobs.  Environment variables set the defaults:
-
-KILN_CACHE_DIR   where generated C and shared objects are cached (default ~/.cache/kiln)
-KILN_DUMP        comma list of stages to print: capture, guards, graph, loops, code
-KILN_DEBUG       1: raise internal errors instead of warning and running eagerly
-KILN_DISABLE     1: kiln.compile returns the function unchanged
-KILN_CAPTURE     kiln (default: kiln's own C capture) or dynamo (TorchDynamo captures)
-CC               the C compiler (default: cc)
-CXX              the C++ compiler of the CUDA emulator (default: c++)
-KILN_FAST_LOWERING  0: always lower inference graphs through AOT export's
-                 functionalization (default 1: a plain trace when the graph allows)
-KILN_LT_EPILOGUES  0: keep ReLU/tanh-GELU after a GPU matmul as kiln kernels
-                 (default 1: cuBLASLt applies them in the GEMM, kiln/gemm_epilogues.py)
-KILN_NVRTC_FAST_COMPILE  NVRTC's --Ofast-compile level for kiln's kernels: min (default),
-                 mid, max, or 0 for NVRTC's full optimisation
-KILN_TRACE_PYTHON_DISPATCHER  1: plain traces run torch's Python dispatcher, as AOT
-                 export does (default 0: 2-3x faster tracing of convolutional networks)
-KILN_CUDA_ROW_REGISTERS  0: CUDA row kernels (softmax, norms) loop over their rows in memory
-                 (default 1: a row that fits is loaded once, as vectors, into registers)
-KILN_CUDA_EMULATE  1: graphs on the CPU compile through the CUDA renderer and run
-                 on kiln's CPU emulation of CUDA (a test tool: kiln/cuda_emulator.py)
-KILN_CUDA_INDEX_ERRORS  how a GPU graph whose kernels check indices (and integer division
-                 by zero) reports a violation, raising IndexError/RuntimeError as eager
-                 does: async (default: the record is copied back without a wait and
-                 raised at the graph's next call, as CUDA's own errors surface late),
-                 sync (each call waits for the stream and raises at that call), or
-                 off/0 (kernels still clamp, never reading out of bounds; nothing is
-                 read or raised)
-KILN_CC_TIMEOUT  seconds a C compiler run may take before it is killed and the graph
-                 runs eagerly with a warning (default 600; 0: no limit)
+"""kiln.config — the knobs.  Environment variables (KILN_*, CC, CXX) set the
+defaults when kiln is imported; assign the attributes to change them later.
+Every variable and attribute, its default, its effect and when it is read:
+docs/CONFIG.md.
 """
 import os
 

@@ -11,8 +11,9 @@ and :mod:`kiln.bench.runner` for details.
 
 Modules: runner (CLI and orchestration), models (model zoo), measure (timing
 and accuracy), compilers (backend plumbing, cache directories), machine
-(environment description), report (tables, summary, JSON), bandwidth
-(--bandwidth mode), overhead (--overhead and --capture modes).
+(environment description), report (tables, summary, JSON), plot (the
+--plot figure, matplotlib), bandwidth (--bandwidth mode), overhead
+(--overhead and --capture modes).
 """
 
 

@@ -26,6 +26,8 @@ def machine_info(args, kiln) -> dict:
         "repeat": args.repeat,
         "warmup": args.warmup,
         "kiln_backend": args.kiln_backend,
+        "inductor_mode": getattr(args, "inductor_mode", None),
+        "kiln_mode": getattr(args, "kiln_mode", None),
         "kiln": kiln.describe(),
         "load_average": load_average(),
     }

@@ -26,10 +26,12 @@ one-time process start-up is not charged to the first model's cold compile.
 A failure in any step is recorded in the model's row and the run goes on; the
 exit status is 0 unless the command line is invalid.  Progress goes to stderr
 (tqdm), the results table and geomean summary to stdout, everything to
-``--json FILE`` on request.  ``--bandwidth`` runs the memory-bandwidth
-benchmark of ``kiln.bench.bandwidth`` instead of the models; ``--overhead``
-and ``--capture`` run the dispatch-overhead and capture-speed benchmarks of
-``kiln.bench.overhead``.
+``--json FILE`` on request, and with ``--plot FILE.png`` a figure of the
+speedups and compile times (``kiln.bench.plot``; ``--from-json FILE`` draws
+an earlier run's JSON without running anything).  ``--bandwidth`` runs the
+memory-bandwidth benchmark of ``kiln.bench.bandwidth`` instead of the
+models; ``--overhead`` and ``--capture`` run the dispatch-overhead and
+capture-speed benchmarks of ``kiln.bench.overhead``.
 """
 from __future__ import annotations
 
@@ -82,6 +84,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=None, help="override every model's batch size")
     p.add_argument("--seq", type=int, default=None, help="override the sequence length")
     p.add_argument("--json", metavar="FILE", help="also write all results as JSON")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="also draw speedups and compile times per model into FILE.png (needs matplotlib)")
+    p.add_argument("--from-json", dest="from_json", metavar="FILE",
+                   help="with --plot: draw the results of an earlier --json run instead of running")
     p.add_argument("--no-inductor", action="store_true",
                    help="skip torch.compile's default backend (slow to compile)")
     p.add_argument("--no-warm", action="store_true", help="skip the warm-compile subprocess")
@@ -499,7 +505,51 @@ def run_models(session: Session, specs: list[zoo.ModelSpec]) -> int:
                 save_json(args.json, {"meta": info, "results": rows, "partial": True})
     summary = summarize(rows)
     print_report(info, rows, summary, args)
-    return save_json(args.json, {"meta": info, "results": rows, "summary": summary})
+    payload = {"meta": info, "results": rows, "summary": summary}
+    rc = save_json(args.json, payload)
+    return save_plot(args.plot, payload) or rc
+
+
+def save_plot(path: str | None, payload: dict) -> int:
+    """Draw ``payload`` into ``path`` if given; exit status 1 if that fails."""
+    if not path:
+        return 0
+    from .plot import plot_results
+
+    try:
+        plot_results(payload, path)
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot plot to {path}: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {path}")
+    return 0
+
+
+def check_plot(args) -> str | None:
+    """Why --plot / --from-json cannot be honoured, before anything runs."""
+    if args.from_json and not args.plot:
+        return "--from-json only goes with --plot FILE.png"
+    if args.plot and (args.bandwidth or args.overhead or args.capture):
+        return "--plot draws the model benchmark, not --bandwidth, --overhead or --capture"
+    if args.plot:
+        from .plot import PlotUnavailable, require_matplotlib
+
+        try:
+            require_matplotlib()
+        except PlotUnavailable as exc:
+            return str(exc)
+    return None
+
+
+def plot_from_json(args) -> int:
+    from .plot import load_json
+
+    try:
+        payload = load_json(args.from_json)
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read {args.from_json}: {exc}", file=sys.stderr)
+        return 2
+    return save_plot(args.plot, payload)
 
 
 def check_device(device: str) -> str | None:
@@ -509,12 +559,21 @@ def check_device(device: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    faulthandler.enable()  # a crash in native code still leaves a traceback
+    try:
+        faulthandler.enable()  # a crash in native code still leaves a traceback
+    except (OSError, ValueError):   # io.UnsupportedOperation: a stderr without a file (notebooks, capsys)
+        pass
     args = parse_args(argv)
     apply_threads(args.threads)
     if args.list:
         print(zoo.describe_models())
         return 0
+    problem = check_plot(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if args.from_json:
+        return plot_from_json(args)
     problem = check_device(args.device)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
