@@ -1,6 +1,7 @@
 /* capture.h — declarations shared by the capture stage (src/capture/).
  *
  *   hook.c     PEP 523 frame hook, per-code cache (co_extra), the segment loop
+ *   frame.h    CPython's _PyInterpreterFrame as kiln reads and moves it (3.11-3.13)
  *   guard.c    sources (how to fetch a value from a frame) and guards (facts
  *              checked before a cached segment is reused), evaluated in C
  *   replay.c   the small program a segment runs after its graph: rebuild

@@ -55,3 +55,28 @@ def test_the_sdist_installs_and_compiles_a_function(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(target), KILN_CACHE_DIR=str(tmp_path / "cache"))
     r = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+def _supported(version):
+    from packaging.specifiers import SpecifierSet
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        spec = SpecifierSet(tomllib.load(f)["project"]["requires-python"])
+    return version in spec
+
+
+def test_requires_python_names_the_versions_the_capture_supports():
+    # the recorder reads each minor version's frames and bytecode: pip must not
+    # try a version kiln cannot build on
+    assert [v for v in ("3.10", "3.11.7", "3.12.1", "3.13.0", "3.14.0") if _supported(v)] == \
+        ["3.11.7", "3.12.1", "3.13.0"]
+
+
+def test_setup_py_refuses_other_pythons_with_a_message():
+    py310 = os.path.expanduser("~/.pyenv/versions/3.10.13/bin/python")
+    if not os.path.exists(py310):
+        pytest.skip("no CPython 3.10 on this machine to try setup.py with")
+    r = subprocess.run([py310, "setup.py", "--name"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "kiln supports CPython 3.11, 3.12 and 3.13" in r.stderr, r.stderr
