@@ -49,6 +49,10 @@ def test_the_sdist_installs_and_compiles_a_function(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert glob.glob(str(target / "kiln-*.dist-info" / "licenses" / "LICENSE")) or \
         glob.glob(str(target / "kiln-*.dist-info" / "LICENSE*")), os.listdir(target)
+    meta = open(glob.glob(str(target / "kiln-*.dist-info" / "METADATA"))[0]).read()
+    for line in ("Name: kiln", "License-Expression: MIT", "Requires-Python: <3.14,>=3.11", "Requires-Dist: torch",
+                 "Classifier: Programming Language :: Python :: 3.13"):
+        assert line in meta, (line, meta[:1500])
     code = ("import torch, kiln; assert kiln.__file__.startswith(%r), kiln.__file__; "
             "f = kiln.compile(lambda x: (x * 2).sin()); x = torch.randn(8); "
             "torch.testing.assert_close(f(x), (x * 2).sin()); print('ok')" % str(target))
