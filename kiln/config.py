@@ -1,7 +1,8 @@
 """kiln.config — the knobs.  Environment variables set the defaults:
 
 KILN_CACHE_DIR   where generated C and shared objects are cached (default ~/.cache/kiln)
-KILN_DUMP        comma list of stages to print: capture, guards, graph, loops, code
+KILN_DUMP        comma list of stages to print (to stderr, through kiln/logs.py's topics):
+                 capture, guards, graph, loops, code
 KILN_DEBUG       1: raise internal errors instead of warning and running eagerly
 KILN_DISABLE     1: kiln.compile returns the function unchanged
 KILN_CAPTURE     kiln (default: kiln's own C capture) or dynamo (TorchDynamo captures)
@@ -26,6 +27,9 @@ KILN_CUDA_INDEX_ERRORS  how a GPU graph whose kernels check indices (and integer
                  sync (each call waits for the stream and raises at that call), or
                  off/0 (kernels still clamp, never reading out of bounds; nothing is
                  read or raised)
+KILN_LOGS        comma list of log topics printed to stderr (kiln/logs.py): graph_breaks,
+                 recompiles, guards, graph, kernels, perf, fallbacks, all; -name drops one
+KILN_PROGRESS    0: no progress line on a terminal during compiles past 2 s (default 1)
 KILN_CC_TIMEOUT  seconds a C compiler run may take before it is killed and the graph
                  runs eagerly with a warning (default 600; 0: no limit)
 """
@@ -80,6 +84,8 @@ def _libmvec():
 if _libmvec() and os.environ.get("KILN_NO_LIBMVEC", "") in ("", "0"):
     cflags += " -DKN_LIBMVEC -lmvec"
 dump = {s.strip() for s in os.environ.get("KILN_DUMP", "").split(",") if s.strip()}
+# a status line on stderr (a terminal only) for a compile past 2 s (kiln/progress.py)
+progress = os.environ.get("KILN_PROGRESS", "1") not in ("0", "")
 debug = os.environ.get("KILN_DEBUG", "") not in ("", "0")
 disable = os.environ.get("KILN_DISABLE", "") not in ("", "0")
 # record frames of installed libraries (site-packages: transformers' model
