@@ -3,7 +3,9 @@
 Why Python here: torch.fx graphs, FakeTensorMode and backends are Python
 objects, so making a graph, finishing it into a GraphModule and calling the
 backend go through these few functions.  The hook, guards, recording and the
-replay of a captured frame are C.
+replay of a captured frame are C.  What the C core reports comes back here
+too: graph breaks (`note_break`), recompiles (`recompiled`) and each new
+recording's guards (`dump_guards`), counted and logged (kiln/logs.py).
 """
 import collections
 import functools

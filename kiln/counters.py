@@ -54,7 +54,8 @@ def stats():
     out["frames_run_as_python"] = sum(cap.get(k, 0) for k in
                                       ("cache_limit_fallbacks", "recursion_fallbacks", "capture_failures"))
     for k, v in cap.items():
-        out.setdefault(k, v)
+        if k != "segments_recorded":   # (captures)
+            out.setdefault(k, v)
     return out
 
 

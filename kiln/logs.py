@@ -38,7 +38,7 @@ TOPICS = ("graph_breaks", "recompiles", "guards", "graph", "kernels", "perf", "f
 # TORCH_LOGS names with the same meaning for kiln
 TORCH_NAMES = {"graph_breaks": "graph_breaks", "recompiles": "recompiles", "recompiles_verbose": "recompiles",
                "guards": "guards", "graph_code": "graph", "graph": "graph", "aot_graphs": "graph",
-               "output_code": "kernels", "perf_hints": "perf", "fallbacks": "fallbacks"}
+               "output_code": "kernels", "perf_hints": "perf"}
 # KILN_DUMP's stages (kiln.config.dump): the topic each prints under
 DUMP_NAMES = {"capture": "graph", "graph": "graph", "guards": "guards", "code": "kernels", "loops": "kernels"}
 

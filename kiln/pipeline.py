@@ -15,7 +15,9 @@ around that phase (benchmarks/compile_phases.py times and profiles with
 them); with no hook set a phase costs one list test.
 
 Consumes: an ATen graph module.  Produces: a CompiledGraph (kiln/runners.py),
-or an EagerGraph with the reason where kiln cannot compile it.  A missing C
+or an EagerGraph with the reason where kiln cannot compile it, counted
+(kiln/counters.py); the ATen graph and the generated code logged under the
+`graph` and `kernels` topics (kiln/logs.py; KILN_DUMP's stages print them too).  A missing C
 compiler is a ToolchainError (kiln/errors.py) with the fix in its message.
 """
 import contextlib

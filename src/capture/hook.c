@@ -699,7 +699,9 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 stat_add("recompiles", 1);
                 PyObject *log = PyObject_GetAttrString(kn_cenv.mod, "recompiled");   /* None: not logged */
                 PyObject *why = log && log != Py_None ? failed_guard(info, f, off) : NULL;
+                kn_hook_off++;   /* (the user's logging handlers run as Python) */
                 PyObject *x = why ? PyObject_CallFunction(log, "OiiO", code, off, count, why) : NULL;
+                kn_hook_off--;
                 Py_XDECREF(x);
                 Py_XDECREF(why);
                 Py_XDECREF(log);
