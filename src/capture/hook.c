@@ -674,9 +674,12 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 PyObject *why = NULL, *what = NULL;
                 if (!info->warned) {   /* the warning names the guard that failed and the knob (once per code) */
                     why = failed_guard(info, f, off);
-                    what = PyUnicode_FromFormat("cache_size_limit reached (%ld recordings at line %d, the newest failing "
-                        "its guard %S; raise kiln.config.cache_size_limit before kiln.compile)", ctx->cache_limit,
-                        PyCode_Addr2Line(code, off * 2), why ? why : Py_None);
+                    int line = PyCode_Addr2Line(code, off * 2);
+                    what = why ? PyUnicode_FromFormat("cache_size_limit reached (%ld recordings at line %d, the newest "
+                                     "failing its guard %U; raise kiln.config.cache_size_limit before kiln.compile)",
+                                     ctx->cache_limit, line, why)
+                               : PyUnicode_FromFormat("cache_size_limit reached (%ld recordings at line %d; raise "
+                                     "kiln.config.cache_size_limit before kiln.compile)", ctx->cache_limit, line);
                 }
                 const char *w = what ? PyUnicode_AsUTF8(what) : NULL;
                 warn_once(info, code, w ? w : "cache_size_limit reached (guards keep failing)");

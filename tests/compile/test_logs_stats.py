@@ -1,6 +1,7 @@
 """What kiln tells a user (issue 16, item 4): log topics through Python's
 logging (kiln/logs.py), kiln.stats() (kiln/counters.py), the cache-limit
 warning naming the guard and the knob, and the progress line (kiln/progress.py)."""
+import inspect
 import io
 import logging
 import os
@@ -41,7 +42,7 @@ def records():
 
 
 def _line_of(fn, text):
-    lines, start = __import__("inspect").getsourcelines(fn)
+    lines, start = inspect.getsourcelines(fn)
     return start + next(i for i, l in enumerate(lines) if text in l)
 
 
