@@ -18,7 +18,10 @@ from . import _C
 from . import runtime
 from . import backends
 from . import _capture
+from . import counters
+from . import logs
 from .backends import lowered_ops, __version__
+from .logs import set_logs
 
 runtime.wire()   # the C runtime's torch functions, before anything compiles
 
@@ -29,6 +32,7 @@ try:
 except Exception:  # already registered (re-import) or an older torch
     pass
 
+logs.init()   # KILN_LOGS, TORCH_LOGS, KILN_DUMP: before the capture's setup reads its log callbacks
 _capture.setup()
 
 
@@ -97,7 +101,7 @@ def _marked_dynamic(args, kwargs):
 # the backend's exception is its __cause__)
 BackendCompilerFailed = _capture.BackendCompilerFailed
 
-__all__ = ["compile", "reset", "explain", "config", "lowered_ops", "backends", "CompiledModule", "disable",
+__all__ = ["compile", "reset", "explain", "stats", "set_logs", "config", "lowered_ops", "backends", "CompiledModule", "disable",
            "allow_in_graph", "assume_constant_result", "mark_dynamic", "mark_static",
            "BackendCompilerFailed"]
 
@@ -273,10 +277,19 @@ def compile(fn=None, *, backend="kiln", fullgraph=False, dynamic=None, mode=None
     return captured
 
 
+def stats():
+    """Process-wide counters since the last kiln.reset(), as a dict:
+    captures, recompiles, graph_breaks, compiles, fallbacks, extern_ops,
+    cache_hits, lowering_cache_hits, compile_seconds, frames_run_as_python
+    and the capture's own counters (kiln/counters.py says what each counts)."""
+    return counters.stats()
+
+
 def reset():
-    """Drop every in-memory cache: recorded frames, guards, compiled graphs.
-    Safe while other threads run compiled functions: frames already running
-    finish with the segments they hold, which are freed afterwards."""
+    """Drop every in-memory cache: recorded frames, guards, compiled graphs;
+    zero the counters of kiln.stats().  Safe while other threads run
+    compiled functions: frames already running finish with the segments
+    they hold, which are freed afterwards."""
     _C.capture_reset()
     try:
         getattr(torch._dynamo.reset, "_kiln_original", torch._dynamo.reset)()

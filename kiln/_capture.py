@@ -3,7 +3,9 @@
 Why Python here: torch.fx graphs, FakeTensorMode and backends are Python
 objects, so making a graph, finishing it into a GraphModule and calling the
 backend go through these few functions.  The hook, guards, recording and the
-replay of a captured frame are C.
+replay of a captured frame are C.  What the C core reports comes back here
+too: graph breaks (`note_break`), recompiles (`recompiled`) and each new
+recording's guards (`dump_guards`), counted and logged (kiln/logs.py).
 """
 import collections
 import functools
@@ -19,7 +21,7 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import _C
+from . import _C, counters, logs
 
 # ---------------------------------------------------------------- names the C core uses
 Tensor = torch.Tensor
@@ -410,6 +412,9 @@ def finish(graph, fake_mode, examples, backend, info):
     A backend the user passed that raises is their error
     (BackendCompilerFailed); kiln's own backends raising are kiln's."""
     gm = torch.fx.GraphModule(_function_attrs(graph), graph)
+    if logs.on("graph"):   # (KILN_DUMP=capture switches the topic on)
+        logs.emit("graph", "captured graph of %s (%s:%s):\n%s", info.get("name"), info.get("filename"),
+                  info.get("line"), gm.code.strip(), level=logs.DEBUG)
     from . import backends
 
     before = len(backends.compiled_graphs)
@@ -442,9 +447,6 @@ def finish(graph, fake_mode, examples, backend, info):
     entry["fallbacks"] = sum(g.get("fallbacks", 0) for g in new)
     graphs.append(entry)
     del graphs[:-_KEEP]   # explain reads the newest entries; old ones must not pile up
-    if os.environ.get("KILN_DUMP") and "capture" in os.environ["KILN_DUMP"].split(","):
-        print(f"kiln: captured graph from {info.get('name')} ({info.get('filename')}:{info.get('line')})")
-        print(gm.code)
     return compiled
 
 
@@ -485,15 +487,43 @@ class _Unwritten:
             from err
 
 
+def _line_at(code, offset):
+    """The source line of instruction `offset` (in code units) of code."""
+    for start, end, line in code.co_lines():
+        if start <= 2 * offset < end and line is not None:
+            return line
+    return code.co_firstlineno
+
+
 def _dump_guards(code, offset, guards):
-    print(f"kiln: recorded {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) "
-          f"from offset {offset}; guards:")
-    for g in guards:
-        print(f"    {g}")
+    logs.emit("guards", "recorded %s (%s:%d) from line %d; guards:\n%s", code.co_qualname, code.co_filename,
+              code.co_firstlineno, _line_at(code, offset), "\n".join(f"    {g}" for g in guards), level=logs.DEBUG)
 
 
-# KILN_DUMP=guards prints each recorded segment's guards (read once, at import)
-dump_guards = _dump_guards if "guards" in os.environ.get("KILN_DUMP", "").split(",") else None
+def _recompiled(code, offset, count, why):
+    """A new recording where `count` earlier ones failed their guards; why:
+    the newest one's first failing guard and what it saw (guard.c,
+    kn_guard_failure)."""
+    logs.emit("recompiles", "recompiling %s (%s:%d) at line %d, recording %d: guard failed: %s", code.co_qualname,
+              code.co_filename, code.co_firstlineno, _line_at(code, offset), count + 1, why)
+
+
+# the C core reads these at a new recording (dump_guards: at setup): None
+# while their topic is off, so nothing is described (KILN_LOGS=guards,recompiles;
+# KILN_DUMP=guards)
+dump_guards = None
+recompiled = None
+
+
+def refresh_logs():
+    """Set the callbacks for the topics switched on (kiln.logs calls it)."""
+    global dump_guards, recompiled
+    guards, recompiles = logs.on("guards"), logs.on("recompiles")
+    if (dump_guards is not None) != guards:
+        dump_guards = _dump_guards if guards else None
+        if _set_up:
+            setup()   # the C core reads dump_guards at setup
+    recompiled = _recompiled if recompiles else None
 
 
 def source_line(filename, lineno):
@@ -513,22 +543,27 @@ def _internal(filename):
     return filename.startswith(_STDLIB_DIRS) and "site-packages" + os.sep not in filename
 
 
-def note_break(reason, filename, lineno, kind, outer=()):
+def note_break(reason, filename, lineno, kind, outer=None, function="?"):
     """A graph break: reason is its message, kind its name in
-    kiln._C.BREAK_REASONS (src/capture/breaks.def).  outer: the (filename,
-    line) of the inlined calls that led to it, innermost first; a break
-    inside torch or the standard library is reported at the innermost
-    caller that is the user's code, the inner place kept in the message."""
+    kiln._C.BREAK_REASONS (src/capture/breaks.def), function the qualname
+    of the code it is in.  outer: the (filename, line, qualname) of the
+    inlined calls that led to it, innermost first; a break inside torch or
+    the standard library is reported at the innermost caller that is the
+    user's code, the inner place kept in the message."""
     if _internal(filename):
-        for f, n in outer:
+        for f, n, fn in outer or ():
             if not _internal(f):
                 reason = f"{reason} (inside {os.path.basename(filename)}:{lineno})"
-                filename, lineno = f, n
+                filename, lineno, function = f, n, fn
                 break
     break_counts[kind] += 1
-    breaks.append({"reason": reason, "kind": kind, "filename": filename, "lineno": lineno,
-                   "source": source_line(filename, lineno)})
+    counters.counts["graph_breaks"] += 1
+    source = source_line(filename, lineno)
+    breaks.append({"reason": reason, "kind": kind, "filename": filename, "lineno": lineno, "source": source,
+                   "function": function})
     del breaks[:-_KEEP]
+    if logs.on("graph_breaks"):
+        logs.emit("graph_breaks", "graph break in %s (%s:%d): %s\n    %s", function, filename, lineno, reason, source)
 
 
 def warn(message):
@@ -590,6 +625,11 @@ def _path_rules():
     return tuple(sorted(rules.items()))
 
 
+_set_up = False
+
+
 def setup():
+    global _set_up
     _OWN_BACKENDS.update(f for f in _own_backends() if callable(f))
     _C.capture_setup(sys.modules[__name__], _path_rules())
+    _set_up = True

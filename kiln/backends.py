@@ -13,14 +13,14 @@ max-autotune backends (kiln/autotune.py) wrap it; compile_many compiles many
 graphs with one C compiler run (the OpInfo sweep's path).
 
 A graph kiln cannot compile runs eagerly (the ATen graph itself) with the
-reason counted (kiln/stats.py); a kiln bug goes through errors.internal:
+reason counted (kiln/counters.py); a kiln bug goes through errors.internal:
 raised under KILN_DEBUG, else warned once and that graph runs eagerly.
 """
 import os
 
 import torch
 
-from . import _C, config, errors, fx_bridge, pipeline, stats, trace
+from . import _C, config, counters, errors, fx_bridge, pipeline, trace
 from .captured import _writes_inputs  # noqa: F401  (_writes_inputs: kiln/_capture.py)
 from .cudagraphs import CudaGraphed
 from .autotune import _autotuning
@@ -30,8 +30,8 @@ from .lowered_cache import _compile_inference, _inference_graph, _lowered_key
 from .pipeline import __version__, compile_graph, phase  # noqa: F401  (compile_graph: public)
 from .run_as_captured import _eager_only
 from .runners import CompiledGraph, EagerGraph, _Deferred, _EagerOnError, _Flat, _StatsCallable, _Unwrap  # noqa: F401
-from .stats import count_ops as _count_ops
-from .stats import build_counts, compiled_graphs  # noqa: F401  (read by kiln/_capture.py, kiln.explain, tests)
+from .counters import count_ops as _count_ops
+from .counters import build_counts, compiled_graphs  # noqa: F401  (read by kiln/_capture.py, kiln.explain, tests)
 from .trace import _aot, _backward_only_error, _non_cpu, _NotInference, _tupled
 
 
@@ -40,8 +40,8 @@ def _devices(example_inputs):
 
 
 def reset():
-    """Forget in-memory state (the disk cache stays)."""
-    compiled_graphs.clear()
+    """Forget in-memory state and the counters (the disk cache stays)."""
+    counters.reset()
     errors.forget_warnings()
 
 
@@ -77,7 +77,7 @@ def kiln(gm, example_inputs, mode=None, options=None):
     passes its mode and options (see configured)."""
     if mode not in (None, "default") or options:
         return configured(mode, options)(gm, example_inputs)
-    with phase("backend"):
+    with counters.timed(_graph_name(gm)), phase("backend"):
         return _checked(gm, example_inputs)
 
 
@@ -196,7 +196,7 @@ def _kiln(gm, example_inputs):
         reason = _eager_rejects(gm, example_inputs)
     if reason is not None:
         errors.warn_once(f"kiln: {reason}; the graph runs through ATen")
-        stats.fallback(_count_ops(gm), reason)
+        counters.fallback(_count_ops(gm), reason)
         return gm.forward
     if dev is not None:
         if dev.type != "cuda":
@@ -211,7 +211,7 @@ def _kiln(gm, example_inputs):
     if reason is not None:
         # run the captured graph as it is (ATen's own kernels), not a decomposed one
         errors.warn_once(f"kiln: {reason}; graphs on {dev} run through ATen")
-        stats.fallback(_count_ops(gm), reason)
+        counters.fallback(_count_ops(gm), reason)
         return gm.forward
     marks = _tensorify_marks()
     try:
@@ -237,7 +237,7 @@ def _kiln(gm, example_inputs):
                 reason = _backward_only_error(e)
                 if reason is None:
                     raise
-                stats.fallback(_count_ops(gm), reason)
+                counters.fallback(_count_ops(gm), reason)
                 return gm.forward
         if unwrap:
             def single(*args):
@@ -257,13 +257,13 @@ def _kiln(gm, example_inputs):
             raise   # TorchDynamo captures again with the float specialized
         _tensorify_unmark(marks)
         reason = "a restart of TorchDynamo's analysis would lose this graph's writes into its inputs"
-        stats.fallback(_count_ops(gm), reason)
+        counters.fallback(_count_ops(gm), reason)
         return gm.forward
     except (errors.UserError, _C.CompilerError):
         raise   # (they reach here only under debug: compile_graph falls back)
     except Exception as e:
         reason = errors.fall_back(e, f"{_graph_name(gm)}, lowering to ATen (kiln.trace)", warn_unsupported=True)
-        stats.fallback(0, reason)
+        counters.fallback(0, reason)
         return gm.forward
 
 
@@ -326,6 +326,16 @@ def compile_many(items):
     front end (_front's soundness rewrites) and decisions (run as captured,
     eager's own errors, inference lowering or AOT autograd); one that fails
     runs eagerly, classified as kiln() does (errors.fall_back)."""
+    counted = set()   # items run as captured: counted (and kept) by counters.fallback already
+    with counters.timed(f"{len(items)} graphs"):
+        out = _compile_many(items, counted)
+    for i, f in enumerate(out):
+        if i not in counted:
+            counters.count(getattr(f, "kiln_stats", None) or {})
+    return out
+
+
+def _compile_many(items, counted):
     results, deferred, finishes = [], [], []
     for gm, ex in items:
         mine = []
@@ -340,7 +350,8 @@ def compile_many(items):
 
         reason = _eager_only(gm, ex) or _eager_rejects(gm, ex)   # as kiln() decides
         if reason is not None:
-            stats.fallback(_count_ops(gm), reason)
+            counters.fallback(_count_ops(gm), reason)
+            counted.add(len(results))
             results.append((EagerGraph(gm, reason, _count_ops(gm)), []))
             continue
         try:

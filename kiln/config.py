@@ -54,6 +54,8 @@ def _libmvec():
 if _libmvec() and os.environ.get("KILN_NO_LIBMVEC", "") in ("", "0"):
     cflags += " -DKN_LIBMVEC -lmvec"
 dump = {s.strip() for s in os.environ.get("KILN_DUMP", "").split(",") if s.strip()}
+# a status line on stderr (a terminal only) for a compile past 2 s (kiln/progress.py)
+progress = os.environ.get("KILN_PROGRESS", "1") not in ("0", "")
 debug = os.environ.get("KILN_DEBUG", "") not in ("", "0")
 disable = os.environ.get("KILN_DISABLE", "") not in ("", "0")
 # record frames of installed libraries (site-packages: transformers' model

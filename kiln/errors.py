@@ -102,7 +102,7 @@ def classify(e):
 def fall_back(e, where, warn_unsupported=False):
     """Act on `e`, raised while compiling the graph named in `where` (the
     graph and the stage), and return the reason the graph runs eagerly
-    (for kiln.stats): an UNSUPPORTED one is only counted (warned once with
+    (kiln/counters.py keeps it): an UNSUPPORTED one is only counted (warned once with
     warn_unsupported); an ENVIRONMENT one is raised under config.debug, else
     warned once; a kiln bug goes through internal()."""
     kind = classify(e)

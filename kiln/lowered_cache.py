@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from . import config, fx_bridge, pipeline, stats, trace
+from . import config, counters, fx_bridge, logs, pipeline, trace
 
 
 def _inference_graph(gm, example_inputs):
@@ -69,8 +69,13 @@ def _compile_inference(gm, example_inputs):
         t0 = time.perf_counter()
         try:
             pdesc, constants, single, dev = pickle.loads(blob)
-            cg = pipeline._finish(pipeline._program(fx_bridge.relink(pdesc), "kn_", dev), constants, single, dev, t0)
-            stats.compiled_graphs.append(cg.kiln_stats)
+            if "graph" in config.dump or logs.on("graph"):
+                logs.emit("graph", "ATen graph: its lowering comes from the disk cache (%s)", path,
+                          force="graph" in config.dump, level=logs.DEBUG)
+            cg = pipeline._finish(pipeline._program(fx_bridge.relink(pdesc), "kn_", dev,
+                                                    " (lowering from the disk cache)"), constants, single, dev, t0)
+            counters.counts["lowering_cache_hits"] += 1
+            counters.graph(cg.kiln_stats)
             return cg
         except Exception:   # a corrupt, truncated or stale entry is rebuilt, never trusted
             pass

@@ -15,7 +15,9 @@ around that phase (benchmarks/compile_phases.py times and profiles with
 them); with no hook set a phase costs one list test.
 
 Consumes: an ATen graph module.  Produces: a CompiledGraph (kiln/runners.py),
-or an EagerGraph with the reason where kiln cannot compile it.  A missing C
+or an EagerGraph with the reason where kiln cannot compile it, counted
+(kiln/counters.py); the ATen graph and the generated code logged under the
+`graph` and `kernels` topics (kiln/logs.py; KILN_DUMP's stages print them too).  A missing C
 compiler is a ToolchainError (kiln/errors.py) with the fix in its message.
 """
 import contextlib
@@ -23,9 +25,9 @@ import time
 
 import torch
 
-from . import _C, config, errors, fx_bridge, stats
+from . import _C, config, counters, errors, fx_bridge, logs
 from .runners import CompiledGraph, EagerGraph, _fresh_outputs
-from .stats import count_ops as _count_ops
+from .counters import count_ops as _count_ops
 
 __version__ = "0.1.0"
 
@@ -144,23 +146,25 @@ def _salt():
 def _describe(gm, device):
     """ATen graph -> (desc, constants, single) for the C core.  Raises
     fx_bridge.Unsupported."""
-    if "graph" in config.dump:
-        print(f"[kiln] ATen graph:\n{gm.graph}")
+    if "graph" in config.dump or logs.on("graph"):
+        logs.emit("graph", "ATen graph to compile:\n%s", gm.code.strip(), force="graph" in config.dump, level=logs.DEBUG)
     with phase("describe"):
         return fx_bridge.describe(gm, device.type)
 
 
-def _program(desc, prefix, device):
+def _program(desc, prefix, device, origin=""):
     """desc -> a Program (C for the CPU; CUDA C for a CUDA device, see
-    kiln/cuda.py for the build).  Raises on failure."""
+    kiln/cuda.py for the build).  Raises on failure.  origin: where desc
+    came from, for the kernels log (the lowered-graph disk cache)."""
     with phase("c_core"):
         program = _compile(desc, prefix, device)
     if "loops" in config.dump:
-        print(f"[kiln] loops:\n{program.loops}")
-    if "code" in config.dump:
+        logs.emit("kernels", "loops%s:\n%s", origin, program.loops, force=True, level=logs.DEBUG)
+    if "code" in config.dump or logs.on("kernels"):
         what = "CUDA C (kernels; the prelude is kiln._C.prelude('cuda'))" if program.cuda else \
             "C (kernels; the prelude is kiln._C.prelude())"
-        print(f"[kiln] generated {what}:\n{program.source}")
+        logs.emit("kernels", "generated %s%s:\n%s", what, origin, program.source, force="code" in config.dump,
+                  level=logs.DEBUG)
     return program
 
 
@@ -202,7 +206,7 @@ def _build(programs, device=None):
             else:
                 from . import cuda_emulator
                 path, cached = cuda_emulator.build(programs)
-        stats.build_counts["cached" if cached else "compiled"] += 1
+        _built(path, cached)
         return path
     prelude = _C.prelude()
     units = []
@@ -210,9 +214,7 @@ def _build(programs, device=None):
         units.extend(_units(prelude, p.source))
     with phase("cc"):
         so, cached = cc(units, config.cc, config.cflags, _salt(), config.compile_jobs)
-    stats.build_counts["cached" if cached else "compiled"] += 1
-    if "code" in config.dump:
-        print(f"[kiln] generated C: {so[:-3]}.c ({'cached' if cached else 'compiled'})")
+    _built(so[:-3] + ".c", cached)
     with phase("load"), _user_config():
         lib = _C.Library(so)
         for p in programs:
@@ -220,11 +222,26 @@ def _build(programs, device=None):
     return so
 
 
+def _built(path, cached):
+    """Count a build (compiled, or found in the disk cache) and name its source."""
+    counters.build_counts["cached" if cached else "compiled"] += 1
+    if cached:
+        counters.counts["cache_hits"] += 1
+    if "code" in config.dump or logs.on("kernels"):
+        logs.emit("kernels", "generated code: %s (%s)", path, "from the disk cache" if cached else "compiled",
+                  force="code" in config.dump)
+
+
 def compile_graph(gm, example_inputs=None, described=None):
     """Compile one ATen graph (after AOT autograd) with kiln; never raises:
     an internal failure warns once and returns an eager runner.
     `described`: the graph's (desc, constants, single, device) when the
     caller has it already."""
+    with counters.timed(f"a graph of {_count_ops(gm)} ATen ops"):
+        return _compile_graph(gm, described)
+
+
+def _compile_graph(gm, described):
     t0 = time.perf_counter()
     stage = "describe"
     try:
@@ -245,7 +262,7 @@ def compile_graph(gm, example_inputs=None, described=None):
         # errors.internal.  Never crashes the user's process.
         reason = errors.fall_back(e, f"an ATen graph of {_count_ops(gm)} ops, stage {stage} (kiln.pipeline)")
         cg = EagerGraph(gm, reason, _count_ops(gm))
-    stats.compiled_graphs.append(cg.kiln_stats)
+    counters.graph(cg.kiln_stats)
     return cg
 
 
@@ -258,7 +275,7 @@ def _finish(program, constants, single, dev, t0):
     cg = CompiledGraph(program, constants, single, st, so)
     if getattr(_autotune_state, "on", False) and program.cuda and dev.type == "cuda" and program.num_kernels:
         cg.run = _tuning_first_run(cg, dev)
-    if phase_hooks:
+    if any(not getattr(h, "_kiln_internal", False) for h in phase_hooks):   # (not the perf log's, progress')
         cg.run = _first_run(cg)
     return cg
 

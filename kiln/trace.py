@@ -16,12 +16,12 @@ import warnings
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from . import _saved, config, fx_bridge, stats
+from . import _saved, config, counters, fx_bridge
 from .captured import _inputs_share_storage, _storage
 from .decomp import decompositions
 from .pipeline import phase
 from .runners import EagerGraph
-from .stats import count_ops as _count_ops
+from .counters import count_ops as _count_ops
 
 
 def _aot(gm, example_inputs, fw):
@@ -34,7 +34,7 @@ def _aot(gm, example_inputs, fw):
         if why is None:
             return fw(g, e)
         cg = EagerGraph(g, why, _count_ops(g))
-        stats.compiled_graphs.append(cg.kiln_stats)
+        counters.graph(cg.kiln_stats)
         return cg
     # outputs eager's backward saves keep autograd's version check (_saved.py)
     with phase("aot_autograd"), warnings.catch_warnings():

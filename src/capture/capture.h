@@ -272,6 +272,12 @@ typedef struct {
 int kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, int nstack,
                    PyObject *globals, PyObject *builtins, PyObject **vals);
 PyObject *kn_guard_describe(kn_seg *seg, PyCodeObject *code);    /* list of str */
+/* The first guard that fails now, of the newest segment at offset off (the
+ * one a recompile or the cache limit is about): "<the guard> (got <what it
+ * saw>)", a new str, or NULL with no exception (none fails, or an error).
+ * Evaluates the guards again: only where a recording is about to happen. */
+PyObject *kn_guard_failure(kn_seg *segs, int off, PyObject **locals, int nlocals, PyObject **stack, int nstack,
+                           PyObject *globals, PyObject *builtins, PyCodeObject *code);
 
 /* The global torch state a recording depends on, as KN_G_STATE's tuple:
  * default dtype, the torch-function mode stack (torch.set_default_device,
@@ -305,7 +311,7 @@ typedef struct {
     PyObject *mod;               /* kiln._capture */
     PyObject *new_graph;         /* () -> (fx.Graph, fake_mode) */
     PyObject *finish;            /* (graph, fake_mode, examples, backend, info) -> callable */
-    PyObject *note_break;        /* (reason, filename, lineno) */
+    PyObject *note_break;        /* (reason, filename, lineno, kind, outer or None, function's qualname) */
     PyObject *warn;              /* (message) */
     PyObject *classify;          /* (callable) -> int: how a call to it is recorded */
     PyObject *torch_tensor, *torch_param, *nn_module, *getitem, *set_grad, *is_grad;

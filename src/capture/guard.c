@@ -805,6 +805,117 @@ error:
     return NULL;
 }
 
+/* The value a failed guard saw, for kn_guard_failure: a tensor as the
+ * guard describes one, another value as its repr (cut short). */
+static PyObject *
+guard_got(kn_guard *g, PyObject *v)
+{
+    switch (g->kind) {
+    case KN_G_GRAD: {
+        PyObject *r = PyObject_CallNoArgs(kn_cenv.is_grad);
+        PyObject *d = r ? PyUnicode_FromFormat("torch.is_grad_enabled() is %R", r) : NULL;
+        Py_XDECREF(r);
+        return d;
+    }
+    case KN_G_STATE: {   /* the parts of the global torch state that changed */
+        PyObject *parts = PyList_New(0);
+        for (Py_ssize_t k = 0; parts && k < PyTuple_GET_SIZE(g->obj); k++) {
+            PyObject *t = PyTuple_GET_ITEM(g->obj, k), *fn = PyTuple_GET_ITEM(t, 0), *a = PyTuple_GET_ITEM(t, 1);
+            PyObject *got = PyObject_Call(fn, a, NULL), *nm = PyObject_GetAttrString(fn, "__name__");
+            int same = got ? PyObject_RichCompareBool(got, PyTuple_GET_ITEM(t, 2), Py_EQ) : -1;
+            PyObject *p = got && nm && same == 0 ? PyUnicode_FromFormat("%U%R == %R", nm, a, got) : NULL;
+            if (same < 0 || (p && PyList_Append(parts, p) < 0))
+                Py_CLEAR(parts);
+            Py_XDECREF(got);
+            Py_XDECREF(nm);
+            Py_XDECREF(p);
+        }
+        PyObject *sep = parts ? PyUnicode_FromString(", ") : NULL;
+        PyObject *d = sep ? PyUnicode_Join(sep, parts) : NULL;
+        Py_XDECREF(sep);
+        Py_XDECREF(parts);
+        return d;
+    }
+    case KN_G_DISTINCT: return PyUnicode_FromString("two of them are the same object");
+    case KN_G_ALIAS: return PyUnicode_FromString("tensor inputs that overlap in memory otherwise");
+    default: break;
+    }
+    if (v == NULL)
+        return PyUnicode_FromString("nothing (unbound, or the attribute or key is missing)");
+    if (PyObject_TypeCheck(v, (PyTypeObject *)kn_cenv.torch_tensor)) {
+        PyObject *dt = PyObject_GetAttr(v, kn_cenv.s_dtype), *dev = PyObject_GetAttr(v, kn_cenv.s_device);
+        PyObject *shape = PyObject_GetAttr(v, kn_cenv.s_shape), *st = PyObject_CallMethod(v, "stride", NULL);
+        PyObject *size = shape ? PySequence_Tuple(shape) : NULL;
+        PyObject *rg = PyObject_GetAttr(v, kn_cenv.s_requires_grad);
+        PyObject *d = dt && dev && size && st && rg
+                          ? PyUnicode_FromFormat("%s %S %S size=%S stride=%S requires_grad=%S", Py_TYPE(v)->tp_name,
+                                                 dt, dev, size, st, rg)
+                          : NULL;
+        Py_XDECREF(dt);
+        Py_XDECREF(dev);
+        Py_XDECREF(shape);
+        Py_XDECREF(size);
+        Py_XDECREF(st);
+        Py_XDECREF(rg);
+        return d;
+    }
+    PyObject *r = PyObject_Repr(v);
+    if (r && PyUnicode_GET_LENGTH(r) > 200) {
+        PyObject *cut = PyUnicode_Substring(r, 0, 200);
+        Py_SETREF(r, cut ? PyUnicode_FromFormat("%U...", cut) : NULL);
+        Py_XDECREF(cut);
+    }
+    PyObject *d = r ? PyUnicode_FromFormat("%s %U", Py_TYPE(v)->tp_name, r) : NULL;
+    Py_XDECREF(r);
+    return d;
+}
+
+PyObject *
+kn_guard_failure(kn_seg *segs, int off, PyObject **locals, int nlocals, PyObject **stack, int nstack,
+                 PyObject *globals, PyObject *builtins, PyCodeObject *code)
+{
+    kn_seg *seg = segs;
+    while (seg && seg->offset != off)
+        seg = seg->next;
+    if (seg == NULL || seg->nguard == 0)
+        return NULL;
+    PyObject **vals = PyMem_Calloc(seg->nsrc + 1, sizeof(PyObject *)), *out = NULL;
+    if (vals == NULL)
+        return NULL;
+    /* guards run in order and stop at the first that fails: a prefix of
+     * them passes exactly when it ends before that one (binary search) */
+    kn_seg part = *seg;
+    int lo = 0, hi = seg->nguard, r = 0;
+    for (int first = 1; first || hi - lo > 1; first = 0) {
+        part.nguard = first ? hi : (lo + hi) / 2;
+        r = kn_guard_check(&part, locals, nlocals, stack, nstack, globals, builtins, vals);
+        for (int i = 0; i < seg->nsrc; i++)
+            Py_CLEAR(vals[i]);
+        if (r < 0 || (first && r == 1))
+            goto done;   /* an error, or they pass now */
+        if (!first && r == 1)
+            lo = part.nguard;
+        else
+            hi = part.nguard;
+    }
+    part.nguard = 0;   /* the values of every source, for what the failed guard saw */
+    kn_guard_check(&part, locals, nlocals, stack, nstack, globals, builtins, vals);
+    part.guards = seg->guards + hi - 1;
+    part.nguard = 1;
+    PyObject *want = kn_guard_describe(&part, code);
+    PyObject *got = want ? guard_got(part.guards, part.guards->src >= 0 ? vals[part.guards->src] : NULL) : NULL;
+    if (got)
+        out = PyUnicode_FromFormat("%U (got %U)", PyList_GET_ITEM(want, 0), got);
+    Py_XDECREF(want);
+    Py_XDECREF(got);
+    for (int i = 0; i < seg->nsrc; i++)
+        Py_CLEAR(vals[i]);
+done:
+    PyMem_Free(vals);
+    PyErr_Clear();
+    return out;
+}
+
 void
 kn_seg_free(kn_seg *seg)
 {

@@ -669,6 +669,15 @@ end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject
     return eval_default(ts, f, 1);
 }
 
+/* What the newest recording at off failed on (kn_guard_failure), or NULL. */
+static PyObject *
+failed_guard(kn_codeinfo *info, _PyInterpreterFrame *f, int off)
+{
+    int nlp = f->f_code->co_nlocalsplus;
+    return kn_guard_failure(info->segs, off, f->localsplus, nlp, f->localsplus + nlp, f->stacktop - nlp, f->f_globals,
+                            f->f_builtins, f->f_code);
+}
+
 static PyObject *
 run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info)
 {
@@ -686,7 +695,20 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
             goto out;
         if (seg == NULL) {
             if (count >= ctx->cache_limit) {
-                warn_once(info, code, "cache_size_limit reached (guards keep failing)");
+                PyObject *why = NULL, *what = NULL;
+                if (!info->warned) {   /* the warning names the guard that failed and the knob (once per code) */
+                    why = failed_guard(info, f, off);
+                    int line = PyCode_Addr2Line(code, off * 2);
+                    what = why ? PyUnicode_FromFormat("cache_size_limit reached (%ld recordings at line %d, the newest "
+                                     "failing its guard %U; raise kiln.config.cache_size_limit before kiln.compile)",
+                                     ctx->cache_limit, line, why)
+                               : PyUnicode_FromFormat("cache_size_limit reached (%ld recordings at line %d; raise "
+                                     "kiln.config.cache_size_limit before kiln.compile)", ctx->cache_limit, line);
+                }
+                const char *w = what ? PyUnicode_AsUTF8(what) : NULL;
+                warn_once(info, code, w ? w : "cache_size_limit reached (guards keep failing)");
+                Py_XDECREF(what);
+                Py_XDECREF(why);
                 stat_add("cache_limit_fallbacks", 1);
                 result = fallback(ts, f, off);
                 handed = 1;
@@ -699,6 +721,18 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 result = fallback(ts, f, off);
                 handed = 1;
                 goto out;
+            }
+            if (count > 0) {   /* a recompile: the guards of every recording here failed */
+                stat_add("recompiles", 1);
+                PyObject *log = PyObject_GetAttrString(kn_cenv.mod, "recompiled");   /* None: not logged */
+                PyObject *why = log && log != Py_None ? failed_guard(info, f, off) : NULL;
+                kn_hook_off++;   /* (the user's logging handlers run as Python) */
+                PyObject *x = why ? PyObject_CallFunction(log, "OiiO", code, off, count, why) : NULL;
+                kn_hook_off--;
+                Py_XDECREF(x);
+                Py_XDECREF(why);
+                Py_XDECREF(log);
+                PyErr_Clear();
             }
             int abort_kind = 0;
             long epoch = reset_epoch;

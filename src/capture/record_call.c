@@ -38,13 +38,15 @@ note_inline_break(kn_rec *r, rframe *fr)
 {
     PyObject *outer = PyList_New(0);
     for (rframe *p = fr->parent; outer && p; p = p->parent) {
-        PyObject *t = Py_BuildValue("(Oi)", p->code->co_filename, PyCode_Addr2Line(p->code, p->lastpc * 2));
+        PyObject *t = Py_BuildValue("(OiO)", p->code->co_filename, PyCode_Addr2Line(p->code, p->lastpc * 2),
+                                    p->code->co_qualname);
         if (t == NULL || PyList_Append(outer, t) < 0)
             Py_CLEAR(outer);
         Py_XDECREF(t);
     }
-    PyObject *res = outer ? PyObject_CallFunction(kn_cenv.note_break, "sOisO", r->reason, fr->code->co_filename,
-                                                  PyCode_Addr2Line(fr->code, fr->lastpc * 2), kn_break_name(r), outer)
+    PyObject *res = outer ? PyObject_CallFunction(kn_cenv.note_break, "sOisOO", r->reason, fr->code->co_filename,
+                                                  PyCode_Addr2Line(fr->code, fr->lastpc * 2), kn_break_name(r), outer,
+                                                  fr->code->co_qualname)
                           : NULL;
     Py_XDECREF(outer);
     Py_XDECREF(res);

@@ -746,8 +746,9 @@ note_break(kn_rec *r, PyCodeObject *code, int pc)
 {
     if (r->brk == KN_BRK_CALL_LEFT_TO_RUN)
         return;   /* the break inside was noted where it happened */
-    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOis", r->reason, code->co_filename,
-                                          PyCode_Addr2Line(code, pc * 2), kn_break_name(r));
+    PyObject *res = PyObject_CallFunction(kn_cenv.note_break, "sOisOO", r->reason, code->co_filename,
+                                          PyCode_Addr2Line(code, pc * 2), kn_break_name(r), Py_None,
+                                          code->co_qualname);
     Py_XDECREF(res);
     PyErr_Clear();
 }

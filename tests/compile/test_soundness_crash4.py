@@ -298,7 +298,7 @@ def test_extern_past_its_argument_limits_falls_back_with_a_reason(n):
     # an ATen call with more than 16 results or 64 tensor arguments raised a
     # plain RuntimeError (an internal error under KILN_DEBUG): it is
     # unsupported, and the graph runs eagerly, counted, with the reason
-    from kiln import stats
+    from kiln import counters
 
     def f(*xs):
         return torch._foreach_add(list(xs), 1)
@@ -306,7 +306,7 @@ def test_extern_past_its_argument_limits_falls_back_with_a_reason(n):
     kiln.reset()
     got = kiln.compile(f)(*xs)
     assert all(torch.equal(a, b + 1) for a, b in zip(got, xs))
-    assert "an extern call's limit" in stats.compiled_graphs[-1]["reason"]
+    assert "an extern call's limit" in counters.compiled_graphs[-1]["reason"]
 
 
 @pytest.mark.parametrize("mode", ["kiln", "torch"])
