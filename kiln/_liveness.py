@@ -22,7 +22,13 @@ _READS_CELL = {"LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF", "DELETE_DEREF"}
 _JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
 # names through which code can see a frame's locals other than by LOAD_FAST
 _INTROSPECTION = {"locals", "vars", "dir", "eval", "exec", "breakpoint", "_getframe", "currentframe", "f_locals",
-                  "settrace", "setprofile", "stack", "getframeinfo", "inspect", "pdb", "super"}
+                  "settrace", "setprofile", "stack", "getframeinfo", "inspect", "pdb"}
+# zero-argument super() reads one local implicitly: the first argument (and
+# the __class__ cell, a free variable: never among the dead).  It keeps that
+# slot live everywhere; the other locals keep their own liveness (a forward
+# calling super().forward(...) is common, and counting every local live
+# there made dead values graph outputs: fuzzer capture:713)
+_IMPLICIT_FIRST_ARG = "super"
 
 
 def _introspects(ins):
@@ -60,6 +66,10 @@ def _live_in(code):
             if ent.start <= x.offset < ent.end:
                 succ[k].append(at[ent.target])
     effects = [_local_effects(x) for x in ins]
+    if code.co_argcount + code.co_kwonlyargcount > 0 and any(
+            x.opcode in dis.hasname and x.argval == _IMPLICIT_FIRST_ARG for x in ins):
+        first = frozenset((0,))
+        effects = [(reads | first, stores, after) for reads, stores, after in effects]
     live = [frozenset()] * len(ins)
     changed = True
     while changed:

@@ -165,3 +165,35 @@ def test_dead_locals_analysis():
         return locals()
 
     assert _capture.dead_locals(g.__code__, 0) == ()
+
+
+def test_super_keeps_only_the_first_argument_live():
+    # zero-argument super() reads the first argument implicitly: that slot
+    # stays live, the other locals keep their own liveness (counting them all
+    # live made a dead value needing grad a graph output: fuzzer capture:713)
+    import dis
+
+    from kiln import _capture
+
+    class B(torch.nn.Module):
+        def forward(self, u):
+            return u
+
+    class C(B):
+        def forward(self, x):
+            t0 = super().forward(x * 2)
+            print(t0)
+            y = super().forward(x)
+            return y
+
+    code = C.forward.__code__
+    call = max(i.offset // 2 for i in dis.get_instructions(code) if i.argval == "print")
+    dead = {code.co_varnames[i] for i in _capture.dead_locals(code, call)}
+    assert "self" not in dead and "t0" not in dead and "y" in dead
+
+    def at_end(self, x):
+        super()
+        return x
+
+    ret = max(i.offset // 2 for i in dis.get_instructions(at_end) if i.opname == "RETURN_VALUE")
+    assert "self" not in {at_end.__code__.co_varnames[i] for i in _capture.dead_locals(at_end.__code__, ret)}
