@@ -673,9 +673,9 @@ end_frame(PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info, PyObject
 static PyObject *
 failed_guard(kn_codeinfo *info, _PyInterpreterFrame *f, int off)
 {
-    int nlp = f->f_code->co_nlocalsplus;
+    int nlp = KN_FRAME_CODE(f)->co_nlocalsplus;
     return kn_guard_failure(info->segs, off, f->localsplus, nlp, f->localsplus + nlp, f->stacktop - nlp, f->f_globals,
-                            f->f_builtins, f->f_code);
+                            f->f_builtins, KN_FRAME_CODE(f));
 }
 
 static PyObject *
