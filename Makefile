@@ -47,7 +47,7 @@ $(VENV)/.setup: pyproject.toml Makefile
 	@$(PY) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; sys.exit(0 if v == "$(PYV)" else "$(PY) is Python " + v + ", not $(PYV)")'
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q $(TORCH)
-	$(VPY) -m pip install -q setuptools wheel pytest $(TRANSFORMERS) numpy tqdm nvidia-cuda-nvrtc
+	$(VPY) -m pip install -q setuptools wheel pytest pytest-xdist $(TRANSFORMERS) numpy tqdm nvidia-cuda-nvrtc
 	touch $@
 
 setup: $(VENV)/.setup
