@@ -1,11 +1,29 @@
-# kiln — the two commands: `make demo` and `make test`.  Each creates .venv,
-# installs torch 2.13.0 (CPU build) and kiln with its extras, builds the C
-# extension, then runs.  `make test` also creates .venv-vision (torch 2.14.1,
-# torchvision, timm: torchvision does not import beside torch 2.13.0) and runs
-# the timm/torchvision model zoo there with this checkout's kiln (the same
-# extension: kiln does not link libtorch).
-PY ?= python3
-VENV := .venv
+# kiln — the two commands: `make demo` and `make test`.  Each creates a venv,
+# installs torch 2.13.0 and kiln with its extras, builds the C extension, then
+# runs.  `make test` runs the main suite once per Python in PYTHONS (3.11,
+# 3.12, 3.13: one venv each; `make test PYTHONS=3.12` picks one), then creates
+# .venv-vision (torch 2.14.1, torchvision, timm: torchvision does not import
+# beside torch 2.13.0) and runs the timm/torchvision model zoo there once,
+# with this checkout's kiln (the same extension: kiln does not link libtorch).
+#
+# The Pythons: DEFAULT_PYTHON's venv is .venv (what `make demo`, `bench`,
+# `fuzz`, `asan` and the vision zoo use); every other one's is .venv-<version>
+# (.venv-3.12, .venv-3.13).  A target for another Python: `make build PYV=3.12`.
+# Each interpreter is pyenv's (`pyenv root`/versions/3.12.*) where installed,
+# else python3.12 on PATH.  Every venv builds its own kiln/_C.cpython-3XX-*.so
+# beside the others'.  One disk cache (.kiln-cache) serves every Python: its
+# entries are keyed by what they are built from (the generated C, compiler,
+# flags, torch version, CPU), none of which is Python's (kernels are plain C,
+# no Python headers; lowered graphs are pickled op names, shapes and tensors).
+DEFAULT_PYTHON := 3.11
+PYTHONS ?= 3.11 3.12 3.13
+PYV ?= $(DEFAULT_PYTHON)
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
+# the interpreter of Python $(1): pyenv's newest $(1).x, else python$(1) on PATH
+find_python = $(or $(lastword $(sort $(wildcard $(PYENV_ROOT)/versions/$(1).*/bin/python$(1)))),$(shell command -v python$(1)),python$(1))
+venv_of = $(if $(filter $(DEFAULT_PYTHON),$(1)),.venv,.venv-$(1))
+PY ?= $(call find_python,$(PYV))
+VENV := $(call venv_of,$(PYV))
 VPY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 # the transformers the suite's model tests were written against: 5.25 wraps
@@ -17,19 +35,25 @@ VISION_VENV := .venv-vision
 VISION_PY := $(VISION_VENV)/bin/python
 VISION_TORCH := torch==2.14.1 torchvision==0.29.1
 VISION_TEST := PYTHONPATH=$(CURDIR) $(VISION_PY) -m pytest -q tests/models/test_zoo_vision.py
+# the main suite's tests and extra pytest arguments (`make test TESTS=tests/capture PYTEST_ARGS=-x`)
+TESTS ?= tests
+PYTEST_ARGS ?=
 
-.PHONY: demo test test-full test-vision bench asan fuzz setup setup-vision build clean
+.PHONY: demo test test-full test-vision suite bench asan fuzz setup setup-vision build clean
 
+# (torch 2.13.0 for 3.11 is the CPU wheel on this machine's disk; for 3.12 and
+# 3.13 pip downloads torch's CUDA build, several GB: see README "The two commands")
 $(VENV)/.setup: pyproject.toml Makefile
+	@$(PY) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; sys.exit(0 if v == "$(PYV)" else "$(PY) is Python " + v + ", not $(PYV)")'
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q $(TORCH)
-	$(VPY) -m pip install -q setuptools wheel pytest $(TRANSFORMERS) numpy tqdm matplotlib nvidia-cuda-nvrtc
+	$(VPY) -m pip install -q setuptools wheel pytest pytest-xdist $(TRANSFORMERS) numpy tqdm matplotlib nvidia-cuda-nvrtc
 	touch $@
 
 setup: $(VENV)/.setup
 
 $(VISION_VENV)/.setup: Makefile
-	$(PY) -m venv $(VISION_VENV)
+	$(call find_python,$(DEFAULT_PYTHON)) -m venv $(VISION_VENV)
 	$(VISION_PY) -m pip install -q $(VISION_TORCH)
 	$(VISION_PY) -m pip install -q timm pytest numpy $(TRANSFORMERS)
 	touch $@
@@ -42,12 +66,43 @@ build: setup
 demo: build
 	$(VPY) -m kiln.bench --models mlp,encoder,bert --no-warm
 
-# the main suite, then the vision zoo in its own venv (both run; either failing fails)
-test: build setup-vision
-	$(VPY) -m pytest -q tests; rc=$$?; $(VISION_TEST) || rc=1; exit $$rc
+# the main suite on each Python of PYTHONS, then the vision zoo once (on
+# DEFAULT_PYTHON's build).  Every part runs whatever failed before it; any
+# failure fails the whole; the closing summary gives each part's minutes.
+define RUN_ALL
+	@rc=0; summary=""; \
+	for v in $(PYTHONS); do \
+	  echo; echo "================ Python $$v: set-up and build ($$( [ $$v = $(DEFAULT_PYTHON) ] && echo .venv || echo .venv-$$v)) ================"; \
+	  t0=$$(date +%s); \
+	  if $(MAKE) --no-print-directory build PYV=$$v; then \
+	    t1=$$(date +%s); \
+	    echo; echo "================ Python $$v: the main suite ================"; \
+	    if $(MAKE) --no-print-directory suite PYV=$$v SUITE_ENV="$(1)"; then r=passed; else r=FAILED; rc=1; fi; \
+	    t2=$$(date +%s); \
+	    line="Python $$v: suite $$r, $$(( (t2-t1)/60 ))m$$(( (t2-t1)%60 ))s (set-up and build $$(( (t1-t0)/60 ))m$$(( (t1-t0)%60 ))s)"; \
+	  else \
+	    rc=1; t1=$$(date +%s); line="Python $$v: SET-UP OR BUILD FAILED after $$(( (t1-t0)/60 ))m$$(( (t1-t0)%60 ))s, suite not run"; \
+	  fi; \
+	  summary="$$summary$$line\n"; \
+	done; \
+	echo; echo "================ vision zoo (.venv-vision, Python $(DEFAULT_PYTHON)) ================"; \
+	t0=$$(date +%s); \
+	if $(MAKE) --no-print-directory test-vision PYV=$(DEFAULT_PYTHON); then r=passed; else r=FAILED; rc=1; fi; \
+	t1=$$(date +%s); \
+	summary="$$summary""vision zoo: $$r, $$(( (t1-t0)/60 ))m$$(( (t1-t0)%60 ))s (set-up included)\n"; \
+	echo; echo "================ summary ================"; printf "$$summary"; \
+	[ $$rc = 0 ] && echo "all passed" || echo "FAILED"; exit $$rc
+endef
 
-test-full: build setup-vision
-	KILN_TEST_FULL=1 $(VPY) -m pytest -q tests; rc=$$?; $(VISION_TEST) || rc=1; exit $$rc
+test:
+	$(call RUN_ALL,)
+
+test-full:
+	$(call RUN_ALL,KILN_TEST_FULL=1)
+
+# the main suite on one Python (PYV; `make test` runs it for each of PYTHONS)
+suite: build
+	$(SUITE_ENV) $(VPY) -m pytest -q $(TESTS) $(PYTEST_ARGS)
 
 test-vision: build setup-vision
 	$(VISION_TEST)

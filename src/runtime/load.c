@@ -93,6 +93,26 @@ write_file(const char *path, const char *data, size_t n)
     return -1;
 }
 
+/* path's contents written whole or not at all: into a file of this process,
+   then renamed into place.  Processes sharing a cache directory (pytest
+   workers, a job's ranks) can build the same entry at once; writing the path
+   in place would truncate the file another process's compiler is reading. */
+static int
+write_file_atomic(const char *path, const char *data, size_t n, long pid)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, pid);
+    if (write_file(tmp, data, n) < 0)
+        return -1;
+    if (rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
 static char *
 read_file(const char *path, size_t *n)
 {
@@ -418,7 +438,7 @@ kn_py_build(PyObject *self, PyObject *args)
             snprintf(srcs[i], 4300, "%s/%s.%zd.c", dir, key, i);
         snprintf(objs[i], 4300, "%s/%s.%zd.%ld.o", dir, key, i, pid);
         snprintf(errs[i], 4300, "%s/%s.%zd.%ld.err", dir, key, i, pid);
-        if (write_file(srcs[i], texts[i], (size_t)lens[i]) < 0) {
+        if (write_file_atomic(srcs[i], texts[i], (size_t)lens[i], pid) < 0) {
             PyErr_Format(PyExc_OSError, "kiln: cannot write %s: %s", srcs[i], strerror(errno));
             for (Py_ssize_t j = 0; j < i; j++) /* an entry never built: no sources either */
                 unlink(srcs[j]);
