@@ -66,6 +66,10 @@ disable = os.environ.get("KILN_DISABLE", "") not in ("", "0")
 # kiln._capture.setup (call it again after changing this).
 capture_libraries = os.environ.get("KILN_CAPTURE_LIBRARIES", "") not in ("", "0")
 cache_size_limit = 8
+# kiln.compile of a plain function returns the C callable itself instead of a
+# functools.wraps wrapper around it (one Python frame less per call; the
+# callable has no __name__/__doc__ of the function)
+bare_callable = False
 # who records Python into graphs for kiln.compile: "kiln" (the C recorder in
 # src/capture) or "dynamo" (torch.compile's TorchDynamo, kept for comparison)
 capture = os.environ.get("KILN_CAPTURE", "kiln")
