@@ -394,7 +394,7 @@ def check_targets(row: dict) -> dict:
                                     f"{c.get('compiles', 0)} compiles, {c.get('captures', 0)} recordings")
         fb = c.get("fallbacks", 0) + c.get("frames_run_as_python", 0)
         targets["no fallback"] = (fb == 0, f"{c.get('fallbacks', 0)} graphs through ATen, "
-                                           f"{c.get('frames_run_as_python', 0)} calls run as Python")
+                                           f"{c.get('frames_run_as_python', 0)} frames run as Python")
         targets["every output equal"] = (kiln["equal"] == kiln["shapes"] and not kiln["errors"],
                                          f"{kiln['equal']}/{kiln['shapes']} equal, {kiln['errors']} errors")
     if kiln and tc and tc["sweep_s"] > 0:
@@ -423,7 +423,7 @@ def _f(value, spec):
 
 
 COLUMNS = [("compiler", "<"), ("sweep s", ">"), ("compiles", ">"), ("recordings", ">"),
-           ("fallbacks", ">"), ("py calls", ">"), ("equal", ">"), ("errors", ">"),
+           ("fallbacks", ">"), ("py frames", ">"), ("equal", ">"), ("errors", ">"),
            ("steady ms", ">"), ("/eager", ">"), ("/t.compile", ">"), ("worst", ">"),
            ("/static", ">"), ("worst", ">")]
 
@@ -495,7 +495,8 @@ def legend() -> str:
         "(compiles) included; compiles: torch.compile counters['stats']['unique_graphs'], kiln "
         "stats()['compiles']; recordings: frames TorchDynamo converted / kiln captures",
         "fallbacks: torch.compile recompile-limit hits (frame then eager) / kiln graphs run through "
-        "ATen; py calls: kiln calls handed to CPython (cache_size_limit recordings reached)",
+        "ATen; py frames: frames kiln handed to CPython (cache_size_limit recordings of the frame "
+        "reached: every later call at a new shape runs as Python; stats()['frames_run_as_python'])",
         "equal: sweep outputs within atol + rtol * max|eager| of eager; steady ms: geomean over "
         "shapes of the per-shape median; /eager, /t.compile, /static: geomean over shapes of the "
         "time ratio (< 1 = faster), worst = the largest; /static: kiln against a fresh kiln.compile "
@@ -523,8 +524,8 @@ def print_model(row: dict) -> None:
         for line in worst_shapes(row):
             print(line)
         print(format_targets(row.get("targets", {})))
-    for w in row.get("warnings", [])[:3]:
-        print(f"  kiln warned: {shorten(w, 160)}")
+    if row.get("warnings"):
+        print(f"  kiln warned {row['kiln_warning_count']} times, first: {shorten(row['warnings'][0], 200)}")
     sys.stdout.flush()
 
 
@@ -568,7 +569,8 @@ def run_model(spec: zoo.ModelSpec, session) -> dict:
         if static:
             bar.set_description(f"{spec.name}: kiln static")
             row["static"] = run_static(spec, model, example, static, session, bar)
-    row["warnings"] = sorted(set(kiln_warnings))
+    unique = list(dict.fromkeys(kiln_warnings))
+    row["warnings"], row["kiln_warning_count"] = unique[:5], len(kiln_warnings)
     summarize_model(row)
     row["targets"] = check_targets(row)
     reset_compilers(session.kiln)
