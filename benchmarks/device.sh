@@ -26,6 +26,10 @@
 #               BENCH_MODELS (default the README's ten), --repeat BENCH_REPEAT
 #               (20), BENCH_ARGS (e.g. "--inductor-mode max-autotune-no-cudagraphs")
 #                                                BENCH_S=540   bench.txt bench.json
+#   dynamic     python3 -m kiln.bench --dynamic --device cuda --dtype bfloat16 (issue 17's
+#               serving sweep: BERT, GPT-2, Llama and resnet18 where torchvision imports,
+#               else cnn, over 16 seqs x 8 batches), DYNAMIC_ARGS (e.g. "--dyn-seqs 8")
+#                                                DYNAMIC_S=540 dynamic.txt dynamic.json
 #   tests       pytest on TESTS (default tests/codegen, tests/runtime and the compiler soundness files),
 #               PYTEST_ARGS                      TESTS_S=300   tests.txt
 #   opinfo      the OpInfo sweep on cuda, OPINFO_DTYPES (float32 bfloat16
@@ -93,6 +97,15 @@ stage_bench() {
     local rc=$?
     grep -v -e '^wrote' -e '^$' "$OUT/bench.txt" | tail -n 20 | cut -c1-250
     show $WORK/bench.err 3
+    return $rc
+}
+
+stage_dynamic() {
+    timeout "${DYNAMIC_S:-540}" python3 -m kiln.bench --dynamic --device cuda --dtype bfloat16 ${DYNAMIC_ARGS:-} \
+        --json "$OUT/dynamic.json" > "$OUT/dynamic.txt" 2> $WORK/dynamic.err
+    local rc=$?
+    grep -v -e '^wrote' -e '^$' "$OUT/dynamic.txt" | tail -n 30 | cut -c1-250
+    show $WORK/dynamic.err 3
     return $rc
 }
 

@@ -31,7 +31,8 @@ speedups and compile times (``kiln.bench.plot``; ``--from-json FILE`` draws
 an earlier run's JSON without running anything).  ``--bandwidth`` runs the
 memory-bandwidth benchmark of ``kiln.bench.bandwidth`` instead of the
 models; ``--overhead`` and ``--capture`` run the dispatch-overhead and
-capture-speed benchmarks of ``kiln.bench.overhead``.
+capture-speed benchmarks of ``kiln.bench.overhead``; ``--dynamic`` the serving
+sweep over batch sizes x sequence lengths of ``kiln.bench.dynamic``.
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ from . import models as zoo
 from .compilers import (KilnHandle, TimedBackend, captured_kiln_warnings, check_backend, count_files,
                         import_kiln, inductor_cache_dir, kiln_cache_dir, kiln_graph_stats,
                         prime_backend, reset_compilers)
+from .dynamic import add_dynamic_args
 from .measure import compare_outputs, median, synchronizer, time_first_call, time_iterations
 from .machine import format_header, machine_info
 from .report import (add_derived, describe_exception, format_errors, format_legend,
@@ -124,9 +126,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="cold first calls per compiler in --capture mode (default: %(default)s)")
     p.add_argument("--capture-layers", type=int, default=12,
                    help="BERT layers in --capture mode (default: %(default)s)")
+    add_dynamic_args(p)
     p.add_argument("-v", "--verbose", action="store_true", help="print full tracebacks")
     p.add_argument("--_warm-child", dest="warm_child", metavar="MODEL", help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    return args
 
 
 # ------------------------------------------------------------------- session
@@ -529,8 +534,8 @@ def check_plot(args) -> str | None:
     """Why --plot / --from-json cannot be honoured, before anything runs."""
     if args.from_json and not args.plot:
         return "--from-json only goes with --plot FILE.png"
-    if args.plot and (args.bandwidth or args.overhead or args.capture):
-        return "--plot draws the model benchmark, not --bandwidth, --overhead or --capture"
+    if args.plot and (args.bandwidth or args.overhead or args.capture or args.dynamic):
+        return "--plot draws the model benchmark, not --bandwidth, --overhead, --capture or --dynamic"
     if args.plot:
         from .plot import PlotUnavailable, require_matplotlib
 
@@ -581,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.warm_child:
         return warm_child_main(args)
     try:
-        special = args.bandwidth or args.overhead or args.capture
+        special = args.bandwidth or args.overhead or args.capture or args.dynamic
         specs = [] if special else zoo.select_models(args.models)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -592,6 +597,10 @@ def main(argv: list[str] | None = None) -> int:
             from .bandwidth import run_bandwidth
 
             return run_bandwidth(session)
+        if args.dynamic:
+            from .dynamic import run_dynamic
+
+            return run_dynamic(session)
         if args.overhead or args.capture:
             from .overhead import run_capture, run_overhead
 

@@ -1,0 +1,60 @@
+"""`python -m kiln.bench --dynamic` (kiln/bench/dynamic.py): the serving
+sweep of issue 17.  The sizes and the shape order are checked directly; one
+smoke run (the bench's cnn, 2 batch sizes x 2 image sides, eager and kiln
+only) checks the report's structure and that kiln's outputs equal eager's."""
+import json
+
+import pytest
+
+from kiln.bench import dynamic, models, runner
+
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
+
+
+def test_sizes_spread_and_lists():
+    assert dynamic.spread(16, 8, 128) == list(range(8, 129, 8))
+    assert dynamic.spread(8, 2, 9) == list(range(2, 10))
+    assert dynamic.parse_sizes(None, 8, 2, 9) == list(range(2, 10))
+    assert dynamic.parse_sizes("2", 8, 2, 9) == [2, 9]
+    assert dynamic.parse_sizes("64,", 16, 8, 128) == [64]
+    assert dynamic.parse_sizes("32,8,32", 16, 8, 128) == [8, 32]
+    with pytest.raises(ValueError):
+        dynamic.parse_sizes("0", 16, 8, 128)
+
+
+def test_default_grid_is_the_issues_16_by_8_in_one_seeded_order():
+    args = runner.parse_args(["--dynamic"])
+    batches, sizes = dynamic.shape_grid(models.MODELS["bert"], args)
+    assert (len(sizes), len(batches)) == (16, 8) and min(batches) >= 2
+    order = dynamic.sweep_order(batches, sizes, 0)
+    assert sorted(order) == sorted((b, s) for b in batches for s in sizes)
+    assert order == dynamic.sweep_order(batches, sizes, 0) != dynamic.sweep_order(batches, sizes, 1)
+    assert dynamic.default_models("cpu") == "bert,gpt2,llama,cnn"
+
+
+def test_smoke_sweep_reports_every_shape_and_kiln_equals_eager(tmp_path, capsys):
+    out = tmp_path / "dyn.json"
+    rc = runner.main(["--dynamic", "--models", "cnn", "--dyn-seqs", "16,24", "--dyn-batches", "2,3",
+                      "--no-inductor", "--dyn-static", "1", "--dyn-repeat", "1", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "command: python -m kiln.bench --dynamic" in text and "issue 17 targets" in text
+    payload = json.loads(out.read_text())
+    assert payload["meta"]["mode"] == "dynamic" and "partial" not in payload
+    (row,) = payload["results"]
+    assert row["model"] == "cnn" and not row["errors"]
+    assert sorted(row["order"]) == ["2x16", "2x24", "3x16", "3x24"]
+    totals = row["sweep"]["totals"]
+    assert set(totals) == {"eager", "kiln"}
+    kiln = totals["kiln"]
+    assert kiln["shapes"] == 4 and kiln["errors"] == 0
+    assert kiln["equal"] == kiln["compared"] == 4          # every output equal to eager
+    assert kiln["counts"]["captures"] >= 1 and kiln["counts"]["fallbacks"] == 0
+    for name in ("eager", "kiln"):
+        assert set(row["sweep"]["per_shape"][name]) == set(row["order"])
+        assert all(rec["ms"] > 0 for rec in row["steady"][name].values())
+    (static,) = row["static"].values()
+    assert static["ok"] and static["ms"] > 0
+    assert row["summary"]["kiln"]["steady_geomean_ms"] > 0
+    assert set(row["targets"]) >= {"compiles <= 3", "no fallback", "every output equal"}
+    assert row["targets"]["every output equal"][0] is True
