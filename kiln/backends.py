@@ -20,7 +20,7 @@ import os
 
 import torch
 
-from . import _C, config, counters, errors, fx_bridge, pipeline, trace
+from . import _C, config, counters, dynamic, errors, fx_bridge, pipeline, trace
 from .captured import _writes_inputs  # noqa: F401  (_writes_inputs: kiln/_capture.py)
 from .cudagraphs import CudaGraphed
 from .autotune import _autotuning
@@ -77,6 +77,17 @@ def kiln(gm, example_inputs, mode=None, options=None):
     passes its mode and options (see configured)."""
     if mode not in (None, "default") or options:
         return configured(mode, options)(gm, example_inputs)
+    if dynamic.symbolic_graph(gm, example_inputs):
+        # sizes as symbols (TorchDynamo's automatic dynamic, dynamic=True,
+        # mark_dynamic): compiled per size when first called (kiln/dynamic.py)
+        return dynamic.PerSize(gm, example_inputs, _static)
+    with counters.timed(_graph_name(gm)), phase("backend"):
+        return _checked(gm, example_inputs)
+
+
+def _static(gm, example_inputs):
+    """kiln() for a graph of concrete sizes, compiled at its first call (a
+    symbolic graph specialised by kiln/dynamic.py)"""
     with counters.timed(_graph_name(gm)), phase("backend"):
         return _checked(gm, example_inputs)
 
@@ -287,6 +298,10 @@ def kiln_cudagraphs(gm, example_inputs):
     graph.  Elsewhere it is the plain kiln backend."""
     fn = kiln(gm, example_inputs)
     dev = _non_cpu(example_inputs)
+    if isinstance(fn, dynamic.PerSize):
+        if dev is not None and dev.type == "cuda":
+            fn.post.append(lambda f: CudaGraphed(f, dev) if getattr(f, "_kiln_pure", False) else f)
+        return fn
     if dev is None or dev.type != "cuda" or not getattr(fn, "_kiln_pure", False):
         # not on a GPU, run through ATen, or a graph that mutates its inputs
         # or returns views of them (AOT autograd's wrappers handle those

@@ -100,3 +100,6 @@ trace_python_dispatcher = os.environ.get("KILN_TRACE_PYTHON_DISPATCHER", "0") no
 # compile in parallel
 chunk_kernels = 48
 compile_jobs = max(1, os.cpu_count() or 1)
+# graphs with symbolic sizes (kiln/dynamic.py): the compiled sizes kept per
+# graph, least recently used first out
+dynamic_specializations = int(os.environ.get("KILN_DYNAMIC_SPECIALIZATIONS", "64") or 64)

@@ -13,6 +13,8 @@ Each topic is a child of the `kiln` logger (`kiln.graph_breaks`, ...):
   perf          per compile: its time by phase, kernels and extern (ATen) calls
   fallbacks     each graph kiln's compiler declines (it runs through ATen), with
                 the reason
+  dynamic       graphs with symbolic sizes: which sizes are symbols, each size
+                a symbolic graph is compiled for (kiln/dynamic.py)
 
 Switched on by KILN_LOGS (a comma list: topic names, `all`, `+name`/`-name`
 to add or remove), by the TORCH_LOGS names that mean the same
@@ -34,11 +36,11 @@ import sys
 import warnings
 
 DEBUG, INFO = logging.DEBUG, logging.INFO
-TOPICS = ("graph_breaks", "recompiles", "guards", "graph", "kernels", "perf", "fallbacks")
+TOPICS = ("graph_breaks", "recompiles", "guards", "graph", "kernels", "perf", "fallbacks", "dynamic")
 # TORCH_LOGS names with the same meaning for kiln
 TORCH_NAMES = {"graph_breaks": "graph_breaks", "recompiles": "recompiles", "recompiles_verbose": "recompiles",
                "guards": "guards", "graph_code": "graph", "graph": "graph", "aot_graphs": "graph",
-               "output_code": "kernels", "perf_hints": "perf"}
+               "output_code": "kernels", "perf_hints": "perf", "dynamic": "dynamic"}
 # KILN_DUMP's stages (kiln.config.dump): the topic each prints under
 DUMP_NAMES = {"capture": "graph", "graph": "graph", "guards": "guards", "code": "kernels", "loops": "kernels"}
 

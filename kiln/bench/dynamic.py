@@ -48,7 +48,10 @@ from .machine import format_header, machine_info
 from .measure import compare_outputs, median, time_first_call
 from .report import describe_exception, geomean, render_table, save_json, shorten, write_json
 
-COMPILERS = ("eager", "torch.compile", "kiln")
+COMPILERS = ("eager", "torch.compile", "kiln", "dynamo+kiln")
+# dynamo+kiln: torch.compile(model, backend="kiln"), TorchDynamo's capture
+# (automatic dynamic) with kiln's backend, which compiles a graph with
+# symbolic sizes per size (kiln/dynamic.py)
 # (lowest, highest) sizes per input kind and device kind; N values are spread
 # evenly between them.  Sizes start at 2: a size of 1 is a specialisation of
 # its own under torch.compile (and kiln's plan), one more compile each.
@@ -160,7 +163,8 @@ def kiln_counts(kiln) -> dict:
     stats = kiln.stats()
     return {k: stats.get(k, 0) for k in ("captures", "recompiles", "compiles", "fallbacks",
                                          "frames_run_as_python", "cache_limit_fallbacks",
-                                         "graph_breaks", "cache_hits", "compile_seconds")}
+                                         "graph_breaks", "cache_hits", "compile_seconds",
+                                         "symbolic_graphs", "specializations")}
 
 
 def delta(after: dict, before: dict) -> dict:
@@ -215,12 +219,18 @@ class Compilers:
                 self.fns["kiln"] = session.kiln.module.compile(model)
             except Exception as exc:
                 errors["kiln"] = describe_exception(exc)
+            try:
+                self.fns["dynamo+kiln"] = torch.compile(model, backend="kiln")
+            except Exception as exc:
+                errors["dynamo+kiln"] = describe_exception(exc)
 
     def counts(self, name: str) -> dict | None:
         if name == "torch.compile":
             return torch_counts()
         if name == "kiln":
             return kiln_counts(self.session.kiln.module)
+        if name == "dynamo+kiln":
+            return {**torch_counts(), **kiln_counts(self.session.kiln.module)}
         return None
 
 
@@ -243,7 +253,9 @@ def run_sweep(spec, model, example, order, comps: Compilers, session, bar) -> di
     """Phase 1: one call per shape and compiler, in ``order``; per-shape records
     and totals.  A compiler's call whose counters moved is marked with what moved."""
     per_shape = {name: {} for name in comps.fns}
-    start = {name: comps.counts(name) for name in comps.fns}
+    # the counters are process-wide (TorchDynamo's, kiln's): each compiler's
+    # are the sum of what moved during its own calls
+    acc = {name: None for name in comps.fns}
     for shape in order:
         inputs = make_inputs(spec, model, example, shape, session.cfg, session.args.dyn_seed)
         ref = None
@@ -251,7 +263,9 @@ def run_sweep(spec, model, example, order, comps: Compilers, session, bar) -> di
             before = comps.counts(name)
             rec, out = call_shape(name, fn, inputs, ref, session)
             if before is not None:
-                moved = {k: v for k, v in delta(comps.counts(name), before).items()
+                d = delta(comps.counts(name), before)
+                acc[name] = d if acc[name] is None else {k: acc[name].get(k, 0) + v for k, v in d.items()}
+                moved = {k: v for k, v in d.items()
                          if v and k not in ("compile_seconds", "cache_hits")}
                 if moved:
                     rec["counters"] = moved
@@ -270,8 +284,8 @@ def run_sweep(spec, model, example, order, comps: Compilers, session, bar) -> di
             "equal": sum(1 for r in recs.values() if r.get("ok")),
             "compared": sum(1 for r in recs.values() if "ok" in r),
         }
-        if start[name] is not None:
-            totals[name]["counts"] = delta(comps.counts(name), start[name])
+        if acc[name] is not None:
+            totals[name]["counts"] = acc[name]
     return {"per_shape": per_shape, "totals": totals}
 
 
@@ -440,6 +454,9 @@ def model_table(row: dict) -> str:
         if name == "torch.compile":
             compiles, recs = c.get("compiles"), c.get("frames_compiled")
             fallbacks, py = row.get("torch_limit_hits"), None
+        elif name == "dynamo+kiln":
+            compiles, recs = c.get("compiles"), c.get("frames_compiled")
+            fallbacks, py = c.get("fallbacks"), None
         elif name == "kiln":
             compiles, recs = c.get("compiles"), c.get("captures")
             fallbacks, py = c.get("fallbacks"), c.get("frames_run_as_python")
@@ -474,7 +491,7 @@ def worst_shapes(row: dict, n: int = 3) -> list[str]:
         also = f", eager {_f(eager, '.2f')} ms" if ref_name != "eager" else ""
         lines.append(f"  steady kiln/{ref_name} {ratio:.2f}x at {key}: kiln {_ms(kiln[key]):.2f} ms, "
                      f"{ref_name} {_ms(ref[key]):.2f} ms{also} (kiln's sweep call there: {how})")
-    for name in ("torch.compile", "kiln"):
+    for name in ("torch.compile", "kiln", "dynamo+kiln"):
         recs = sweep.get(name, {})
         slow = sorted(((r["ms"], k) for k, r in recs.items() if "ms" in r), reverse=True)[:n]
         if slow:
@@ -497,6 +514,9 @@ def legend() -> str:
         "fallbacks: torch.compile recompile-limit hits (frame then eager) / kiln graphs run through "
         "ATen; py frames: frames kiln handed to CPython (cache_size_limit recordings of the frame "
         "reached: every later call at a new shape runs as Python; stats()['frames_run_as_python'])",
+        "dynamo+kiln: torch.compile(model, backend=\"kiln\"): TorchDynamo's capture and automatic "
+        "dynamic, kiln's backend compiling each symbolic graph per size (kiln.stats()['specializations'], "
+        "each one counted in compiles); recordings: frames TorchDynamo converted",
         "equal: sweep outputs within atol + rtol * max|eager| of eager; steady ms: geomean over "
         "shapes of the per-shape median; /eager, /t.compile, /static: geomean over shapes of the "
         "time ratio (< 1 = faster), worst = the largest; /static: kiln against a fresh kiln.compile "

@@ -361,12 +361,16 @@ def compiled(fn, entry):
     kiln.reset()
     if entry == "kiln":
         return kiln.compile(fn)
+    # "-dynamic": TorchDynamo with dynamic=True (every size a symbol: kiln
+    # compiles each graph per size, kiln/dynamic.py)
+    dyn = {"dynamic": True} if entry and entry.endswith("-dynamic") else {}
+    entry = entry and entry.removesuffix("-dynamic")
     if entry == "torch":
-        return torch.compile(fn, backend="kiln")
+        return torch.compile(fn, backend="kiln", **dyn)
     if entry == "dynamo":   # the reference for the torch entry: TorchDynamo with no compiler
-        return torch.compile(fn, backend="eager")
+        return torch.compile(fn, backend="eager", **dyn)
     if entry == "aot":      # the reference for gradients: AOT autograd's joint graph run by ATen
-        return torch.compile(fn, backend="aot_eager")
+        return torch.compile(fn, backend="aot_eager", **dyn)
     return fn
 
 
@@ -568,7 +572,7 @@ def conditioned(src, eager, comp, mm):
     return compare(eager, comp, (ref, moved))
 
 
-def attribute(src, eager, mm):
+def attribute(src, eager, mm, suffix=""):
     """A failing torch-entry run whose first failure torch.compile's own
     front end repeats with no compiler behind it -- TorchDynamo with the
     eager backend, or TorchDynamo and AOT autograd run by ATen ("aot_eager":
@@ -578,7 +582,7 @@ def attribute(src, eager, mm):
     first = failures(mm)[0]
     for ref_entry, who in (("dynamo", "TorchDynamo (backend='eager')"), ("aot", "backend='aot_eager'")):
         try:
-            ref = failures(compare(eager, execute(src, ref_entry)))
+            ref = failures(compare(eager, execute(src, ref_entry + suffix)))
         except Exception:
             continue
         if not ref or (ref[0].kind, ref[0].call) != (first.kind, first.call):
@@ -613,8 +617,8 @@ def check_source(src, entries=None):
             mm = compare(eager, comp)
         except Exception as e:  # an error of the harness around kiln, e.g. in kiln.reset
             mm = [Mismatch("kiln-crash", -1, "%s: %s" % (type(e).__name__, str(e).split("\n")[0][:200]))]
-        if entry == "torch" and failures(mm):
-            mm = attribute(src, eager, mm)
+        if entry in ("torch", "torch-dynamic") and failures(mm):
+            mm = attribute(src, eager, mm, entry[len("torch"):])
         if failures(mm) and failures(mm)[0].kind in _BY_VALUE:
             mm = conditioned(src, eager, comp, mm)
         if failures(mm) and failures(mm)[0].kind == "grad":

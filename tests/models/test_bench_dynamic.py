@@ -45,7 +45,10 @@ def test_smoke_sweep_reports_every_shape_and_kiln_equals_eager(tmp_path, capsys)
     assert row["model"] == "cnn" and not row["errors"]
     assert sorted(row["order"]) == ["2x16", "2x24", "3x16", "3x24"]
     totals = row["sweep"]["totals"]
-    assert set(totals) == {"eager", "kiln"}
+    assert set(totals) == {"eager", "kiln", "dynamo+kiln"}
+    dk = totals["dynamo+kiln"]        # torch.compile(backend="kiln"): symbolic graphs compiled per size
+    assert dk["equal"] == dk["compared"] == 4 and dk["counts"]["fallbacks"] == 0
+    assert dk["counts"]["symbolic_graphs"] >= 1 and dk["counts"]["specializations"] >= 2
     kiln = totals["kiln"]
     assert kiln["shapes"] == 4 and kiln["errors"] == 0
     assert kiln["equal"] == kiln["compared"] == 4          # every output equal to eager

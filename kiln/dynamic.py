@@ -1,0 +1,238 @@
+"""kiln.dynamic — graphs with symbolic sizes (issue 17, stage 1d).
+
+Consumes: an fx graph whose example inputs hold SymInts, as TorchDynamo hands
+one to a backend once a size has changed (automatic dynamic, `dynamic=True`,
+`mark_dynamic`): the SymInt placeholders carry the sizes, the tensor
+placeholders have symbolic shapes.  Produces: `PerSize`, the callable the
+backend returns for it.  Each call looks its size values up in a small LRU of
+graphs compiled for those values; a new set of values specialises the graph
+(the SymInt placeholders replaced by the ints, the metadata propagated again
+with concrete fake tensors) and compiles it through kiln's static pipeline,
+outside TorchDynamo's tracing context.  So every size runs kiln's code for
+that size, never ATen because the graph was symbolic.
+
+Keying by the size values alone is sound: TorchDynamo lifts every free symbol
+of the inputs' sizes and strides into a SymInt placeholder and guards the rest
+(dtype, device, stride order, the relations between the symbols).  Under
+KILN_DEBUG the tensor shapes are checked against the compiled size as well.
+
+What this stage does not do: a new size still pays a whole static compile
+(the trace, the C core, the C compiler), counted in `kiln.stats()` as
+`specializations`.  Symbolic kernels (one native build for every size) are
+stage 3 of docs/plans/dynamic-shapes.md.
+"""
+import collections
+
+import torch
+
+from . import config, counters, errors, logs
+
+# non-tensor inputs a graph may take per size (floats would specialise per
+# value: a symbolic float graph keeps the old path)
+_SIZE_TYPES = (torch.SymInt, torch.SymBool, int, bool)
+
+
+def symbolic_graph(gm, example_inputs):
+    """True when gm is a graph with SymInt inputs or symbolic tensor sizes
+    that PerSize can serve: no SymFloat input, no unbacked symbol."""
+    sym = False
+    for a in example_inputs:
+        if isinstance(a, torch.Tensor):
+            continue
+        if isinstance(a, (torch.SymInt, torch.SymBool)):
+            sym = True
+        elif not isinstance(a, (int, bool)):
+            return False   # a SymFloat (or anything else): not per size
+    if not sym:
+        for n in gm.graph.nodes:
+            if n.op == "placeholder":
+                v = n.meta.get("example_value")
+                if isinstance(v, torch.Tensor) and _has_symbols(v):
+                    sym = True
+                    break
+    return sym
+
+
+def _has_symbols(t):
+    try:
+        return t._has_symbolic_sizes_strides
+    except Exception:   # noqa: BLE001  (a subclass without it: treat as static)
+        return False
+
+
+def _scalar_positions(gm):
+    """Placeholders of floats TorchDynamo passes as 0-d tensors (its
+    tensorified floats, read only by .item()): specialised per value like a
+    size, since a static compile cannot trace through .item()."""
+    out = set()
+    k = 0
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        ga = n.meta.get("grapharg")
+        if getattr(ga, "pass_arg_as_tensor", False) and n.users and \
+                all(u.op == "call_method" and u.target == "item" for u in n.users):
+            out.add(k)
+        k += 1
+    return out
+
+
+def specialize(gm, args, positions):
+    """gm with the non-tensor placeholders at `positions` replaced by their
+    values in args (Python ints, bools and the floats of tensorified
+    placeholders), and every node's example_value propagated again from fake
+    copies of the tensor arguments.  Returns (graph module, tensor
+    arguments)."""
+    k = 0
+    graph = torch.fx.Graph()
+    env = {}
+    tensors = []
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            if k in positions:
+                v = args[k]
+                if isinstance(v, torch.Tensor):   # a tensorified float: its .item() users get the value
+                    for u in n.users:
+                        env[u] = float(v.item()) if v.dtype.is_floating_point else v.item()
+                    env[n] = None
+                else:
+                    env[n] = bool(v) if isinstance(v, (bool, torch.SymBool)) else int(v)
+            else:
+                env[n] = graph.node_copy(n, lambda a: env[a])
+                tensors.append(args[k])
+            k += 1
+        elif n not in env:
+            env[n] = graph.node_copy(n, lambda a: env[a])
+    for n in graph.nodes:
+        n.meta = {key: v for key, v in n.meta.items() if key not in ("example_value", "val", "grapharg")}
+    g = torch.fx.GraphModule(gm, graph)
+    _propagate(g, tensors)
+    return g, tensors
+
+
+class _Prop(torch.fx.Interpreter):
+    """Runs a graph on fake tensors, keeping each node's result as its
+    example_value (the metadata TorchDynamo's graphs carry)."""
+
+    def run_node(self, n):
+        out = super().run_node(n)
+        if n.op != "output":
+            n.meta["example_value"] = out
+        return out
+
+
+def _propagate(g, tensors):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fakes = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in tensors]
+    with mode:
+        _Prop(g).run(*fakes)
+
+
+class PerSize:
+    """The callable for a symbolic graph: one static compile per set of size
+    values, kept in an LRU of config.dynamic_specializations entries.
+    `compile_fn(graph, tensor_args)` is the backend's static path; `post`
+    wrappers (a CUDA graph) are applied to each compiled size."""
+
+    def __init__(self, gm, example_inputs, compile_fn):
+        self.gm = gm
+        self.positions = frozenset(i for i, a in enumerate(example_inputs)
+                                   if not isinstance(a, torch.Tensor)) | _scalar_positions(gm)
+        self.scalars = tuple(i for i in sorted(self.positions) if isinstance(example_inputs[i], torch.Tensor))
+        self.pos = tuple(sorted(self.positions))
+        self.tpos = tuple(i for i in range(len(example_inputs)) if i not in self.positions)
+        self.compile_fn = compile_fn
+        self.post = []
+        self.built = collections.OrderedDict()
+        # the settings in force when the backend was called (a mode's
+        # options, max-autotune): the per-size compiles happen later
+        self.settings = _settings()
+        self.kiln_stats = {"symbolic": True, "sizes_built": 0}
+        counters.counts["symbolic_graphs"] += 1
+        if logs.on("dynamic"):
+            names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+            syms = [names[i] for i in self.pos if i < len(names)]
+            logs.emit("dynamic", "a graph of %d nodes with symbolic sizes (%s): compiled per size",
+                      sum(1 for _ in gm.graph.nodes), ", ".join(syms) or "symbolic tensor sizes")
+
+    def __call__(self, *args):
+        key = tuple(args[i] for i in self.pos)
+        if self.scalars:
+            key = tuple(args[i].item() if i in self.scalars else v for i, v in zip(self.pos, key))
+        entry = self.built.get(key)
+        if entry is None:
+            entry = self._build(args, key)
+        elif config.debug:
+            _check_shapes(entry[1], args, self.tpos, key)
+        return entry[0](*[args[i] for i in self.tpos])
+
+    def _build(self, args, key):
+        shapes = tuple(tuple(args[i].shape) if isinstance(args[i], torch.Tensor) else None for i in self.tpos)
+        fn = None
+        try:
+            g, tensors = specialize(self.gm, args, self.positions)
+        except Exception as e:   # noqa: BLE001  (classified: unsupported or a kiln bug)
+            reason = errors.fall_back(e, f"specialising a symbolic graph to sizes {list(key)} (kiln.dynamic)")
+            counters.fallback(0, reason)
+            fn = self._eager(args)
+        if fn is None:
+            with _applied(self.settings):
+                fn = self.compile_fn(g, tensors)
+            for wrap in self.post:
+                fn = wrap(fn)
+        counters.counts["specializations"] += 1
+        self.kiln_stats["sizes_built"] += 1
+        if logs.on("dynamic"):
+            logs.emit("dynamic", "symbolic graph compiled for sizes %s (%d sizes so far)", list(key),
+                      self.kiln_stats["sizes_built"])
+        self.built[key] = (fn, shapes)
+        if len(self.built) > max(1, config.dynamic_specializations):
+            self.built.popitem(last=False)
+        return self.built[key]
+
+    def _eager(self, args):
+        """A size whose graph could not be specialised: the captured graph
+        runs as it is (ATen), with the sizes put back among the arguments."""
+        gm, tpos, fixed = self.gm, self.tpos, [(i, args[i]) for i in self.pos]
+        n = len(args)
+
+        def run(*tensors):
+            full = [None] * n
+            for i, t in zip(tpos, tensors):
+                full[i] = t
+            for i, v in fixed:
+                full[i] = v
+            return gm(*full)
+        return run
+
+
+def _check_shapes(shapes, args, tpos, key):
+    got = tuple(tuple(args[i].shape) if isinstance(args[i], torch.Tensor) else None for i in tpos)
+    if got != shapes:
+        errors.internal(f"kiln.dynamic: sizes {list(key)} were compiled for input shapes {shapes}, "
+                        f"called with {got}: a symbol TorchDynamo did not lift")
+
+
+def _settings():
+    from . import backends
+    from .autotune import _autotune_state
+    return ({k: getattr(config, k) for k in backends.OPTION_KNOBS}, getattr(_autotune_state, "on", False))
+
+
+class _applied:
+    def __init__(self, settings):
+        self.knobs, self.tune = settings
+
+    def __enter__(self):
+        from .autotune import _autotune_state
+        self.saved = ({k: getattr(config, k) for k in self.knobs}, getattr(_autotune_state, "on", False))
+        for k, v in self.knobs.items():
+            setattr(config, k, v)
+        _autotune_state.on = self.tune
+
+    def __exit__(self, *exc):
+        from .autotune import _autotune_state
+        for k, v in self.saved[0].items():
+            setattr(config, k, v)
+        _autotune_state.on = self.saved[1]
