@@ -247,7 +247,8 @@ def compile(fn=None, *, backend="kiln", fullgraph=False, dynamic=None, mode=None
     symbol from the first call (sizes 0 and 1, parameters and
     non-contiguous inputs stay static); None (the default) does so for the
     sizes that have changed between recordings when
-    kiln.config.automatic_dynamic_shapes is on; False never.  A graph with
+    kiln.config.automatic_dynamic_shapes is on (the default), and for the
+    dims marked with mark_dynamic; False never.  A graph with
     symbolic sizes is compiled per size by kiln's backend
     (kiln/dynamic.py)."""
     if fn is None:

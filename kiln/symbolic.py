@@ -27,9 +27,35 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 _SYM = (torch.SymInt, torch.SymBool, torch.SymFloat)
 
 
+class _SymbolicFakeMode(FakeTensorMode):
+    """A FakeTensorMode that also runs torch's Python dispatcher while it is
+    entered, as TorchDynamo traces: composite ops' symbolic rules (lerp's
+    broadcast, ...) live there; without it they ask for concrete sizes."""
+
+    def __enter__(self):
+        from torch._dispatch.python import enable_python_dispatcher
+        pd = enable_python_dispatcher()
+        pd.__enter__()
+        self.__dict__.setdefault("_kiln_pd", []).append(pd)
+        try:
+            return super().__enter__()
+        except BaseException:
+            self._kiln_pd.pop().__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._kiln_pd.pop().__exit__(None, None, None)
+
+
 def new_mode():
     """The fake mode of a recording with symbolic sizes."""
-    return FakeTensorMode(shape_env=ShapeEnv(specialize_zero_one=True, duck_shape=False))
+    # data-dependent outputs (nonzero, .item()) raise as in a static recording
+    # (the recorder breaks there) instead of making unbacked symbols
+    return _SymbolicFakeMode(shape_env=ShapeEnv(specialize_zero_one=True, duck_shape=False, allow_scalar_outputs=False,
+                                             allow_dynamic_output_shape_ops=False))
 
 
 # ------------------------------------------------------------------ policy
@@ -39,8 +65,8 @@ def dims_for(state, key, t, mode, is_param):
     source (None where a size has changed: automatic dynamic); mode: the
     kiln.compile's dynamic= (-1 None: automatic dynamic, -2 None with
     config.automatic_dynamic_shapes off: the marks alone, 0 False, 1 True).
-    Parameters and buffers, tensors that are not contiguous, and sizes 0 and
-    1 stay static; mark_static wins over everything, mark_dynamic makes a dim
+    Parameters and buffers, tensors that are not contiguous or are views of
+    another tensor, and sizes 0 and 1 stay static; mark_static wins over everything, mark_dynamic makes a dim
     a symbol from the first recording."""
     shape = tuple(t.shape)
     if mode == 0 or not shape:
@@ -55,8 +81,8 @@ def dims_for(state, key, t, mode, is_param):
         for d, n in enumerate(shape):
             if seen[d] is not None and seen[d] != n:
                 seen[d] = None
-    if is_param or not t.is_contiguous():
-        return ()
+    if is_param or not t.is_contiguous() or t.storage_offset() != 0 or t._base is not None:
+        return ()   # (a view of another tensor: its storage and offset would be symbols too)
     static = set(getattr(t, "_dynamo_static_indices", ()))
     for d in marks:   # a marked dim is dynamic for every later recording of this code
         if 0 <= d < len(seen) and d not in static:

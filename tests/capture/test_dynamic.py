@@ -262,7 +262,8 @@ def test_automatic_dynamic_records_at_most_three_times(monkeypatch):
     assert st["captures"] <= 3 and st["fallbacks"] == 0 and st["frames_run_as_python"] == 0, st
 
 
-def test_automatic_dynamic_off_records_every_shape():
+def test_automatic_dynamic_off_records_every_shape(monkeypatch):
+    monkeypatch.setattr(kiln.config, "automatic_dynamic_shapes", False)
     cf = kiln.compile(_view_of_size)
     for n in (3, 5, 7):
         cf(torch.randn(n, 4))
