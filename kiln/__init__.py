@@ -345,8 +345,8 @@ class Explanation:
         for b in self.breaks:
             lines.append(f"  break: {b}")
         for arg, dims in self.marked_dynamic:
-            lines.append(f"  argument {arg}: dims {dims} marked dynamic; kiln records every size as a "
-                         "constant for now (a new size records again)")
+            lines.append(f"  argument {arg}: dims {dims} marked dynamic: symbols in the recording, unless "
+                         "the code takes their values (a guard then holds each value)")
         if self.guards:
             lines.append(f"  guards ({len(self.guards)}):")
             lines.extend(f"    {g}" for g in self.guards)

@@ -80,16 +80,25 @@ def dims_for(state, key, t, mode, is_param):
     else:
         for d, n in enumerate(shape):
             if seen[d] is not None and seen[d] != n:
+                _became_dynamic(key, d, seen[d], n, "its size changed")
                 seen[d] = None
     if is_param or not t.is_contiguous() or t.storage_offset() != 0 or t._base is not None:
         return ()   # (a view of another tensor: its storage and offset would be symbols too)
     static = set(getattr(t, "_dynamo_static_indices", ()))
     for d in marks:   # a marked dim is dynamic for every later recording of this code
-        if 0 <= d < len(seen) and d not in static:
+        if 0 <= d < len(seen) and d not in static and seen[d] is not None:
+            _became_dynamic(key, d, seen[d], shape[d], "mark_dynamic")
             seen[d] = None
     auto = mode in (-1, 1)   # (-2: the marks alone)
     return tuple(d for d in range(len(shape))
                  if d not in static and shape[d] >= 2 and (mode == 1 or (seen[d] is None and (auto or d in marks))))
+
+
+def _became_dynamic(key, d, was, now, why):
+    from . import counters, logs
+    counters.counts["dynamic_dims"] += 1
+    if logs.on("dynamic"):
+        logs.emit("dynamic", "dim %d of %s became dynamic (%s: %s, then %s)", d, key, why, was, now)
 
 
 def wants_symbols(state, mode):
