@@ -243,8 +243,14 @@ def compile(fn=None, *, backend="kiln", fullgraph=False, dynamic=None, mode=None
     options: a dict of kiln.config compiler knobs and torch.compile's
     "triton.cudagraphs" / "max_autotune" (kiln.backends.OPTION_KNOBS; an
     unknown key is an error naming the valid ones); disable=True returns fn
-    itself.  dynamic is accepted for torch.compile compatibility; kiln
-    specializes on shapes."""
+    itself.  dynamic: True records every size of an input tensor as a
+    symbol from the first call (sizes 0 and 1, parameters and
+    non-contiguous inputs stay static); None (the default) does so for the
+    sizes that have changed between recordings when
+    kiln.config.automatic_dynamic_shapes is on (the default), and for the
+    dims marked with mark_dynamic; False never.  A graph with
+    symbolic sizes is compiled per size by kiln's backend
+    (kiln/dynamic.py)."""
     if fn is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                                  options=options, disable=disable)
@@ -262,7 +268,8 @@ def compile(fn=None, *, backend="kiln", fullgraph=False, dynamic=None, mode=None
         b = {"kiln": backends.kiln}.get(backend, backend) if isinstance(backend, str) else backend
         kw = {"mode": mode} if mode is not None and b == "inductor" else {}
         return torch.compile(fn, backend=b, fullgraph=fullgraph, dynamic=dynamic, **kw)
-    captured = _C.Captured(fn, backend, _root_code(fn), bool(fullgraph), int(config.cache_size_limit))
+    dyn = (-1 if config.automatic_dynamic_shapes else -2) if dynamic is None else int(bool(dynamic))
+    captured = _C.Captured(fn, backend, _root_code(fn), bool(fullgraph), int(config.cache_size_limit), dyn)
     if isinstance(fn, torch.nn.Module):
         return CompiledModule(fn, captured)
     if isinstance(fn, (types.FunctionType, types.MethodType)):
@@ -338,8 +345,8 @@ class Explanation:
         for b in self.breaks:
             lines.append(f"  break: {b}")
         for arg, dims in self.marked_dynamic:
-            lines.append(f"  argument {arg}: dims {dims} marked dynamic; kiln records every size as a "
-                         "constant for now (a new size records again)")
+            lines.append(f"  argument {arg}: dims {dims} marked dynamic: symbols in the recording, unless "
+                         "the code takes their values (a guard then holds each value)")
         if self.guards:
             lines.append(f"  guards ({len(self.guards)}):")
             lines.extend(f"    {g}" for g in self.guards)

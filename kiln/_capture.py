@@ -293,8 +293,10 @@ break_counts = collections.Counter()   # graph breaks by kind (a name in kiln._C
 _KEEP = 10000
 
 
-def new_graph():
-    return torch.fx.Graph(), FakeTensorMode()
+def new_graph(symbolic=False):
+    """A recording's graph and fake mode; symbolic: with a ShapeEnv, sizes
+    may be symbols (kiln/symbolic.py)."""
+    return torch.fx.Graph(), (symbolic_mode() if symbolic else FakeTensorMode())
 
 
 def _eager_backend(gm, example_inputs):
@@ -574,6 +576,11 @@ def warn(message):
 # (kiln/_calls.py): the C core reads these names from this module
 from ._calls import _classify, classify  # noqa: E402,F401
 from ._liveness import dead_cells, dead_locals, private_cells  # noqa: E402,F401
+from .symbolic import concrete, dims_for, fx_arg, guard_program, is_symbolic  # noqa: E402,F401
+from .symbolic import size_program, symbolic_fake  # noqa: E402,F401
+from .symbolic import new_mode as symbolic_mode, wants_symbols  # noqa: E402,F401
+from torch import SymBool, SymFloat, SymInt  # noqa: E402,F401  (kn_numeric)
+op_add = operator.add
 
 
 # ---------------------------------------------------------------- paths never recorded

@@ -103,3 +103,8 @@ compile_jobs = max(1, os.cpu_count() or 1)
 # graphs with symbolic sizes (kiln/dynamic.py): the compiled sizes kept per
 # graph, least recently used first out
 dynamic_specializations = int(os.environ.get("KILN_DYNAMIC_SPECIALIZATIONS", "64") or 64)
+# kiln.compile(dynamic=None): a recording made because an input's size
+# changed records the sizes that changed as symbols ("automatic dynamic", as
+# torch.compile); off: every new shape is a new recording (up to
+# cache_size_limit)
+automatic_dynamic_shapes = os.environ.get("KILN_AUTOMATIC_DYNAMIC", "1") not in ("0", "")

@@ -26,7 +26,7 @@ compiled_graphs = []
 build_counts = {"compiled": 0, "cached": 0}
 
 _ZERO = {"graph_breaks": 0, "compiles": 0, "fallbacks": 0, "extern_ops": 0, "cache_hits": 0,
-         "lowering_cache_hits": 0, "compile_seconds": 0.0, "symbolic_graphs": 0, "specializations": 0}
+         "lowering_cache_hits": 0, "compile_seconds": 0.0, "symbolic_graphs": 0, "specializations": 0, "dynamic_dims": 0}
 counts = dict(_ZERO)
 
 
@@ -44,7 +44,9 @@ def stats():
     lowering_cache_hits  inference graphs whose lowering came from the disk cache
     compile_seconds time spent compiling graphs (the backend, and backward graphs compiled
                     on first use)
-    symbolic_graphs graphs with symbolic sizes the backend took (TorchDynamo's dynamic shapes)
+    dynamic_dims    input dims kiln's capture made symbols because their size changed
+                    (automatic dynamic) or mark_dynamic marked them
+    symbolic_graphs graphs with symbolic sizes the backend took (kiln's capture or TorchDynamo's)
     specializations compiles of a symbolic graph for one set of sizes (each also counted in
                     compiles; kiln/dynamic.py)
     frames_run_as_python  frames kiln handed to CPython: cache_size_limit reached, too deep

@@ -22,6 +22,7 @@ What this stage does not do: a new size still pays a whole static compile
 stage 3 of docs/plans/dynamic-shapes.md.
 """
 import collections
+import operator
 
 import torch
 
@@ -143,6 +144,9 @@ class PerSize:
         self.pos = tuple(sorted(self.positions))
         self.tpos = tuple(i for i in range(len(example_inputs)) if i not in self.positions)
         self.compile_fn = compile_fn
+        # the hot path: the size values (the key) and the tensors, picked by C
+        self._key = _picker(self.pos)
+        self._tensors = _picker(self.tpos)
         self.post = []
         self.built = collections.OrderedDict()
         # the settings in force when the backend was called (a mode's
@@ -157,15 +161,15 @@ class PerSize:
                       sum(1 for _ in gm.graph.nodes), ", ".join(syms) or "symbolic tensor sizes")
 
     def __call__(self, *args):
-        key = tuple(args[i] for i in self.pos)
+        key = self._key(args)
         if self.scalars:
-            key = tuple(args[i].item() if i in self.scalars else v for i, v in zip(self.pos, key))
+            key = tuple(args[i].item() if i in self.scalars else args[i] for i in self.pos)
         entry = self.built.get(key)
         if entry is None:
             entry = self._build(args, key)
         elif config.debug:
             _check_shapes(entry[1], args, self.tpos, key)
-        return entry[0](*[args[i] for i in self.tpos])
+        return entry[0](*self._tensors(args))
 
     def _build(self, args, key):
         shapes = tuple(tuple(args[i].shape) if isinstance(args[i], torch.Tensor) else None for i in self.tpos)
@@ -205,6 +209,16 @@ class PerSize:
                 full[i] = v
             return gm(*full)
         return run
+
+
+def _picker(pos):
+    """args -> the tuple of args at pos (operator.itemgetter, always a tuple)."""
+    if not pos:
+        return lambda args: ()
+    get = operator.itemgetter(*pos)
+    if len(pos) == 1:
+        return lambda args: (get(args),)
+    return get
 
 
 def _check_shapes(shapes, args, tpos, key):

@@ -13,8 +13,9 @@ Each topic is a child of the `kiln` logger (`kiln.graph_breaks`, ...):
   perf          per compile: its time by phase, kernels and extern (ATen) calls
   fallbacks     each graph kiln's compiler declines (it runs through ATen), with
                 the reason
-  dynamic       graphs with symbolic sizes: which sizes are symbols, each size
-                a symbolic graph is compiled for (kiln/dynamic.py)
+  dynamic       symbolic sizes: each input dim that became dynamic and why
+                (kiln/symbolic.py), each graph with symbolic sizes and each
+                size it is compiled for (kiln/dynamic.py)
 
 Switched on by KILN_LOGS (a comma list: topic names, `all`, `+name`/`-name`
 to add or remove), by the TORCH_LOGS names that mean the same

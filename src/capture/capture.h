@@ -156,6 +156,7 @@ typedef enum {
     KN_SRC_CLOSURE,   /* parent.__closure__[idx] (a cell) */
     KN_SRC_DEFAULTS,  /* parent.__defaults__ */
     KN_SRC_CONST,     /* the object in key itself (another module's globals) */
+    KN_SRC_SIZE,      /* parent (a tensor).shape[idx], an int: a symbolic size's value */
 } kn_srckind;
 
 typedef struct {
@@ -181,7 +182,29 @@ typedef enum {
     KN_G_STATE,     /* global torch state: each (fn, args, want) in obj has fn(*args) == want */
     KN_G_ALIAS,     /* tensor inputs overlap in memory as recorded (obj: kn_alias_facts' blob) */
     KN_G_HASKEY,    /* v is a dict and (obj in v) == n (dict's own lookup) */
+    KN_G_SIZES,     /* the relations between symbolic sizes hold: obj is a postfix program
+                       over the int values of KN_SRC_SIZE sources (kn_sizeop), obj2 the
+                       relations' descriptions, one per KN_SZ_CHECK (kiln/symbolic.py) */
 } kn_guardkind;
+
+/* KN_G_SIZES's program: int64 words, an op then its operand where it has one.
+ * Arithmetic is Python's on ints (floor division and modulo), in int64 with
+ * overflow making the guard fail (the call records again rather than trust a
+ * wrapped value).  Each KN_SZ_CHECK pops one relation: zero fails the guard. */
+typedef enum {
+    KN_SZ_SLOT,      /* operand k: push the int value of source k */
+    KN_SZ_CONST,     /* operand c: push c */
+    KN_SZ_ADD, KN_SZ_SUB, KN_SZ_MUL, KN_SZ_FLOORDIV, KN_SZ_MOD, KN_SZ_MIN, KN_SZ_MAX,
+    KN_SZ_NEG,
+    KN_SZ_EQ, KN_SZ_NE, KN_SZ_LT, KN_SZ_LE,
+    KN_SZ_AND, KN_SZ_OR, KN_SZ_NOT,
+    KN_SZ_CHECK,     /* pop: the next relation holds */
+} kn_sizeop;
+/* 1 every relation holds, 0 one fails (*failed: its index), -1 a malformed program */
+int kn_sizes_eval(const int64_t *prog, Py_ssize_t n, PyObject **vals, Py_ssize_t nvals, int *failed);
+/* The value of a program without KN_SZ_CHECK that leaves one int: 1 ok, 0 it
+ * overflows or a value is missing, -1 malformed. */
+int kn_sizes_value(const int64_t *prog, Py_ssize_t n, PyObject **vals, Py_ssize_t nvals, int64_t *out);
 
 typedef struct {
     int kind, src;
@@ -220,6 +243,8 @@ typedef enum {
     KN_P_RET,        /* pop: the frame's return value */
     KN_P_GRAD,       /* torch._C._set_grad_enabled(a) */
     KN_P_CLEARSTACK, /* drop the frame's a stack entries (a resume point's inputs) */
+    KN_P_SIZE,       /* push the int of consts[a], a KN_SZ_* program over the sources' values
+                        (a symbolic size: a view's geometry in a symbolic recording) */
 } kn_popkind;
 
 typedef struct {
@@ -264,6 +289,8 @@ typedef struct {
     int ret_index;               /* a RETURN_VALUE instruction's index + 1; 0 unknown */
     int wrapper;                 /* torch's decorator wrapper `_fn` (skipped code): its function
                                     may be a torch.compiler.disable, run with the hook off */
+    PyObject *dynstate;          /* dict: source -> [size or None per dim] seen by recordings
+                                    (automatic dynamic, kiln/symbolic.py dims_for), or NULL */
 } kn_codeinfo;
 
 /* ---------------------------------------------------------------- runtime API */
@@ -309,7 +336,17 @@ int kn_frame_push(struct _PyInterpreterFrame *f, PyObject *v);
 /* Capture's Python-side helpers (kiln/_capture.py), set by capture_setup. */
 typedef struct {
     PyObject *mod;               /* kiln._capture */
-    PyObject *new_graph;         /* () -> (fx.Graph, fake_mode) */
+    PyObject *new_graph;         /* (symbolic) -> (fx.Graph, fake_mode): with a ShapeEnv if symbolic */
+    PyObject *dims_for;          /* (state, key, tensor, dynamic, is_param) -> dims that are symbols */
+    PyObject *wants_symbols;     /* (state, dynamic) -> bool: start the recording with a ShapeEnv */
+    PyObject *symbolic_fake;     /* (mode, tensor, name, dims) -> (fake, [(dim, SymInt)]) */
+    PyObject *fx_arg;            /* (graph, obj, symnodes) -> obj with SymInts as fx nodes */
+    PyObject *concrete;          /* (obj) -> obj with SymInts as ints (guarded) */
+    PyObject *is_symbolic;       /* (obj) -> bool: a SymInt/SymBool/SymFloat inside */
+    PyObject *sym_int, *sym_float, *sym_bool;   /* torch.SymInt, SymFloat, SymBool */
+    PyObject *op_add;            /* operator.add */
+    PyObject *size_program;      /* (SymInt, slots) -> bytes: KN_P_SIZE's program, or None */
+    PyObject *guard_program;     /* (mode, slots) -> (bytes, [str], names) or None: KN_G_SIZES */
     PyObject *finish;            /* (graph, fake_mode, examples, backend, info) -> callable */
     PyObject *note_break;        /* (reason, filename, lineno, kind, outer or None, function's qualname) */
     PyObject *warn;              /* (message) */
@@ -351,6 +388,7 @@ struct kn_capctx {
     PyObject *root_code;         /* code recorded even inside torch files, or NULL */
     int fullgraph;
     long cache_limit;
+    int dynamic;                 /* kiln.compile's dynamic=: -1 None (automatic), 0 False, 1 True */
 };
 
 kn_seg *kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,

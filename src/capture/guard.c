@@ -72,6 +72,14 @@ src_eval(kn_src *s, PyObject **vals, PyObject **locals, int nlocals, PyObject **
         if (PyFunction_Check(p))
             v = Py_XNewRef(PyFunction_GET_DEFAULTS(p));
         break;
+    case KN_SRC_SIZE:
+        if (PyObject_TypeCheck(p, (PyTypeObject *)kn_cenv.torch_tensor)) {
+            PyObject *shape = PyObject_GetAttr(p, kn_cenv.s_shape);
+            if (shape && PyTuple_Check(shape) && s->idx < PyTuple_GET_SIZE(shape))
+                v = Py_NewRef(PyTuple_GET_ITEM(shape, s->idx));
+            Py_XDECREF(shape);
+        }
+        break;
     }
     if (v == NULL)
         PyErr_Clear();
@@ -87,7 +95,7 @@ seq_equal(PyObject *a, PyObject *b)
         return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PyTuple_GET_ITEM(a, i), *y = PyTuple_GET_ITEM(b, i);
-        if (x == y)
+        if (x == y || y == Py_None)   /* None: a symbolic size (KN_G_SIZES relates it) */
             continue;
         int ov1, ov2;
         long lx = PyLong_AsLongAndOverflow(x, &ov1), ly = PyLong_AsLongAndOverflow(y, &ov2);
@@ -535,6 +543,128 @@ check_alias(kn_guard *g, PyObject **vals)
     return ok;
 }
 
+static int
+int_of(PyObject *v, int64_t *out)
+{
+    if (v == NULL || !PyLong_CheckExact(v))
+        return 0;
+    int ov;
+    long long x = PyLong_AsLongLongAndOverflow(v, &ov);
+    if (ov || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+static int sizes_run(const int64_t *prog, Py_ssize_t n, PyObject **vals, Py_ssize_t nvals, int *failed,
+                     int64_t *out);
+
+int
+kn_sizes_eval(const int64_t *prog, Py_ssize_t n, PyObject **vals, Py_ssize_t nvals, int *failed)
+{
+    return sizes_run(prog, n, vals, nvals, failed, NULL);
+}
+
+int
+kn_sizes_value(const int64_t *prog, Py_ssize_t n, PyObject **vals, Py_ssize_t nvals, int64_t *out)
+{
+    int failed;
+    return sizes_run(prog, n, vals, nvals, &failed, out);
+}
+
+/* out NULL: relations, each checked; else one value left on the stack */
+static int
+sizes_run(const int64_t *prog, Py_ssize_t n, PyObject **vals, Py_ssize_t nvals, int *failed, int64_t *out)
+{
+    int64_t st[64];
+    int sp = 0, rel = 0;
+    *failed = -1;
+    for (Py_ssize_t pc = 0; pc < n; pc++) {
+        int64_t op = prog[pc], a, b, r;
+        if (op == KN_SZ_SLOT || op == KN_SZ_CONST) {
+            if (pc + 1 >= n || sp >= 64)
+                return -1;
+            if (op == KN_SZ_CONST)
+                st[sp++] = prog[++pc];
+            else if (prog[pc + 1] < 0 || prog[pc + 1] >= nvals)
+                return -1;
+            else if (!int_of(vals[prog[++pc]], &st[sp++])) {
+                *failed = rel;
+                return 0;
+            }
+            continue;
+        }
+        if (op == KN_SZ_NEG || op == KN_SZ_NOT || op == KN_SZ_CHECK) {
+            if (sp < 1)
+                return -1;
+            a = st[sp - 1];
+            if (op == KN_SZ_CHECK) {
+                sp--;
+                if (a == 0) {
+                    *failed = rel;
+                    return 0;
+                }
+                rel++;
+            } else if (op == KN_SZ_NOT) {
+                st[sp - 1] = a == 0;
+            } else if (__builtin_sub_overflow((int64_t)0, a, &st[sp - 1])) {
+                *failed = rel;
+                return 0;
+            }
+            continue;
+        }
+        if (sp < 2)
+            return -1;
+        a = st[sp - 2];
+        b = st[sp - 1];
+        int bad = 0;
+        switch (op) {
+        case KN_SZ_ADD: bad = __builtin_add_overflow(a, b, &r); break;
+        case KN_SZ_SUB: bad = __builtin_sub_overflow(a, b, &r); break;
+        case KN_SZ_MUL: bad = __builtin_mul_overflow(a, b, &r); break;
+        case KN_SZ_FLOORDIV:
+        case KN_SZ_MOD:
+            if (b == 0 || (a == INT64_MIN && b == -1)) {
+                bad = 1;
+                break;
+            }
+            {
+                int64_t q = a / b, m = a % b;
+                if (m != 0 && ((m < 0) != (b < 0))) {   /* Python's: the remainder has the divisor's sign */
+                    q -= 1;
+                    m += b;
+                }
+                r = op == KN_SZ_FLOORDIV ? q : m;
+            }
+            break;
+        case KN_SZ_MIN: r = a < b ? a : b; break;
+        case KN_SZ_MAX: r = a > b ? a : b; break;
+        case KN_SZ_EQ: r = a == b; break;
+        case KN_SZ_NE: r = a != b; break;
+        case KN_SZ_LT: r = a < b; break;
+        case KN_SZ_LE: r = a <= b; break;
+        case KN_SZ_AND: r = a != 0 && b != 0; break;
+        case KN_SZ_OR: r = a != 0 || b != 0; break;
+        default: return -1;
+        }
+        if (bad) {
+            *failed = rel;
+            return 0;
+        }
+        st[sp - 2] = r;
+        sp--;
+    }
+    if (out) {
+        if (sp != 1)
+            return -1;
+        *out = st[0];
+        return 1;
+    }
+    return sp == 0 ? 1 : -1;
+}
+
 int
 kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, int nstack, PyObject *globals,
                PyObject *builtins, PyObject **vals)
@@ -560,6 +690,13 @@ kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, in
         }
         if (g->kind == KN_G_DISTINCT) {
             if (!check_distinct(g, vals))
+                return 0;
+            continue;
+        }
+        if (g->kind == KN_G_SIZES) {
+            int failed;
+            if (kn_sizes_eval((const int64_t *)PyBytes_AS_STRING(g->obj),
+                              PyBytes_GET_SIZE(g->obj) / (Py_ssize_t)sizeof(int64_t), vals, seg->nsrc, &failed) != 1)
                 return 0;
             continue;
         }
@@ -713,6 +850,7 @@ kn_src_describe(kn_src *srcs, int i, PyCodeObject *code)
     case KN_SRC_CELL: r = PyUnicode_FromFormat("%U.cell_contents", p); break;
     case KN_SRC_CLOSURE: r = PyUnicode_FromFormat("%U.__closure__[%zd]", p, s->idx); break;
     case KN_SRC_DEFAULTS: r = PyUnicode_FromFormat("%U.__defaults__", p); break;
+    case KN_SRC_SIZE: r = PyUnicode_FromFormat("%U.size()[%zd]", p, s->idx); break;
     case KN_SRC_CONST:
         r = PyDict_Check(s->key) && PyDict_GetItemString(s->key, "__name__")
                 ? PyUnicode_FromFormat("%S.__dict__", PyDict_GetItemString(s->key, "__name__"))
@@ -762,6 +900,12 @@ kn_guard_describe(kn_seg *seg, PyCodeObject *code)
         }
         case KN_G_EMPTY: d = PyUnicode_FromFormat("%U[k] == {} for k in %R", s, g->obj); break;
         case KN_G_HASKEY: d = PyUnicode_FromFormat("(%R in %U) == %s", g->obj, s, g->n ? "True" : "False"); break;
+        case KN_G_SIZES: {
+            PyObject *sep = PyUnicode_FromString(" and ");
+            d = sep ? PyUnicode_Join(sep, g->obj2) : NULL;
+            Py_XDECREF(sep);
+            break;
+        }
         case KN_G_DISTINCT: d = PyUnicode_FromFormat("the %zd tensor inputs are distinct objects", PyTuple_GET_SIZE(g->obj)); break;
         case KN_G_GRAD: d = PyUnicode_FromFormat("torch.is_grad_enabled() == %s", g->n ? "True" : "False"); break;
         case KN_G_CODE: d = PyUnicode_FromFormat("%U.__code__ is <code %U>, __defaults__ and __kwdefaults__ unchanged", s,
@@ -805,6 +949,8 @@ error:
     return NULL;
 }
 
+static PyObject **got_vals;   /* kn_guard_failure's source values, while it runs (KN_G_SIZES) */
+
 /* The value a failed guard saw, for kn_guard_failure: a tensor as the
  * guard describes one, another value as its repr (cut short). */
 static PyObject *
@@ -837,6 +983,22 @@ guard_got(kn_guard *g, PyObject *v)
         return d;
     }
     case KN_G_DISTINCT: return PyUnicode_FromString("two of them are the same object");
+    case KN_G_SIZES: {   /* obj3: ((source, name), ...) of the sizes; got_vals: their values now */
+        PyObject *parts = PyList_New(0);
+        for (Py_ssize_t k = 0; parts && got_vals && k < PyTuple_GET_SIZE(g->obj3); k++) {
+            PyObject *t = PyTuple_GET_ITEM(g->obj3, k);
+            PyObject *x = got_vals[PyLong_AsLong(PyTuple_GET_ITEM(t, 0))];
+            PyObject *p = PyUnicode_FromFormat("%U=%R", PyTuple_GET_ITEM(t, 1), x ? x : Py_None);
+            if (p == NULL || PyList_Append(parts, p) < 0)
+                Py_CLEAR(parts);
+            Py_XDECREF(p);
+        }
+        PyObject *sep = parts ? PyUnicode_FromString(", ") : NULL;
+        PyObject *d = sep ? PyUnicode_Join(sep, parts) : NULL;
+        Py_XDECREF(sep);
+        Py_XDECREF(parts);
+        return d;
+    }
     case KN_G_ALIAS: return PyUnicode_FromString("tensor inputs that overlap in memory otherwise");
     default: break;
     }
@@ -868,6 +1030,18 @@ guard_got(kn_guard *g, PyObject *v)
     PyObject *d = r ? PyUnicode_FromFormat("%s %U", Py_TYPE(v)->tp_name, r) : NULL;
     Py_XDECREF(r);
     return d;
+}
+
+/* For a failed KN_G_SIZES: [the relation that fails] (kn_guard_describe's
+ * form); guard_got says the sizes it saw. */
+static PyObject *
+sizes_failure(kn_guard *g, PyObject **vals, Py_ssize_t nvals)
+{
+    int failed;
+    kn_sizes_eval((const int64_t *)PyBytes_AS_STRING(g->obj), PyBytes_GET_SIZE(g->obj) / (Py_ssize_t)sizeof(int64_t),
+                  vals, nvals, &failed);
+    PyObject *rel = failed >= 0 && failed < PyList_GET_SIZE(g->obj2) ? PyList_GET_ITEM(g->obj2, failed) : NULL;
+    return rel ? Py_BuildValue("[O]", rel) : Py_BuildValue("[s]", "the relations between symbolic sizes");
 }
 
 PyObject *
@@ -902,8 +1076,11 @@ kn_guard_failure(kn_seg *segs, int off, PyObject **locals, int nlocals, PyObject
     kn_guard_check(&part, locals, nlocals, stack, nstack, globals, builtins, vals);
     part.guards = seg->guards + hi - 1;
     part.nguard = 1;
-    PyObject *want = kn_guard_describe(&part, code);
+    PyObject *want = part.guards->kind == KN_G_SIZES ? sizes_failure(part.guards, vals, seg->nsrc)
+                                                      : kn_guard_describe(&part, code);
+    got_vals = vals;
     PyObject *got = want ? guard_got(part.guards, part.guards->src >= 0 ? vals[part.guards->src] : NULL) : NULL;
+    got_vals = NULL;
     if (got)
         out = PyUnicode_FromFormat("%U (got %U)", PyList_GET_ITEM(want, 0), got);
     Py_XDECREF(want);

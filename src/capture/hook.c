@@ -70,6 +70,7 @@ info_clear(kn_codeinfo *info)
 {
     segs_free(info->segs);
     PyMem_Free(info->noinline);
+    Py_XDECREF(info->dynstate);
     memset(info, 0, sizeof *info);
 }
 
@@ -996,13 +997,22 @@ typedef struct {
 static int
 ctx_init(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"fn", "backend", "root_code", "fullgraph", "cache_size_limit", NULL};
+    static char *kwlist[] = {"fn", "backend", "root_code", "fullgraph", "cache_size_limit", "dynamic", NULL};
     kn_capctx *c = (kn_capctx *)self;
-    PyObject *fn, *backend, *root = Py_None;
+    PyObject *fn, *backend, *root = Py_None, *dyn = Py_None;
     int fullgraph = 0;
     long limit = 8;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Opl", kwlist, &fn, &backend, &root, &fullgraph, &limit))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OplO", kwlist, &fn, &backend, &root, &fullgraph, &limit, &dyn))
         return -1;
+    /* None or -1: automatic dynamic; -2: mark_dynamic's marks alone; 0/False, 1/True */
+    long d = dyn == Py_None ? -1 : PyBool_Check(dyn) ? (dyn == Py_True) : PyLong_AsLong(dyn);
+    if (d == -1 && PyErr_Occurred())
+        return -1;
+    if (d < -2 || d > 1) {
+        PyErr_SetString(PyExc_ValueError, "Captured: dynamic is None, True, False, -1 or -2");
+        return -1;
+    }
+    c->dynamic = (int)d;
     Py_XSETREF(c->fn, Py_NewRef(fn));
     Py_XSETREF(c->backend, Py_NewRef(backend));
     Py_XSETREF(c->root_code, root == Py_None ? NULL : Py_NewRef(root));
@@ -1078,6 +1088,18 @@ py_capture_setup(PyObject *self, PyObject *args)
             return NULL;                                          \
     } while (0)
     GET(new_graph, "new_graph");
+    GET(dims_for, "dims_for");
+    GET(wants_symbols, "wants_symbols");
+    GET(symbolic_fake, "symbolic_fake");
+    GET(fx_arg, "fx_arg");
+    GET(concrete, "concrete");
+    GET(is_symbolic, "is_symbolic");
+    GET(guard_program, "guard_program");
+    GET(sym_int, "SymInt");
+    GET(sym_float, "SymFloat");
+    GET(sym_bool, "SymBool");
+    GET(op_add, "op_add");
+    GET(size_program, "size_program");
     GET(finish, "finish");
     GET(note_break, "note_break");
     GET(warn, "warn");
@@ -1153,6 +1175,20 @@ py_capture_setup(PyObject *self, PyObject *args)
 }
 
 static PyObject *
+py_sizes_eval(PyObject *self, PyObject *args)
+{
+    PyObject *prog, *vals;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyBytes_Type, &prog, &PyList_Type, &vals))
+        return NULL;
+    int failed;
+    int ok = kn_sizes_eval((const int64_t *)PyBytes_AS_STRING(prog), PyBytes_GET_SIZE(prog) / 8,
+                           &PyList_GET_ITEM(vals, 0), PyList_GET_SIZE(vals), &failed);
+    if (ok < 0)
+        return PyErr_Format(PyExc_ValueError, "sizes_eval: a malformed program");
+    return Py_BuildValue("(Oi)", ok ? Py_True : Py_False, failed);
+}
+
+static PyObject *
 py_capture_reset(PyObject *self, PyObject *unused)
 {
     /* frames may be running these segments (other threads, or this one
@@ -1168,6 +1204,7 @@ py_capture_reset(PyObject *self, PyObject *unused)
         info->nnoinline = info->capnoinline = 0;
         info->nseg_entry = 0;
         info->warned = 0;
+        Py_CLEAR(info->dynstate);
         /* state and ret_index are facts about the code, read by running frames */
         info->eager = info->ret_index < 0 && !KN_PY312;
     }
@@ -1233,6 +1270,9 @@ py_opcode_table(PyObject *self, PyObject *unused)
 static PyMethodDef capture_methods[] = {
     {"capture_setup", py_capture_setup, METH_VARARGS, "capture_setup(module, rules): hand capture its Python helpers and its path rules ((prefix, skip), ...)."},
     {"capture_reset", py_capture_reset, METH_NOARGS, "Drop every cached segment of every code object."},
+    {"sizes_eval", py_sizes_eval, METH_VARARGS,
+     "sizes_eval(program, values): KN_G_SIZES's evaluator on a program (bytes) and the values of its slots "
+     "(a list): (holds, index of the failing relation or -1).  For tests."},
     {"capture_stats", py_capture_stats, METH_NOARGS, "Counters of the capture stage."},
     {"capture_guards", py_capture_guards, METH_O, "Readable guards of each cached segment of a code object."},
     {"opcode_table", py_opcode_table, METH_NOARGS, "The recorder's opcode table: name -> HANDLED or BREAK."},

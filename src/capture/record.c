@@ -170,6 +170,38 @@ kn_const_of(kn_rec *r, kn_val *v)
     return NULL;
 }
 
+/* A size of a symbolic recording about to meet real Python (a call, a
+ * format, a hash, an identity test): the value itself, its int value
+ * guarded; other objects as they are.  New reference or NULL (error). */
+PyObject *
+kn_concrete_obj(kn_rec *r, PyObject *o)
+{
+    if (!r->symbolic || o == NULL)
+        return o;
+    PyObject *c = PyObject_CallOneArg(kn_cenv.concrete, o);
+    Py_DECREF(o);
+    return c;
+}
+
+/* kn_const_of for real Python: with sizes concrete (kn_concrete_obj). */
+PyObject *
+kn_const_real(kn_rec *r, kn_val *v)
+{
+    PyObject *o = kn_const_of(r, v);
+    return o ? kn_concrete_obj(r, o) : NULL;
+}
+
+/* 1 when o is a number the ShapeEnv's symbols combine with (int, float,
+ * bool or their symbolic forms): arithmetic and comparisons stay symbolic
+ * only between these */
+int
+kn_numeric(PyObject *o)
+{
+    return PyLong_Check(o) || PyFloat_Check(o) || PyObject_TypeCheck(o, (PyTypeObject *)kn_cenv.sym_int) ||
+           PyObject_TypeCheck(o, (PyTypeObject *)kn_cenv.sym_float) ||
+           PyObject_TypeCheck(o, (PyTypeObject *)kn_cenv.sym_bool);
+}
+
 int
 kn_rebuildable(kn_val *v)
 {
@@ -422,6 +454,49 @@ is_const_partial(PyObject *o)
 }
 
 /* A placeholder for a real tensor read from source src. */
+/* The size placeholders of a symbolic input: one per new symbol among syms
+ * ([(dim, SymInt)]), an int argument read from t's shape (KN_SRC_SIZE). */
+static int
+add_size_inputs(kn_rec *r, PyObject *t, int src, PyObject *syms)
+{
+    PyObject *shape = PyObject_GetAttr(t, kn_cenv.s_shape);
+    int rc = shape ? 0 : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(syms); i++) {
+        PyObject *pair = PyList_GET_ITEM(syms, i), *sym = PyTuple_GET_ITEM(pair, 1);
+        Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+        PyObject *nd = PyObject_GetAttrString(sym, "node"), *expr = nd ? PyObject_GetAttrString(nd, "expr") : NULL;
+        Py_XDECREF(nd);
+        if (expr == NULL) {
+            rc = -1;
+            break;
+        }
+        int have = PyDict_Contains(r->symnodes, expr);
+        if (have == 0) {
+            char name[32];
+            snprintf(name, sizeof name, "size%d", r->ninputs);
+            PyObject *node = PyObject_CallMethod(r->graph, "placeholder", "s", name);
+            PyObject *m = node ? PyObject_GetAttrString(node, "meta") : NULL;
+            int s = node ? kn_src_add(r, KN_SRC_SIZE, src, NULL, d) : -1;
+            PyObject *sl = s >= 0 ? PyLong_FromLong(s) : NULL;
+            if (m == NULL || sl == NULL || PyDict_SetItemString(m, "example_value", sym) < 0 ||
+                PyList_Append(r->examples, PyTuple_GET_ITEM(shape, d)) < 0 || !kn_pin(r, node) ||
+                PyDict_SetItem(r->symnodes, expr, node) < 0 || PyDict_SetItem(r->symslots, expr, sl) < 0 ||
+                grow((void **)&r->inputs, &r->capinputs, r->ninputs, sizeof(int)) < 0)
+                rc = -1;
+            else
+                r->inputs[r->ninputs++] = s;
+            Py_XDECREF(node);
+            Py_XDECREF(m);
+            Py_XDECREF(sl);
+        } else if (have < 0) {
+            rc = -1;
+        }
+        Py_DECREF(expr);
+    }
+    Py_XDECREF(shape);
+    return rc;
+}
+
 static kn_val *
 wrap_tensor(kn_rec *r, PyObject *t, int src)
 {
@@ -450,16 +525,74 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
     PyObject *shp = shape ? PySequence_Tuple(shape) : NULL;
     PyObject *contig = PyObject_CallMethod(t, "is_contiguous", NULL);
     PyObject *oncpu = PyObject_GetAttrString(t, "is_cpu");
+    /* symbolic sizes (kiln/symbolic.py dims_for): which dims of this input
+     * are symbols in this recording; their guard entries are wildcards */
+    PyObject *dims = NULL, *key = NULL;
+    int ask = shp && r->info && r->info->dynstate && src >= 0 && (PyObject *)Py_TYPE(t) != kn_cenv.torch_param;
+    if (ask && r->ctx->dynamic == -2 && PyDict_GET_SIZE(r->info->dynstate) == 0) {
+        /* mark_dynamic's marks alone: only a marked tensor asks */
+        ask = PyObject_HasAttrString(t, "_dynamo_dynamic_indices") ||
+              PyObject_HasAttrString(t, "_dynamo_weak_dynamic_indices");
+    }
+    if (ask) {
+        key = kn_src_describe(r->srcs, src, r->root->code);
+        const char *k8 = key ? PyUnicode_AsUTF8(key) : NULL;
+        int is_param = (PyObject *)Py_TYPE(t) == kn_cenv.torch_param ||
+                       (k8 && (strstr(k8, "_buffers[") || strstr(k8, "_parameters[")));
+        dims = k8 ? PyObject_CallFunction(kn_cenv.dims_for, "OOOii", r->info->dynstate, key, t, r->ctx->dynamic,
+                                          is_param)
+                  : NULL;
+        if (dims == NULL || !PyTuple_Check(dims)) {
+            Py_CLEAR(shp);   /* (an error: fails below) */
+        } else if (PyTuple_GET_SIZE(dims) == 0) {
+            Py_CLEAR(dims);
+        } else if (!r->symbolic) {
+            /* a size became dynamic: this recording has no ShapeEnv */
+            r->restart_symbolic = 1;
+            Py_CLEAR(shp);
+            kn_brk(r, KN_BRK_SIZES_BECAME_DYNAMIC);
+        } else {
+            PyObject *wild = PyList_New(0);   /* None at each symbolic dim */
+            PyObject *l = wild ? PySequence_List(shp) : NULL;
+            for (Py_ssize_t i = 0; l && i < PyTuple_GET_SIZE(dims); i++) {
+                Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(dims, i));
+                if (d >= 0 && d < PyList_GET_SIZE(l))
+                    PyList_SetItem(l, d, Py_NewRef(Py_None));
+            }
+            Py_XSETREF(shp, l ? PyList_AsTuple(l) : NULL);
+            Py_XDECREF(l);
+            Py_XDECREF(wild);
+        }
+    }
     PyObject *meta = shp && stride && contig && oncpu ? PyTuple_Pack(4, shp, stride, contig, oncpu) : NULL;
     Py_XDECREF(contig);
     Py_XDECREF(oncpu);
     kn_val *v = NULL;
+    PyObject *syms = NULL;
     if (dtype && meta && dev && rg &&
         kn_guard_add(r, KN_G_TENSOR, src, (PyObject *)Py_TYPE(t), dtype, meta, dev, rg == Py_True) == 0) {
         char name[32];
         snprintf(name, sizeof name, "arg%d", r->ninputs);
         PyObject *node = PyObject_CallMethod(r->graph, "placeholder", "s", name);
-        PyObject *fake = node ? PyObject_CallMethodOneArg(r->fake_mode, kn_cenv.s_from_tensor, t) : NULL;
+        PyObject *fake = NULL;
+        if (node && dims) {   /* a fresh symbol per symbolic dim */
+            PyObject *fs = PyObject_CallFunction(kn_cenv.symbolic_fake, "OOOO", r->fake_mode, t, key, dims);
+            if (fs && PyTuple_Check(fs) && PyTuple_GET_SIZE(fs) == 2) {
+                fake = Py_NewRef(PyTuple_GET_ITEM(fs, 0));
+                syms = Py_NewRef(PyTuple_GET_ITEM(fs, 1));
+            }
+            Py_XDECREF(fs);
+        } else if (node && r->symbolic) {   /* static in a symbolic recording */
+            PyObject *kw = Py_BuildValue("{s:O}", "static_shapes", Py_True);
+            PyObject *fn = kw ? PyObject_GetAttr(r->fake_mode, kn_cenv.s_from_tensor) : NULL;
+            PyObject *a = fn ? PyTuple_Pack(1, t) : NULL;
+            fake = a ? PyObject_Call(fn, a, kw) : NULL;
+            Py_XDECREF(a);
+            Py_XDECREF(fn);
+            Py_XDECREF(kw);
+        } else if (node) {
+            fake = PyObject_CallMethodOneArg(r->fake_mode, kn_cenv.s_from_tensor, t);
+        }
         if (node && fake == NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
             /* torch's converter rejects it where eager runs on: a view whose
                base the recording wrote a value requiring grad into (through
@@ -492,6 +625,8 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
                 }
             }
         }
+        if (v && syms && add_size_inputs(r, t, src, syms) < 0)
+            v = NULL;
         Py_XDECREF(node);
         Py_XDECREF(fake);
     }
@@ -502,6 +637,9 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
     Py_XDECREF(rg);
     Py_XDECREF(shp);
     Py_XDECREF(meta);
+    Py_XDECREF(dims);
+    Py_XDECREF(key);
+    Py_XDECREF(syms);
     return v;
 }
 
@@ -712,6 +850,15 @@ kn_to_py(kn_rec *r, kn_val *v, int fake)
 {
     switch (v->kind) {
     case V_CONST:
+        if (r->symbolic && !fake) {   /* sizes in a graph argument: fx nodes over the size placeholders */
+            PyObject *sym = PyObject_CallOneArg(kn_cenv.is_symbolic, v->obj);
+            int is = sym == Py_True;
+            Py_XDECREF(sym);
+            if (sym == NULL)
+                return NULL;
+            if (is)
+                return PyObject_CallFunctionObjArgs(kn_cenv.fx_arg, r->graph, v->obj, r->symnodes, NULL);
+        }
         return Py_NewRef(v->obj);
     case V_TENSOR:
         return Py_NewRef(fake ? v->obj : v->node);
@@ -1112,7 +1259,7 @@ subscr(kn_rec *r, rframe *fr, kn_val *c, kn_val *k, kn_val **out)
     }
     if (c->kind == V_CONST && k->kind == V_TUPLE && kn_v_is_const(k)) {
         /* tuple[float, float], Dict[str, int]: a subscript by a tuple of constants */
-        PyObject *kt = kn_const_of(r, k);
+        PyObject *kt = kn_const_real(r, k);
         kn_val *kc = kt ? kn_v_const_steal(r, kt) : NULL;
         if (kc == NULL)
             return KN_FAIL;
@@ -1226,6 +1373,14 @@ compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
         return rc;
     }
     PyObject *x = kn_const_of(r, a), *y = x ? kn_const_of(r, b) : NULL;
+    if (x && y && r->symbolic && !(kn_numeric(x) && kn_numeric(y))) {
+        x = kn_concrete_obj(r, x);
+        y = x ? kn_concrete_obj(r, y) : (Py_DECREF(y), NULL);
+        if (x == NULL || y == NULL) {
+            Py_XDECREF(x);
+            return KN_ERR;
+        }
+    }
     if (x && y) {
         static const int ops[] = {Py_LT, Py_LE, Py_EQ, Py_NE, Py_GT, Py_GE};
         PyObject *res = PyObject_RichCompare(x, y, ops[which]);
@@ -1273,6 +1428,26 @@ is_op(kn_rec *r, kn_val *a, kn_val *b, int *out)
     if (a == b) {
         *out = 1;
         return 0;
+    }
+    if (r->symbolic) {   /* `n is 3` of a size: the identity of its int value */
+        kn_val *ab[2] = {a, b};
+        for (int i = 0; i < 2; i++) {
+            if (ab[i]->kind != V_CONST)
+                continue;
+            PyObject *c = kn_const_real(r, ab[i]);
+            if (c == NULL)
+                return KN_ERR;
+            if (c != ab[i]->obj) {
+                kn_val *nv = kn_v_const_steal(r, c);
+                if (nv == NULL)
+                    return KN_ERR;
+                ab[i] = nv;
+            } else {
+                Py_DECREF(c);
+            }
+        }
+        a = ab[0];
+        b = ab[1];
     }
     if ((a->kind == V_CONST || a->kind == V_OBJ) && (b->kind == V_CONST || b->kind == V_OBJ)) {
         /* identity of real objects: pin the identity of the ones read from the frame */
@@ -1371,7 +1546,7 @@ contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
         }
         return 0;
     }
-    PyObject *x = kn_const_of(r, item), *y = x ? kn_const_of(r, c) : NULL;
+    PyObject *x = kn_const_real(r, item), *y = x ? kn_const_real(r, c) : NULL;
     if (x && y) {
         int e = PySequence_Contains(y, x);
         Py_DECREF(x);

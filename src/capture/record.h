@@ -112,6 +112,10 @@ typedef struct {
     int neff, capeff;
     PyObject *graph, *fake_mode, *examples;
     int fake_exited;
+    int symbolic;            /* the fake mode has a ShapeEnv: sizes may be symbols */
+    int restart_symbolic;    /* a size became dynamic in a recording without one: record again */
+    PyObject *symnodes;      /* symbolic: dict sympy Symbol -> size placeholder (and fx_arg's memo) */
+    PyObject *symslots;      /* symbolic: dict sympy Symbol -> source index of its KN_SRC_SIZE */
     PyObject *live_autocast;  /* list: autocast modes entered for real while recording */
     int *inputs;
     int ninputs, capinputs;
@@ -202,7 +206,10 @@ extern _Thread_local PyObject **kn_root_locals;
 
 kn_val *kn_as_tuple(kn_rec *r, kn_val *a);                  /* tuple(a) for a list built while recording */
 int kn_store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v);
-PyObject *kn_pin(kn_rec *r, PyObject *o);                   /* borrows o; kept alive by the recording */
+PyObject *kn_pin(kn_rec *r, PyObject *o);
+PyObject *kn_concrete_obj(kn_rec *r, PyObject *o);      /* steals o: symbolic sizes -> ints (guarded) */
+PyObject *kn_const_real(kn_rec *r, kn_val *v);
+int kn_numeric(PyObject *o);                            /* int, float, bool or a SymInt/SymFloat/SymBool */          /* kn_const_of, sizes concrete: for real Python */                   /* borrows o; kept alive by the recording */
 
 /* record_ops.c: opcode families of run_one (0, KN_BREAK or KN_ERR) */
 int kn_op_attr(kn_rec *r, rframe *fr, int op, int arg);      /* LOAD_ATTR, LOAD_METHOD, LOAD_SUPER_ATTR, STORE_ATTR */

@@ -826,7 +826,7 @@ kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
     if (nargs > 16)
         return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
     for (int i = 0; i < nargs; i++) {
-        small[i] = kn_const_of(r, args[i]);
+        small[i] = kn_const_real(r, args[i]);
         if (small[i] == NULL) {
             for (int j = 0; j < i; j++)
                 Py_DECREF(small[j]);
@@ -1169,7 +1169,8 @@ construct_arg(kn_rec *r, kn_val *v)
         }
         return o;
     }
-    return kn_to_py(r, v, 1);
+    PyObject *x = kn_to_py(r, v, 1);   /* (a size reaches the object as its int value, guarded) */
+    return x ? kn_concrete_obj(r, x) : NULL;
 }
 
 int
@@ -1246,7 +1247,7 @@ real_of(kn_rec *r, kn_val *v)
     case V_OBJ:
         if (v->attrs || v->newobj)   /* a shell stands for an object made only by the replay */
             return NULL;
-        return Py_NewRef(v->obj);
+        return v->kind == V_CONST ? kn_concrete_obj(r, Py_NewRef(v->obj)) : Py_NewRef(v->obj);
     case V_METHOD: {
         PyObject *f = real_of(r, v->fn), *s = f ? real_of(r, v->self) : NULL;
         PyObject *m = s ? PyMethod_New(f, s) : NULL;

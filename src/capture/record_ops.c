@@ -110,6 +110,8 @@ kn_op_build(kn_rec *r, rframe *fr, int op, int arg)
             PyObject *x = kn_const_of(r, res);
             if (x == NULL)
                 return kn_brk(r, KN_BRK_SET_NON_CONSTANT_VALUES);
+            if ((x = kn_concrete_obj(r, x)) == NULL)
+                return KN_FAIL;
             PyObject *s = PySet_New(x);
             Py_DECREF(x);
             if (s == NULL)
@@ -186,7 +188,9 @@ kn_op_build(kn_rec *r, rframe *fr, int op, int arg)
         a = POP();
         if (a->kind != V_CONST || (spec && spec->kind != V_CONST))
             return kn_brk(r, KN_BRK_FSTRING_NONCONST);
-        PyObject *v = Py_NewRef(a->obj), *x;
+        PyObject *v = kn_concrete_obj(r, Py_NewRef(a->obj)), *x;   /* a size formats as its digits */
+        if (v == NULL)
+            return KN_FAIL;
         if ((arg & 3) == 1)
             x = PyObject_Str(v);
         else if ((arg & 3) == 2)

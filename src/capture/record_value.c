@@ -827,6 +827,16 @@ kn_binop(kn_rec *r, PyObject *opfn, kn_val *a, kn_val *b, kn_val **out)
         return kn_torch_op(r, opfn, 0, args, 2, NULL, out);
     }
     PyObject *x = kn_const_of(r, a), *y = x ? kn_const_of(r, b) : NULL;
+    if (x && y && r->symbolic && !(kn_numeric(x) && kn_numeric(y)) &&
+        !(PyTuple_Check(x) && PyTuple_Check(y) && opfn == kn_cenv.op_add)) {   /* (tuple + Size: structural) */
+        /* `"%d" % n`, `(1,) * n`: the size's value (guarded) */
+        x = kn_concrete_obj(r, x);
+        y = x ? kn_concrete_obj(r, y) : (Py_DECREF(y), NULL);
+        if (x == NULL || y == NULL) {
+            Py_XDECREF(x);
+            return KN_ERR;
+        }
+    }
     if (x && y) {
         PyObject *res = PyObject_CallFunctionObjArgs(opfn, x, y, NULL);
         Py_DECREF(x);

@@ -143,6 +143,19 @@ kn_replay(kn_seg *seg, _PyInterpreterFrame *f, PyObject **vals, PyObject **ret)
         case KN_P_CONST:
             st[sp++] = Py_NewRef(PyList_GET_ITEM(seg->consts, op.a));
             break;
+        case KN_P_SIZE: {
+            PyObject *p = PyList_GET_ITEM(seg->consts, op.a);
+            int64_t x;
+            if (kn_sizes_value((const int64_t *)PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p) / 8, vals, seg->nsrc,
+                               &x) != 1) {   /* the guards passed on these sizes: a kiln bug */
+                KN_INTERNAL("a symbolic size of the replay could not be computed");
+                goto done;
+            }
+            if ((st[sp] = PyLong_FromLongLong(x)) == NULL)
+                goto done;
+            sp++;
+            break;
+        }
         case KN_P_OUT:
             if (op.a >= PySequence_Fast_GET_SIZE(out)) {   /* a backend's callable returned too few */
                 PyErr_Format(PyExc_RuntimeError,

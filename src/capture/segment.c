@@ -55,6 +55,48 @@ emit_const(emitter *e, PyObject *o)
 
 static int emit_val(kn_rec *r, emitter *e, kn_val *v);
 
+/* A constant of ints (a view's geometry) in a symbolic recording: each
+ * symbolic entry computed by the replay from the sizes of this call
+ * (KN_P_SIZE), tuples rebuilt around them; an expression kiln cannot
+ * compute there becomes its value, guarded.  Elsewhere: emit_const. */
+static int
+emit_sizes(kn_rec *r, emitter *e, PyObject *o, int depth)
+{
+    if (!r->symbolic || depth > 8)
+        return emit_const(e, o);
+    if (PyTuple_CheckExact(o)) {
+        PyObject *sym = PyObject_CallOneArg(kn_cenv.is_symbolic, o);
+        int is = sym == Py_True;
+        Py_XDECREF(sym);
+        if (sym == NULL)
+            return -1;
+        if (!is)
+            return emit_const(e, o);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
+            if (emit_sizes(r, e, PyTuple_GET_ITEM(o, i), depth + 1) < 0)
+                return -1;
+        return emit(e, KN_P_TUPLE, (int)PyTuple_GET_SIZE(o));
+    }
+    if (PyObject_TypeCheck(o, (PyTypeObject *)kn_cenv.sym_int)) {
+        PyObject *p = PyObject_CallFunctionObjArgs(kn_cenv.size_program, o, r->symslots, NULL);
+        if (p == NULL)
+            return -1;
+        if (p != Py_None) {
+            Py_ssize_t i = PyList_GET_SIZE(e->consts);
+            int rc = PyList_Append(e->consts, p);
+            Py_DECREF(p);
+            return rc < 0 ? -1 : emit(e, KN_P_SIZE, (int)i);
+        }
+        Py_DECREF(p);
+    }
+    PyObject *c = PyObject_CallOneArg(kn_cenv.concrete, o);
+    if (c == NULL)
+        return -1;
+    int rc = emit_const(e, c);
+    Py_DECREF(c);
+    return rc;
+}
+
 /* parent.key or parent[key], for values inside objects built while recording */
 static int
 emit_path(kn_rec *r, emitter *e, kn_val *v)
@@ -88,6 +130,16 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
            closure) is read again from its source, not the recording's object */
         if (v->src >= 0 && !value_like(v->obj))
             return emit(e, KN_P_SRC, v->src);
+        if (r->symbolic) {
+            /* a size that reaches the frame is a Python int there: its value,
+             * guarded (the recording is specialised to it) */
+            PyObject *c = PyObject_CallOneArg(kn_cenv.concrete, v->obj);
+            if (c == NULL)
+                return -1;
+            int rc = emit_const(e, c);
+            Py_DECREF(c);
+            return rc;
+        }
         return emit_const(e, v->obj);
     case V_TENSOR:
         if (v->src >= 0)
@@ -103,7 +155,7 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
             kn_val *view = v->vanchor;
             v->vanchor = NULL;
             int rc = emit_const(e, kn_cenv.regen_view) < 0 || emit_val(r, e, view) < 0 || emit_val(r, e, v) < 0 ||
-                     emit_const(e, v->vinfo) < 0 || emit(e, KN_P_CALL, 3) < 0;
+                     emit_sizes(r, e, v->vinfo, 0) < 0 || emit(e, KN_P_CALL, 3) < 0;
             v->vanchor = view;
             if (rc)
                 return -1;
@@ -532,6 +584,13 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
         /* no fake value may reach the user or the frame: one among the
          * replay's constants is a kiln bug (an internal error: raised under
          * debug, else this code runs as Python) */
+        /* nor a symbolic size: every constant of the replay holds ints (a
+         * view's geometry, an object's state), each a guard on its value */
+        for (Py_ssize_t k = 0; r->symbolic && k < PyList_GET_SIZE(e.consts); k++) {
+            PyObject *c = PyObject_CallOneArg(kn_cenv.concrete, PyList_GET_ITEM(e.consts, k));
+            if (c == NULL || PyList_SetItem(e.consts, k, c) < 0)
+                goto error;
+        }
         PyObject *hf = PyObject_CallOneArg(kn_cenv.has_fake, e.consts);
         int bad = hf == NULL ? -1 : hf == Py_True;
         Py_XDECREF(hf);
@@ -604,13 +663,17 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
         goto error;
     }
     /* distinct tensor inputs must stay distinct (aliasing changes what in-place ops do) */
-    if (r->ninputs > 1) {
-        PyObject *t = PyTuple_New(r->ninputs);
+    int ntensors = 0;   /* (the size inputs of symbolic sizes are ints, not tensors) */
+    for (int i = 0; i < r->ninputs; i++)
+        ntensors += r->srcs[r->inputs[i]].kind != KN_SRC_SIZE;
+    if (ntensors > 1) {
+        PyObject *t = PyTuple_New(ntensors);
         if (t == NULL)
             goto error;
-        for (int i = 0; i < r->ninputs; i++)
-            PyTuple_SET_ITEM(t, i, PyLong_FromLong(r->inputs[i]));
-        int rc = kn_guard_add(r, KN_G_DISTINCT, -1, t, NULL, NULL, NULL, r->ninputs);
+        for (int i = 0, k = 0; i < r->ninputs; i++)
+            if (r->srcs[r->inputs[i]].kind != KN_SRC_SIZE)
+                PyTuple_SET_ITEM(t, k++, PyLong_FromLong(r->inputs[i]));
+        int rc = kn_guard_add(r, KN_G_DISTINCT, -1, t, NULL, NULL, NULL, ntensors);
         Py_DECREF(t);
         if (rc < 0)
             goto error;
@@ -621,11 +684,44 @@ finish(kn_rec *r, rframe *fr, int offset, int nstack_in, int term, int term_off,
         if (fakes == NULL)
             goto error;
         seg->writes = r->ninputs > 0 && inputs_written(fakes);
-        if (r->ninputs > 1)
+        if (ntensors > 1 && ntensors < r->ninputs && PyList_GET_SIZE(fakes) == r->ninputs) {
+            /* the tensor inputs alone (a symbolic recording's size inputs are ints) */
+            int *ts = PyMem_Malloc(sizeof(int) * ntensors);
+            PyObject *reals = PyList_New(0), *tf = PyList_New(0);
+            int ok = ts && reals && tf;
+            for (int i = 0, k = 0; ok && i < r->ninputs; i++) {
+                if (r->srcs[r->inputs[i]].kind == KN_SRC_SIZE)
+                    continue;
+                ts[k++] = r->inputs[i];
+                ok = PyList_Append(reals, PyList_GET_ITEM(r->examples, i)) == 0 &&
+                     PyList_Append(tf, PyList_GET_ITEM(fakes, i)) == 0;
+            }
+            facts = ok ? kn_alias_facts(ts, ntensors, reals, tf) : NULL;
+            if (!ok && !PyErr_Occurred())
+                PyErr_NoMemory();
+            PyMem_Free(ts);
+            Py_XDECREF(reals);
+            Py_XDECREF(tf);
+        } else if (ntensors > 1)
             facts = kn_alias_facts(r->inputs, r->ninputs, r->examples, fakes);
         int rc = facts ? kn_guard_add(r, KN_G_ALIAS, -1, facts, NULL, NULL, NULL, 0) : PyErr_Occurred() ? -1 : 0;
         Py_DECREF(fakes);
         Py_XDECREF(facts);
+        if (rc < 0)
+            goto error;
+    }
+    /* the relations between symbolic sizes torch recorded, also while the
+     * backend lowered the graph: one KN_G_SIZES program, checked after the
+     * tensor guards (which read the symbolic dims as wildcards) */
+    if (r->symbolic && PyDict_GET_SIZE(r->symslots) > 0) {
+        PyObject *gp = PyObject_CallFunctionObjArgs(kn_cenv.guard_program, r->fake_mode, r->symslots, NULL);
+        if (gp == NULL)
+            goto error;
+        int rc = 0;
+        if (gp != Py_None)
+            rc = kn_guard_add(r, KN_G_SIZES, -1, PyTuple_GET_ITEM(gp, 0), PyTuple_GET_ITEM(gp, 1),
+                              PyTuple_GET_ITEM(gp, 2), NULL, 0);
+        Py_DECREF(gp);
         if (rc < 0)
             goto error;
     }
@@ -722,6 +818,8 @@ rec_free(kn_rec *r)
     Py_XDECREF(r->graph);
     Py_XDECREF(r->fake_mode);
     Py_XDECREF(r->examples);
+    Py_XDECREF(r->symnodes);
+    Py_XDECREF(r->symslots);
     kn_arena_free(&r->arena);
 }
 
@@ -783,8 +881,20 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
         r->objmemo = PyDict_New();
         r->examples = PyList_New(0);
         r->live_autocast = PyList_New(0);
-        PyObject *gm = (r->pins && r->live_autocast && r->srcmemo && r->objmemo && r->examples) ? PyObject_CallNoArgs(kn_cenv.new_graph)
-                                                                          : NULL;
+        if (info->dynstate == NULL && ctx->dynamic != 0 && (info->dynstate = PyDict_New()) == NULL)
+            r->pins = NULL;   /* (fails below) */
+        if (info->dynstate) {   /* sizes may be symbols: with a ShapeEnv from the start? */
+            PyObject *w = PyObject_CallFunction(kn_cenv.wants_symbols, "Oi", info->dynstate, ctx->dynamic);
+            r->symbolic = w == Py_True;
+            if (w == NULL)
+                Py_CLEAR(r->pins);   /* (fails below) */
+            Py_XDECREF(w);
+            if (r->symbolic && ((r->symnodes = PyDict_New()) == NULL || (r->symslots = PyDict_New()) == NULL))
+                Py_CLEAR(r->pins);
+        }
+        PyObject *gm = (r->pins && r->live_autocast && r->srcmemo && r->objmemo && r->examples)
+                           ? PyObject_CallOneArg(kn_cenv.new_graph, r->symbolic ? Py_True : Py_False)
+                           : NULL;
         if (gm == NULL) {
             rec_free(r);
             break;
@@ -872,6 +982,14 @@ kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
         if (rc == KN_BREAK && r->brk < 0) {   /* a step declined without saying why */
             KN_INTERNAL("a recording step broke without a reason from breaks.def");
             rc = KN_ERR;
+        }
+        if (r->restart_symbolic && rc != KN_ERR) {
+            /* a size of an input changed (automatic dynamic) in a recording
+             * without a ShapeEnv: record again, with one (wants_symbols now
+             * says so: the code's dynstate has a None) */
+            PyErr_Clear();
+            rec_free(r);
+            continue;
         }
         if (rc == KN_ERR) {
             rec_free(r);

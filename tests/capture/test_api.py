@@ -66,14 +66,15 @@ def test_guard_miss_records_again_and_limit_warns_then_runs_python():
         graphs.append(gm)
         return gm.forward
 
-    f = kiln.compile(lambda x: x.sum(0) * 2, backend=backend)
+    # (dynamic=False: every shape its own recording, as without automatic dynamic)
+    f = kiln.compile(lambda x: x.sum(0) * 2, backend=backend, dynamic=False)
     for n in range(1, 4):
         torch.testing.assert_close(f(torch.ones(n, 2)), torch.full((2,), 2.0 * n))
     assert len(graphs) == 3
     old = kiln.config.cache_size_limit
     kiln.config.cache_size_limit = 2
     try:
-        g = kiln.compile(lambda x: x * 2 + 1, backend=backend)
+        g = kiln.compile(lambda x: x * 2 + 1, backend=backend, dynamic=False)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             for n in range(1, 6):

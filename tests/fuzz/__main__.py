@@ -41,7 +41,7 @@ def jobs_for(args):
         if kind == "capture":
             if args.entry in ("torch", "torch-dynamic"):
                 continue
-            entries = ["kiln"]
+            entries = ["kiln-dynamic"] if args.entry == "kiln-dynamic" else ["kiln"]
         else:
             entries = ["kiln", "torch"] if args.entry == "both" else [args.entry]
         yield {"kind": kind, "seed": seed, "entries": entries}
@@ -124,7 +124,7 @@ def main(argv=None):
     ap.add_argument("--seeds", help="rerun these programs: 'tensor:700120 capture:5 ...' or a summary.json")
     ap.add_argument("--long", action="store_true", help="ten times --count (thousands with the default)")
     ap.add_argument("--kind", choices=["tensor", "capture", "all"], default="all")
-    ap.add_argument("--entry", choices=["kiln", "torch", "torch-dynamic", "both"], default="both")
+    ap.add_argument("--entry", choices=["kiln", "kiln-dynamic", "torch", "torch-dynamic", "both"], default="both")
     ap.add_argument("--minimize", action="store_true", help="shrink one failure of each kind to a reproducer")
     ap.add_argument("--budget", type=int, default=150, help="candidate runs per minimisation")
     ap.add_argument("--out", help="folder for failures' sources, reproducers and summary.json")

@@ -359,12 +359,12 @@ def load(src, tag):
 def compiled(fn, entry):
     import kiln
     kiln.reset()
-    if entry == "kiln":
-        return kiln.compile(fn)
-    # "-dynamic": TorchDynamo with dynamic=True (every size a symbol: kiln
-    # compiles each graph per size, kiln/dynamic.py)
+    # "-dynamic": dynamic=True (every size a symbol: kiln's capture records
+    # sizes symbolically, kiln compiles each graph per size, kiln/dynamic.py)
     dyn = {"dynamic": True} if entry and entry.endswith("-dynamic") else {}
     entry = entry and entry.removesuffix("-dynamic")
+    if entry == "kiln":
+        return kiln.compile(fn, **dyn)
     if entry == "torch":
         return torch.compile(fn, backend="kiln", **dyn)
     if entry == "dynamo":   # the reference for the torch entry: TorchDynamo with no compiler

@@ -1,0 +1,338 @@
+"""Symbolic sizes in kiln's capture (issue 17): kiln.compile(dynamic=True),
+automatic dynamic (kiln.config.automatic_dynamic_shapes), mark_dynamic /
+mark_static; sizes as symbols in one recording, guards on their relations
+evaluated in C, and every size that escapes into Python (a string, a dict
+key, an identity test, a value returned) taken at its value, guarded."""
+import contextlib
+import io
+import math
+
+import pytest
+import torch
+
+import kiln
+from kiln import _C, symbolic
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    kiln.reset()
+    yield
+    kiln.reset()
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and torch.allclose(a, b, atol=1e-6)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _aliases(out, x):
+    """Which outputs share x's memory, and which share each other's."""
+    ts = [t for t in (out if isinstance(out, tuple) else (out,)) if isinstance(t, torch.Tensor)]
+    ptr = lambda t: t.untyped_storage().data_ptr()   # noqa: E731
+    return [ptr(t) == ptr(x) for t in ts], [[ptr(a) == ptr(b) for b in ts] for a in ts]
+
+
+def _run(fn, sizes, cols=6, **kw):
+    """fn compiled with kw, called at each size of dim 0; outputs and stdout
+    compared with eager's at every call."""
+    cf = kiln.compile(fn, **kw)
+    for n in sizes:
+        x = torch.randn(n, cols)
+        outs = []
+        for f in (fn, cf):
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                try:
+                    res = f(x)
+                except Exception as e:   # noqa: BLE001
+                    res = e
+            outs.append((res, buf.getvalue()))
+        (want, wout), (got, gout) = outs
+        if isinstance(want, Exception):
+            assert type(got) is type(want), (n, got, want)
+        else:
+            assert _same(got, want), (n, got, want)
+            assert _aliases(got, x) == _aliases(want, x), n   # views stay views
+        assert gout == wout, (n, gout, wout)
+    return kiln.stats()
+
+
+SIZES = (3, 5, 7, 4, 5)
+
+
+# ---------------------------------------------------------------- symbolic, one recording
+def _view_of_size(x):
+    return x.view(x.shape[0] * 2, -1) * 1
+
+
+def _reshape_halves(x):
+    n = x.size(0)
+    return x.reshape(n, 2, -1).sum(1) + n
+
+
+def _zeros_like_rows(x):
+    return torch.zeros(x.shape[0], 2) + x[:, :2]
+
+
+def _slice_half(x):
+    return x[:, : x.shape[1] // 2] + len(x)
+
+
+def _numel(x):
+    return x.reshape(x.numel()) * 2
+
+
+def _view_returned(x):
+    return x.view(x.shape[0] * 2, -1), x.t()
+
+
+def _view_of_a_result(x):
+    y = x * 2
+    return y.view(-1, 2)[1:], y
+
+
+@pytest.mark.parametrize("fn", [_view_of_size, _reshape_halves, _zeros_like_rows, _slice_half, _numel,
+                                _view_returned, _view_of_a_result])
+def test_data_independent_size_computations_record_once(fn):
+    st = _run(fn, SIZES, dynamic=True)
+    assert st["captures"] == 1, st
+    assert st["symbolic_graphs"] == 1 and st["fallbacks"] == 0, st
+    assert st["specializations"] == 4          # 3, 5, 7, 4 (5 again: a hit)
+
+
+def test_a_transformer_layer_over_batch_and_length():
+    torch.manual_seed(0)
+    m = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0).eval()
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b, s in ((2, 5), (3, 7), (5, 4), (2, 9), (4, 4)):
+            x = torch.randn(b, s, 32)
+            torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
+    st = kiln.stats()
+    assert st["captures"] == 1 and st["fallbacks"] == 0 and st["frames_run_as_python"] == 0, st
+
+
+# ---------------------------------------------------------------- sizes that escape: their values
+def _fstring(x):
+    return x * 2, f"n={x.shape[0]}"
+
+
+def _percent(x):
+    return x + 1, "%d rows" % x.shape[0]
+
+
+def _format_method(x):
+    return x + 1, "{} rows".format(x.size(0))
+
+
+def _str_repr_hash(x):
+    return x + 1, str(x.shape[0]), repr(x.shape), hash(x.shape[0])
+
+
+_TABLE = {3: 1.0, 4: 4.0, 5: 2.0, 7: 3.0}
+
+
+def _dict_key(x):
+    return x * _TABLE[x.shape[0]]
+
+
+_THREE = 3
+
+
+def _identity(x):
+    return x + (1 if x.shape[0] is _THREE else 2)   # (eager: small ints are one object)
+
+
+def _returned(x):
+    return x + 1, x.shape[0] * 2, x.shape
+
+
+def _stdlib(x):
+    return x * math.sqrt(x.shape[0]) + math.prod(x.shape)
+
+
+def _printed(x):
+    print("size", x.shape[0], x.shape)
+    return x + 1
+
+
+def _range_loop(x):
+    s = x[0]
+    for i in range(1, x.shape[0]):
+        s = s + x[i]
+    return s
+
+
+def _tuple_times(x):
+    return x + len((1,) * x.shape[0]) + max(x.shape[0], 4) + min(x.shape)
+
+
+def _branch(x):
+    if x.shape[0] > 4:
+        return x * 2
+    return x - 1
+
+
+@pytest.mark.parametrize("fn", [_fstring, _percent, _format_method, _str_repr_hash, _dict_key, _identity,
+                                _returned, _stdlib, _printed, _range_loop, _tuple_times, _branch])
+def test_sizes_that_escape_take_their_values(fn):
+    st = _run(fn, SIZES, dynamic=True)
+    assert st["fallbacks"] == 0, st
+
+
+def test_a_branch_on_a_size_records_each_side_once():
+    st = _run(_branch, (5, 6, 7, 3, 2, 8), dynamic=True)
+    assert st["captures"] == 2, st          # n > 4 and n <= 4, each symbolic
+
+
+# ---------------------------------------------------------------- guards on relations
+def _add(x, y):
+    return x + y
+
+
+def test_equal_dims_stay_equal_and_a_mismatch_raises_as_eager():
+    cf = kiln.compile(_add, dynamic=True)
+    for n in (3, 5, 6):
+        x, y = torch.randn(n, 4), torch.randn(n, 4)
+        torch.testing.assert_close(cf(x, y), x + y)
+    assert kiln.stats()["captures"] == 1
+    with pytest.raises(RuntimeError):
+        _add(torch.randn(5, 4), torch.randn(6, 4))
+    with pytest.raises(RuntimeError):
+        cf(torch.randn(5, 4), torch.randn(6, 4))
+
+
+def _thirds(x):
+    return x.view(-1, 3) + 1
+
+
+def test_divisibility_is_guarded():
+    cf = kiln.compile(_thirds, dynamic=True)
+    for n in (6, 9, 12):
+        x = torch.randn(n)
+        torch.testing.assert_close(cf(x), _thirds(x))
+    assert kiln.stats()["captures"] == 1
+    with pytest.raises(RuntimeError):
+        cf(torch.randn(8))           # not a multiple of 3: eager's error
+
+
+def test_sizes_zero_and_one_are_static():
+    cf = kiln.compile(lambda x: x * 2 + x.shape[0], dynamic=True)
+    for n in (1, 8, 16, 1, 0, 32):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(cf(x), x * 2 + n)
+    assert kiln.stats()["captures"] == 3      # 1 static, symbolic >= 2, 0 static
+
+
+def test_a_failing_relation_is_named():
+    seen = []
+    kiln.set_logs(recompiles=True)
+    import logging
+
+    class H(logging.Handler):
+        def emit(self, rec):
+            seen.append(rec.getMessage())
+    h = H()
+    logging.getLogger("kiln.recompiles").addHandler(h)
+    try:
+        cf = kiln.compile(_thirds, dynamic=True)
+        cf(torch.randn(6))
+        cf(torch.randn(3))
+    finally:
+        logging.getLogger("kiln.recompiles").removeHandler(h)
+        kiln.set_logs()
+    assert seen and "got" in seen[-1], seen
+
+
+# ---------------------------------------------------------------- policy
+def test_automatic_dynamic_records_at_most_three_times(monkeypatch):
+    monkeypatch.setattr(kiln.config, "automatic_dynamic_shapes", True)
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.LayerNorm(8)).eval()
+    cm = kiln.compile(m)
+    with torch.no_grad():
+        for b, s in ((2, 3), (4, 3), (2, 5), (6, 7), (3, 4), (5, 9), (2, 3)):
+            x = torch.randn(b, s, 8)
+            torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
+    st = kiln.stats()
+    assert st["captures"] <= 3 and st["fallbacks"] == 0 and st["frames_run_as_python"] == 0, st
+
+
+def test_automatic_dynamic_off_records_every_shape(monkeypatch):
+    monkeypatch.setattr(kiln.config, "automatic_dynamic_shapes", False)
+    cf = kiln.compile(_view_of_size)
+    for n in (3, 5, 7):
+        cf(torch.randn(n, 4))
+    st = kiln.stats()
+    assert st["captures"] == 3 and st["symbolic_graphs"] == 0
+
+
+def test_dynamic_false_never_makes_symbols():
+    cf = kiln.compile(_view_of_size, dynamic=False)
+    for n in (3, 5, 7):
+        x = torch.randn(n, 4)
+        torch._dynamo.mark_dynamic(x, 0)
+        cf(x)
+    assert kiln.stats()["symbolic_graphs"] == 0
+
+
+def test_mark_dynamic_is_symbolic_from_the_first_call():
+    cf = kiln.compile(_view_of_size)
+    for n in (3, 5, 7):
+        x = torch.randn(n, 4)
+        kiln.mark_dynamic(x, 0)
+        torch.testing.assert_close(cf(x), _view_of_size(x))
+    st = kiln.stats()
+    assert st["captures"] == 1 and st["symbolic_graphs"] == 1, st
+
+
+def test_mark_static_wins_over_dynamic_true():
+    cf = kiln.compile(_view_of_size, dynamic=True)
+    for n in (3, 5):
+        x = torch.randn(n, 4)
+        torch._dynamo.mark_static(x, 0)
+        torch.testing.assert_close(cf(x), _view_of_size(x))
+    assert kiln.stats()["captures"] == 2
+
+
+def test_parameters_stay_static():
+    lin = torch.nn.Linear(4, 3)
+    cm = kiln.compile(lin, dynamic=True)
+    with torch.no_grad():
+        for n in (2, 5):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(cm(x), lin(x))
+    assert kiln.stats()["captures"] == 1
+
+
+# ---------------------------------------------------------------- the guard program
+def test_guard_program_matches_torch_on_random_sizes():
+    """The translation of a ShapeEnv's guards, run by the C evaluator,
+    agrees with the relations evaluated by sympy at random sizes."""
+    import random
+
+    import sympy
+    mode = symbolic.new_mode()
+    t = torch.randn(12, 8)
+    fake, syms = symbolic.symbolic_fake(mode, t, "x", (0, 1))
+    a, b = (s for _, s in syms)
+    with mode:
+        fake.view(-1, 4)                  # divisibility
+        bool(a > 4)                       # an order
+        bool((a * b) % 3 == 0)            # modulo of a product
+    env = mode.shape_env
+    slots = {s.node.expr: k for k, (_, s) in enumerate(syms)}
+    prog, rels, names = symbolic.guard_program(mode, slots)
+    exprs = [g.expr for g in env.guards]
+    rng = random.Random(0)
+    for _ in range(300):
+        va, vb = rng.randint(0, 40), rng.randint(0, 40)
+        vals = {s.node.expr: v for (_, s), v in zip(syms, (va, vb))}
+        want = va >= 2 and vb >= 2 and all(bool(e.xreplace({k: sympy.Integer(v) for k, v in vals.items()}))
+                                           for e in exprs)
+        got, failed = _C.sizes_eval(prog, [va, vb])
+        assert got == want, (va, vb, rels, failed)
