@@ -804,6 +804,17 @@ kn_guard_check(kn_seg *seg, PyObject **locals, int nlocals, PyObject **stack, in
     return 1;
 }
 
+/* ", ".join(parts), parts (a list, or NULL after an error) dropped */
+static PyObject *
+comma_join(PyObject *parts)
+{
+    PyObject *sep = parts ? PyUnicode_FromString(", ") : NULL;
+    PyObject *d = sep ? PyUnicode_Join(sep, parts) : NULL;
+    Py_XDECREF(sep);
+    Py_XDECREF(parts);
+    return d;
+}
+
 PyObject *
 kn_src_describe(kn_src *srcs, int i, PyCodeObject *code)
 {
@@ -922,10 +933,7 @@ kn_guard_describe(kn_seg *seg, PyCodeObject *code)
                 Py_XDECREF(nm);
                 Py_XDECREF(p);
             }
-            PyObject *sep = parts ? PyUnicode_FromString(", ") : NULL;
-            d = sep ? PyUnicode_Join(sep, parts) : NULL;
-            Py_XDECREF(sep);
-            Py_XDECREF(parts);
+            d = comma_join(parts);
             break;
         }
         case KN_G_ALIAS: {
@@ -976,11 +984,7 @@ guard_got(kn_guard *g, PyObject *v)
             Py_XDECREF(nm);
             Py_XDECREF(p);
         }
-        PyObject *sep = parts ? PyUnicode_FromString(", ") : NULL;
-        PyObject *d = sep ? PyUnicode_Join(sep, parts) : NULL;
-        Py_XDECREF(sep);
-        Py_XDECREF(parts);
-        return d;
+        return comma_join(parts);
     }
     case KN_G_DISTINCT: return PyUnicode_FromString("two of them are the same object");
     case KN_G_SIZES: {   /* obj3: ((source, name), ...) of the sizes; got_vals: their values now */
@@ -993,11 +997,7 @@ guard_got(kn_guard *g, PyObject *v)
                 Py_CLEAR(parts);
             Py_XDECREF(p);
         }
-        PyObject *sep = parts ? PyUnicode_FromString(", ") : NULL;
-        PyObject *d = sep ? PyUnicode_Join(sep, parts) : NULL;
-        Py_XDECREF(sep);
-        Py_XDECREF(parts);
-        return d;
+        return comma_join(parts);
     }
     case KN_G_ALIAS: return PyUnicode_FromString("tensor inputs that overlap in memory otherwise");
     default: break;
