@@ -192,9 +192,32 @@ def fx_arg(graph, obj, symnodes):
     return obj
 
 
-def _fns():
-    from torch.utils._sympy import functions as F
-    return F
+# KN_SZ_* (src/capture/capture.h, kn_sizeop)
+SLOT, CONST, ADD, SUB, MUL, FLOORDIV, MOD, MIN, MAX, NEG, EQ, NE, LT, LE, AND, OR, NOT, CHECK = range(18)
+
+# The size arithmetic kiln rebuilds, one row per sympy node (by class name:
+# torch's FloorDiv, CleanDiv, PythonMod, sympy's Mod, Max, Min): the Python
+# operator fx_arg's graph nodes call and the KN_SZ_ op of the guard and
+# KN_P_SIZE programs.  Each folds its arguments left to right.
+_ARITH = {
+    "Add": (operator.add, ADD),
+    "Mul": (operator.mul, MUL),
+    "FloorDiv": (operator.floordiv, FLOORDIV),
+    "CleanDiv": (operator.floordiv, FLOORDIV),
+    "Mod": (operator.mod, MOD),
+    "PythonMod": (operator.mod, MOD),
+    "Max": (max, MAX),
+    "Min": (min, MIN),
+}
+
+
+def _arith(e):
+    """e's row of _ARITH, or None."""
+    for cls in type(e).__mro__:
+        row = _ARITH.get(cls.__name__)
+        if row is not None:
+            return row
+    return None
 
 
 def _build(graph, e, symnodes):
@@ -205,27 +228,15 @@ def _build(graph, e, symnodes):
     key = ("expr", e)
     if key in symnodes:
         return symnodes[key]
-    F = _fns()
-    out = None
     if isinstance(e, sympy.Symbol):
         return symnodes.get(e)
+    op = _arith(e)
+    if op is None:
+        return None
     args = [_build(graph, a, symnodes) for a in e.args]
     if any(a is None for a in args):
         return None
-    if isinstance(e, sympy.Add):
-        op = operator.add
-    elif isinstance(e, sympy.Mul):
-        op = operator.mul
-    elif isinstance(e, F.FloorDiv):
-        op = operator.floordiv
-    elif isinstance(e, (F.PythonMod, sympy.Mod)) or type(e).__name__ == "Mod":
-        op = operator.mod
-    elif isinstance(e, sympy.Max) or type(e).__name__ == "Max":
-        op = max
-    elif isinstance(e, sympy.Min) or type(e).__name__ == "Min":
-        op = min
-    else:
-        return None
+    op = op[0]
     out = args[0]
     for a in args[1:]:
         out = graph.call_function(op, (out, a))
@@ -234,8 +245,6 @@ def _build(graph, e, symnodes):
 
 
 # ------------------------------------------------------------------ guards
-# KN_SZ_* (src/capture/capture.h, kn_sizeop)
-SLOT, CONST, ADD, SUB, MUL, FLOORDIV, MOD, MIN, MAX, NEG, EQ, NE, LT, LE, AND, OR, NOT, CHECK = range(18)
 
 
 class _Specialise(Exception):
@@ -247,7 +256,6 @@ def _values(env):
 
 
 def _emit(e, out, slots, env):
-    F = _fns()
     if isinstance(e, sympy.Symbol):
         if e in slots:
             out += [SLOT, slots[e]]
@@ -270,25 +278,14 @@ def _emit(e, out, slots, env):
             raise _Specialise
         out += [CONST, v]
         return
-    name = type(e).__name__
-    binop = {sympy.Add: ADD, sympy.Mul: MUL}
-    if type(e) in binop or name in ("Max", "Min"):
-        op = binop.get(type(e)) or (MAX if name == "Max" else MIN)
+    row = _arith(e)
+    if row is not None:
         _emit(e.args[0], out, slots, env)
         for a in e.args[1:]:
             _emit(a, out, slots, env)
-            out.append(op)
+            out.append(row[1])
         return
-    if isinstance(e, F.FloorDiv) or name in ("FloorDiv", "CleanDiv"):
-        _emit(e.args[0], out, slots, env)
-        _emit(e.args[1], out, slots, env)
-        out.append(FLOORDIV)
-        return
-    if name in ("Mod", "PythonMod"):
-        _emit(e.args[0], out, slots, env)
-        _emit(e.args[1], out, slots, env)
-        out.append(MOD)
-        return
+    name = type(e).__name__
     if isinstance(e, sympy.Pow) and e.exp.is_Integer and 1 <= int(e.exp) <= 8:
         _emit(e.base, out, slots, env)
         for _ in range(int(e.exp) - 1):

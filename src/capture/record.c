@@ -552,8 +552,7 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
             Py_CLEAR(shp);
             kn_brk(r, KN_BRK_SIZES_BECAME_DYNAMIC);
         } else {
-            PyObject *wild = PyList_New(0);   /* None at each symbolic dim */
-            PyObject *l = wild ? PySequence_List(shp) : NULL;
+            PyObject *l = PySequence_List(shp);   /* None at each symbolic dim */
             for (Py_ssize_t i = 0; l && i < PyTuple_GET_SIZE(dims); i++) {
                 Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(dims, i));
                 if (d >= 0 && d < PyList_GET_SIZE(l))
@@ -561,7 +560,6 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
             }
             Py_XSETREF(shp, l ? PyList_AsTuple(l) : NULL);
             Py_XDECREF(l);
-            Py_XDECREF(wild);
         }
     }
     PyObject *meta = shp && stride && contig && oncpu ? PyTuple_Pack(4, shp, stride, contig, oncpu) : NULL;
