@@ -108,3 +108,11 @@ dynamic_specializations = int(os.environ.get("KILN_DYNAMIC_SPECIALIZATIONS", "64
 # torch.compile); off: every new shape is a new recording (up to
 # cache_size_limit)
 automatic_dynamic_shapes = os.environ.get("KILN_AUTOMATIC_DYNAMIC", "1") not in ("0", "")
+# a graph with symbolic sizes is lowered to ATen once, its sizes symbolic, and
+# that lowering filled in for each size (kiln/template.py); off: every size is
+# traced on its own.
+symbolic_lowering = os.environ.get("KILN_SYMBOLIC_LOWERING", "1") not in ("0", "")
+# the CPU kernels of such a graph's sizes share one native build where their
+# C differs only in literals, read as size parameters (kiln/kernel_params.py);
+# off: each size's kernels are built on their own.
+parametric_kernels = os.environ.get("KILN_PARAMETRIC_KERNELS", "1") not in ("0", "")

@@ -26,7 +26,9 @@ compiled_graphs = []
 build_counts = {"compiled": 0, "cached": 0}
 
 _ZERO = {"graph_breaks": 0, "compiles": 0, "fallbacks": 0, "extern_ops": 0, "cache_hits": 0,
-         "lowering_cache_hits": 0, "compile_seconds": 0.0, "symbolic_graphs": 0, "specializations": 0, "dynamic_dims": 0}
+         "lowering_cache_hits": 0, "compile_seconds": 0.0, "symbolic_graphs": 0, "specializations": 0, "dynamic_dims": 0,
+         "templates": 0, "template_instances": 0, "template_mismatches": 0, "template_failures": 0,
+         "parametric_builds": 0, "parametric_hits": 0}
 counts = dict(_ZERO)
 
 

@@ -26,7 +26,7 @@ import operator
 
 import torch
 
-from . import config, counters, errors, logs
+from . import config, counters, errors, logs, lowered_cache
 
 # non-tensor inputs a graph may take per size (floats would specialise per
 # value: a symbolic float graph keeps the old path)
@@ -152,6 +152,7 @@ class PerSize:
         # the settings in force when the backend was called (a mode's
         # options, max-autotune): the per-size compiles happen later
         self.settings = _settings()
+        self.template = _UNTRIED
         self.kiln_stats = {"symbolic": True, "sizes_built": 0}
         counters.counts["symbolic_graphs"] += 1
         if logs.on("dynamic"):
@@ -182,7 +183,8 @@ class PerSize:
             fn = self._eager(args)
         if fn is None:
             with _applied(self.settings):
-                fn = self.compile_fn(g, tensors)
+                with lowered_cache.given_lowering(lambda: self._described(args, key)):
+                    fn = self.compile_fn(g, tensors)
             for wrap in self.post:
                 fn = wrap(fn)
         counters.counts["specializations"] += 1
@@ -194,6 +196,36 @@ class PerSize:
         if len(self.built) > max(1, config.dynamic_specializations):
             self.built.popitem(last=False)
         return self.built[key]
+
+    def _described(self, args, key):
+        """This size's description from the graph's symbolic lowering
+        (kiln/template.py, made at the first size that reaches the lowering,
+        past kiln's checks), or None: the static path then traces the size
+        on its own."""
+        if self.template is _UNTRIED:
+            self.template = None
+            # (inference graphs only: a training graph takes AOT autograd)
+            grads = torch.is_grad_enabled() and any(getattr(n.meta.get("example_value"), "requires_grad", False)
+                                                    for n in self.gm.graph.nodes if n.op == "placeholder")
+            # (nor a graph with tensorified floats, which each size's graph
+            # takes as constants)
+            if config.symbolic_lowering and not grads and not self.scalars:
+                self.template = _make_template(self.gm)
+        if self.template is None:
+            return None
+        try:
+            desc = self.template.instantiate(args)
+        except Exception as e:   # noqa: BLE001  (a kiln bug: the size is traced on its own)
+            errors.internal(e, "filling in a symbolic lowering (kiln.template)")
+            return None
+        if desc is None:
+            counters.counts["template_mismatches"] += 1
+            if logs.on("dynamic"):
+                logs.emit("dynamic", "sizes %s fail a relation the symbolic lowering relied on (%s): traced "
+                          "on their own", list(key), "; ".join(self.template.checks) or "input layout")
+            return None
+        t = self.template
+        return desc, t.constants, t.single, t.device, t, t.values(args)
 
     def _eager(self, args):
         """A size whose graph could not be specialised: the captured graph
@@ -209,6 +241,40 @@ class PerSize:
                 full[i] = v
             return gm(*full)
         return run
+
+
+_UNTRIED = object()
+
+
+def _make_template(gm):
+    """gm's symbolic lowering (kiln/template.py), as the static path would
+    lower it (kiln/backends' front rewrites, one tuple of outputs), or None
+    where it has none (logged; each size is then traced on its own)."""
+    from . import backends, template, trace
+    fakes = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    if not all(isinstance(f, (torch.Tensor, torch.SymInt)) for f in fakes):
+        return None
+    try:
+        with counters.timed(f"a symbolic lowering of {sum(1 for _ in gm.graph.nodes)} nodes"):
+            g, _ = backends._front(gm)
+            g, _ = trace._tupled(g)
+            t = template.Template(g, fakes, trace._lower)
+    except Exception as e:   # noqa: BLE001
+        # whatever the symbolic trace refuses (an op without a symbolic
+        # meta function, data-dependent sizes, mutation it cannot trace):
+        # each size is traced on its own, as without a template; what the
+        # static path then meets is classified there
+        counters.counts["template_failures"] += 1
+        if logs.on("dynamic"):
+            logs.emit("dynamic", "no symbolic lowering (%s: %s): each size is traced on its own",
+                      type(e).__name__, str(e).split("\n")[0][:200])
+        return None
+    counters.counts["templates"] += 1
+    if logs.on("dynamic"):
+        logs.emit("dynamic", "a symbolic lowering: %d size expressions, %d relations checked per size%s",
+                  t.nexprs, len(t.checks),
+                  "".join(f"\n  {c}" for c in t.checks))
+    return t
 
 
 def _picker(pos):

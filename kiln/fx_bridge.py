@@ -48,10 +48,14 @@ class Ref(int):
 Unsupported = errors.Unsupported
 
 
-def _meta_of(val, device="cpu"):
+def _meta_of(val, device="cpu", holes=None):
     if isinstance(val, torch.Tensor):
         if val.layout != torch.strided or val.dtype not in DTYPE_CODE or val.device.type != device:
             return None
+        if holes is not None:   # symbolic sizes become holes (kiln/template.py)
+            h = holes.hole
+            return (tuple(h(s) for s in val.shape), tuple(h(s) for s in val.stride()), DTYPE_CODE[val.dtype],
+                    h(val.storage_offset()))
         try:
             return (tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride()), DTYPE_CODE[val.dtype],
                     int(val.storage_offset()))
@@ -120,11 +124,22 @@ def _check_output_views(outputs, nodes, root):
             raise Unsupported(f"output {view[0]} views {base[0]}, whose elements overlap")
 
 
-def _convert(v, index):
+def _sym_node(v):
+    """The SymInt a size node computes (sym_size, a size argument, size
+    arithmetic), or None."""
+    val = v.meta.get("val")
+    return val if isinstance(val, torch.SymInt) else None
+
+
+def _convert(v, index, holes=None):
     if isinstance(v, torch.fx.Node):
+        if holes is not None and v not in index and _sym_node(v) is not None:
+            return holes.hole(_sym_node(v))
         return Ref(index[v])
+    if holes is not None and isinstance(v, torch.SymInt):
+        return holes.hole(v)
     if isinstance(v, (list, tuple)):
-        return tuple(_convert(x, index) for x in v)
+        return tuple(_convert(x, index, holes) for x in v)
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, torch.dtype):
@@ -136,16 +151,20 @@ def _convert(v, index):
     return v  # kept as an object; the C side treats it as opaque
 
 
-def _call_value(v, index):
+def _call_value(v, index, holes=None):
     """Argument as passed to the real op at run time (refs kept, objects kept)."""
     if isinstance(v, torch.fx.Node):
+        if holes is not None and v not in index and _sym_node(v) is not None:
+            return holes.hole(_sym_node(v))
         return Ref(index[v])
+    if holes is not None and isinstance(v, torch.SymInt):
+        return holes.hole(v)
     if isinstance(v, tuple):
-        return tuple(_call_value(x, index) for x in v)
+        return tuple(_call_value(x, index, holes) for x in v)
     if isinstance(v, list):
-        return [_call_value(x, index) for x in v]
+        return [_call_value(x, index, holes) for x in v]
     if isinstance(v, dict):
-        return {k: _call_value(x, index) for k, x in v.items()}
+        return {k: _call_value(x, index, holes) for k, x in v.items()}
     return v
 
 
@@ -173,12 +192,15 @@ def graph_device(gm):
     return torch.device("cpu")
 
 
-def describe(gm, device="cpu"):
+def describe(gm, device="cpu", holes=None):
     """Returns (desc, constants): desc is the tuple src/graph/graph.c parses;
     constants are tensors of get_attr nodes, passed after the real inputs.
     `device` is the device type kernels are generated for: tensors elsewhere
-    have no metadata for the C core (their ops run in ATen)."""
-    _meta = lambda v: _meta_of(v, device)
+    have no metadata for the C core (their ops run in ATen).  With `holes`
+    (a kiln.template.Holes), gm has symbolic sizes: size inputs and size
+    arithmetic are no nodes, and every size, stride or argument they give
+    is a hole of the description (kiln/template.py fills them per size)."""
+    _meta = lambda v: _meta_of(v, device, holes)
     nodes, inputs, outputs, constants = [], [], [], []
     index = {}
     root = []   # per node: the node whose storage it shares, or -1
@@ -186,9 +208,15 @@ def describe(gm, device="cpu"):
     for n in graph.nodes:
         if n.op == "output":
             continue
+        val = n.meta.get("val")
+        if holes is not None and (isinstance(val, torch.SymInt) or
+                                  (n.op == "placeholder" and isinstance(val, (int, bool)))):
+            if n.op == "placeholder" or n.target in _SIZE_FNS:
+                continue   # a size input, or arithmetic on sizes: filled in per size
+        if holes is not None and isinstance(val, (torch.SymBool, torch.SymFloat)):
+            raise Unsupported(f"symbolic {type(val).__name__} {n.name}")
         index[n] = len(nodes)
         uses = len(n.users)
-        val = n.meta.get("val")
         if n.op == "placeholder":
             if val is not None and not isinstance(val, torch.Tensor):
                 raise Unsupported(f"non-tensor input {n.name}")
@@ -222,7 +250,7 @@ def describe(gm, device="cpu"):
                 raise Unsupported(f"call of {tgt}")
             name = str(tgt)  # ops outside kiln's table (any namespace) become externs
             full = _schema_args(tgt, n.args, n.kwargs)
-            conv = [_convert(a, index) for a in full]
+            conv = [_convert(a, index, holes) for a in full]
             if name == "aten._to_copy.default":
                 dev = n.kwargs.get("device")
                 if dev is not None and torch.device(dev).type != device:
@@ -231,8 +259,8 @@ def describe(gm, device="cpu"):
                 metas, is_tuple = tuple(_meta(v) for v in val), True
             else:
                 metas, is_tuple = (_meta(val),), False
-            cargs = tuple(_call_value(a, index) for a in n.args)
-            ckw = {k: _call_value(v, index) for k, v in n.kwargs.items()}
+            cargs = tuple(_call_value(a, index, holes) for a in n.args)
+            ckw = {k: _call_value(v, index, holes) for k, v in n.kwargs.items()}
             # the extern call goes straight to the C++ operator (OpOverload's
             # __call__ only forwards to it)
             call = _call_of(tgt)
@@ -249,14 +277,33 @@ def describe(gm, device="cpu"):
     res = out_node.args[0]
     single = not isinstance(res, (tuple, list))
     for v in ([res] if single else res):
-        if isinstance(v, torch.fx.Node):
+        if isinstance(v, torch.fx.Node) and v not in index and holes is not None and _sym_node(v) is not None:
+            outputs.append(holes.hole(_sym_node(v)))
+        elif isinstance(v, torch.fx.Node):
             outputs.append(Ref(index[v]))
         elif v is None or isinstance(v, (int, float, bool)):
             outputs.append(v)
         else:
             raise Unsupported(f"graph output of type {type(v).__name__}")
-    _check_output_views(outputs, nodes, root)
+    if holes is None:   # (with holes: checked when they are filled in, kiln/template.py)
+        _check_output_views(outputs, nodes, root)
     return (nodes, inputs, outputs, Ref), constants, single
+
+
+def _size_fns():
+    """What computes a size in a graph traced with symbolic sizes: the size,
+    stride and numel queries and Python's int arithmetic."""
+    aten = torch.ops.aten
+    out = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
+           operator.pow, max, min, torch.sym_max, torch.sym_min, torch.sym_int}
+    for name in ("sym_size", "sym_stride", "sym_numel", "sym_storage_offset"):
+        pk = getattr(aten, name, None)
+        if pk is not None:
+            out.update(getattr(pk, o) for o in pk.overloads())
+    return frozenset(out)
+
+
+_SIZE_FNS = _size_fns()
 
 
 def _call_of(tgt):

@@ -59,6 +59,14 @@ def _compile_inference(gm, example_inputs):
     when the graph cannot be lowered this way (see _lower)."""
     key = _lowered_key(gm, example_inputs)
     path = os.path.join(config.cache_dir, "aten", key[:2], key + ".pkl")
+    # a size of a graph with a symbolic lowering: filled in, its kernels
+    # from the lowering's parametric builds (before the disk cache, whose
+    # description would build this size's kernels on their own)
+    given = _take_given(gm, example_inputs)
+    if given is not None:
+        cg = _from_template(given, path)
+        if cg is not None:
+            return cg
     blob = None
     try:
         with open(path, "rb") as f:
@@ -87,6 +95,80 @@ def _compile_inference(gm, example_inputs):
         return pipeline.compile_graph(aten, example_inputs)   # runs eagerly, says why
     _cache_write(path, lambda: pickle.dumps((fx_bridge.portable(desc), constants, single, dev)))
     return pipeline.compile_graph(aten, example_inputs, described=(desc, constants, single, dev))
+
+
+# A description made for the next graph compiled on this thread
+# (kiln/template.py: a symbolic lowering filled in for one size), set by
+# kiln/dynamic.py around the static path's compile of that size.
+_given = threading.local()
+
+
+class given_lowering:
+    """Within it, the next inference graph this thread lowers (once kiln's
+    checks let it take this path) takes `described()` = (desc, constants,
+    single, device) instead of a trace, unless that is None."""
+
+    def __init__(self, described):
+        self.described = described
+
+    def __enter__(self):
+        self.saved = getattr(_given, "value", None)
+        _given.value = self.described
+
+    def __exit__(self, *exc):
+        _given.value = self.saved
+
+
+def _take_given(gm, example_inputs):
+    """The given description, once, when it fits gm: its outputs, and its
+    inputs' sizes, strides and offsets those of example_inputs."""
+    make = getattr(_given, "value", None)
+    if make is None:
+        return None
+    _given.value = None
+    given = make()
+    if given is None:
+        return None
+    (nodes, inputs, outputs, _), constants = given[0], given[1]
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    fits = len(outputs) == (len(out) if isinstance(out, (tuple, list)) else 1) and \
+        len(inputs) == len(example_inputs) + len(constants)
+    for t, k in zip(example_inputs, inputs) if fits else ():
+        m = nodes[k][2][0] if nodes[k][2] else None
+        if m is not None and (m[0] != tuple(t.shape) or m[1] != t.stride() or m[3] != t.storage_offset()):
+            fits = False
+            break
+    if not fits:
+        counters.counts["template_mismatches"] += 1
+        logs.emit("dynamic", "a filled-in symbolic lowering does not fit the graph compiled: traced for this size")
+        return None
+    return given
+
+
+def _from_template(given, path):
+    """A CompiledGraph from a given description (written to the disk cache
+    like a traced one), or None where it fails to compile: the caller then
+    traces the graph, whose failure is classified as usual."""
+    desc, constants, single, dev, template, symvals = given
+    t0 = time.perf_counter()
+    build = None
+    if config.parametric_kernels and dev.type == "cpu" and not config.cuda_emulate:
+        from . import kernel_params
+
+        def build(program):
+            return kernel_params.build(template, program, symvals) if program.num_kernels else None
+    try:
+        cg = pipeline._finish(pipeline._program(desc, "kn_", dev, " (a symbolic lowering filled in)"),
+                              constants, single, dev, t0, build)
+    except Exception as e:   # noqa: BLE001  (the static path meets it again, and classifies it)
+        if config.debug:
+            raise
+        logs.emit("dynamic", "a filled-in symbolic lowering did not compile (%r): traced for this size", e)
+        return None
+    counters.counts["template_instances"] += 1
+    counters.graph(cg.kiln_stats)
+    _cache_write(path, lambda: pickle.dumps((fx_bridge.portable(desc), constants, single, dev)))
+    return cg
 
 
 def _cache_write(path, make_blob):

@@ -266,10 +266,14 @@ def _compile_graph(gm, described):
     return cg
 
 
-def _finish(program, constants, single, dev, t0):
+def _finish(program, constants, single, dev, t0, build=None):
+    """program built (by `build(program)` where given and it returns a
+    path, else `_build`) and wrapped as a CompiledGraph."""
     from .autotune import _autotune_state, _tuning_first_run
 
-    so = _build([program], dev)
+    so = build(program) if build is not None else None
+    if so is None:
+        so = _build([program], dev)
     st = dict(program.stats)
     st["compile_s"] = time.perf_counter() - t0
     cg = CompiledGraph(program, constants, single, st, so)

@@ -173,10 +173,16 @@ def _trace_plain(gm, example_inputs):
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    # a fake mode of our own, with static shapes (not the one of a
-    # TorchDynamo tracing context, which may make sizes symbolic)
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
+    sym = _symbolic_mode(example_inputs)
+    if sym is not None:
+        # fakes of symbolic sizes (kiln/template.py): traced under their own
+        # mode, so the trace's size arithmetic is over their symbols
+        mode, fake = sym, list(example_inputs)
+    else:
+        # a fake mode of our own, with static shapes (not the one of a
+        # TorchDynamo tracing context, which may make sizes symbolic)
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
     # Without the Python dispatcher (2-3x faster to trace a convolutional
     # network), composite ops pick a device kernel at trace time: on a GPU,
     # batch_norm becomes cudnn_batch_norm, which kiln's table decomposes.
@@ -222,6 +228,20 @@ def _trace_plain(gm, example_inputs):
     aten.graph.eliminate_dead_code()
     aten.recompile()
     return aten
+
+
+def _symbolic_mode(example_inputs):
+    """The fake mode of example inputs that are fakes with a ShapeEnv (a
+    symbolic lowering, kiln/template.py), else None."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    for t in example_inputs:
+        if isinstance(t, torch.SymInt):
+            for u in example_inputs:
+                if isinstance(u, FakeTensor):
+                    return u.fake_mode
+        if isinstance(t, FakeTensor) and t.fake_mode.shape_env is not None:
+            return t.fake_mode
+    return None
 
 
 def _functional_overload(tgt):

@@ -282,6 +282,10 @@ typedef struct {
        [2 * step + 1] the step itself (ns, summed over calls) */
     int64_t *host_ns;
     long host_calls;
+    /* the values of a parametric build's size holes (kiln/kernel_params.py):
+       frame pointers nbufs + 1 (int64) and nbufs + 2 (double) */
+    int64_t *size_ints;
+    double *size_floats;
 } ProgramObject;
 
 static int64_t
@@ -315,6 +319,8 @@ static void
 program_dealloc(ProgramObject *self)
 {
     free(self->host_ns);
+    free(self->size_ints);
+    free(self->size_floats);
     for (int i = 0; i < self->nbufs; i++) {
         Py_XDECREF(self->bufs[i].size);
         Py_XDECREF(self->bufs[i].stride);
@@ -1127,7 +1133,8 @@ bytes_hash(const void *p, size_t n)
 
 /* oneDNN with the packed weight against ATen's addmm/mm, per shape, decided
    once per process by timing both on the first call (MKL's sgemm is fast on
-   some CPUs and slow on others): (M, K, N, bias, w_kn) -> False/True. */
+   some CPUs and slow on others): (M rounded up to a power of two, K, N,
+   bias, w_kn) -> False/True. */
 static PyObject *linear_choice;
 static int linear_force = -1; /* -1: measure; 0: always ATen; 1: always packed */
 
@@ -1223,7 +1230,12 @@ run_linear(ProgramObject *p, frame *f, rstep *st)
         return run_extern(p, f, st);
     }
     rbuf *w = &p->bufs[st->in[1]], *x = &p->bufs[st->in[0]];
-    PyObject *key = Py_BuildValue("(LOOii)", (long long)st->rows, PyTuple_GET_ITEM(x->size, 1),
+    /* rows by power of two: a graph compiled for many sizes (a symbolic
+       one, kiln/dynamic.py) times a layer once per bucket, not per size */
+    long long rows = 1;
+    while (rows < st->rows && rows < (1LL << 40))
+        rows <<= 1;
+    PyObject *key = Py_BuildValue("(LOOii)", rows, PyTuple_GET_ITEM(x->size, 1),
                                   PyTuple_GET_ITEM(w->size, st->w_kn ? 1 : 0), st->has_bias, st->w_kn);
     if (key == NULL)
         return -1;
@@ -1277,10 +1289,10 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     int n = self->nbufs;
-    void *ptr_small[65];
+    void *ptr_small[67];
     PyObject *obj_small[64];
     frame f;
-    f.ptr = n <= 64 ? ptr_small : calloc((size_t)n + 1, sizeof(void *));
+    f.ptr = n <= 64 ? ptr_small : calloc((size_t)n + 3, sizeof(void *));
     f.obj = n <= 64 ? obj_small : calloc((size_t)n, sizeof(PyObject *));
     if (f.ptr == NULL || f.obj == NULL) {
         if (n > 64) {
@@ -1295,6 +1307,9 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
        index or an integer division by zero there (codegen/prelude.h) */
     int64_t err[3] = {0, 0, 0};
     f.ptr[n] = err;
+    /* a parametric build's size values (set_size_params), read by its kernels */
+    f.ptr[n + 1] = self->size_ints;
+    f.ptr[n + 2] = self->size_floats;
     PyObject *result = NULL, *arena = NULL;
     uintptr_t stream = 0;
     int eslot = -1; /* CUDA: the index in errs of this call's error record */
@@ -1684,7 +1699,50 @@ program_check_errors(ProgramObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* set_size_params(ints, floats): the values of the size holes of a
+ * parametric build (kiln/kernel_params.py), before load(). */
+static PyObject *
+program_set_size_params(ProgramObject *self, PyObject *args)
+{
+    PyObject *ints, *floats;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &ints, &PyTuple_Type, &floats))
+        return NULL;
+    if (self->cuda) {
+        PyErr_SetString(PyExc_ValueError, "kiln: size parameters are for CPU programs");
+        return NULL;
+    }
+    Py_ssize_t ni = PyTuple_GET_SIZE(ints), nf = PyTuple_GET_SIZE(floats);
+    int64_t *iv = malloc(sizeof(int64_t) * (size_t)(ni + 1));
+    double *fv = malloc(sizeof(double) * (size_t)(nf + 1));
+    if (iv == NULL || fv == NULL) {
+        free(iv);
+        free(fv);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < ni; i++) {
+        iv[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(ints, i));
+        if (iv[i] == -1 && PyErr_Occurred())
+            goto bad;
+    }
+    for (Py_ssize_t i = 0; i < nf; i++) {
+        fv[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(floats, i));
+        if (fv[i] == -1.0 && PyErr_Occurred())
+            goto bad;
+    }
+    free(self->size_ints);
+    free(self->size_floats);
+    self->size_ints = iv;
+    self->size_floats = fv;
+    Py_RETURN_NONE;
+bad:
+    free(iv);
+    free(fv);
+    return NULL;
+}
+
 static PyMethodDef program_methods[] = {
+    {"set_size_params", (PyCFunction)program_set_size_params, METH_VARARGS,
+     "set_size_params(ints, floats): the values a parametric build's kernels read for their size holes."},
     {"check_errors", (PyCFunction)program_check_errors, METH_VARARGS,
      "Raise an index or division error that kernels of an earlier call recorded on the GPU (async mode)."},
     {"load", (PyCFunction)program_load, METH_O, "Bind the kernels of a loaded kiln._C.Library."},

@@ -9,12 +9,7 @@ import kiln
 from kiln import dynamic
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    torch._dynamo.reset()
-    kiln.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
 
 
 def _pointwise(x, y):

@@ -1,0 +1,276 @@
+"""kiln.kernel_params — one native build for the sizes of a symbolic graph
+(issue 17: the CPU half of stage 3, done on the generated C).
+
+Consumes: the C source the C core generated for one size of a graph with a
+symbolic lowering (kiln/template.py), and the source for another size of the
+same graph (a *probe*: the lowering filled in with other values that satisfy
+its relations).  Produces: `Build`, a *parametric* source: the first source
+with every literal that differs between the two (a loop bound, an index
+coefficient, a mean's divisor) read from a size parameter instead, compiled
+once; and `Build.match(source)`, the parameter values under which that build
+computes exactly what the given source would, or None when the given source
+differs anywhere else (the C core took another decision at that size: an
+OpenMP split, a vector form), so it is compiled on its own.
+
+Why this is exact.  A source matches only when it is the parametric source's
+token stream with each parameter replaced by a literal of the same kind: the
+build then runs the same C statements with the same values.  Literals keep
+their C types: a plain decimal (int, or long past INT_MAX: a value must
+stay in its class), `INT64_C(n)` (int64_t), a double, a float (`1.5f`: the
+parameter holds the float's exact value).  Literals inside preprocessor
+lines, string literals and suffixed or hexadecimal ones are never
+parameters.  The kernels read the parameters from frame pointers nbufs + 1
+(int64) and nbufs + 2 (double) (src/runtime/run.c, `set_size_params`).
+
+What is not here: CUDA kernels (their launch sizes are chosen per size too:
+each size is built on its own, its cubin cached by source) and symbolic
+decisions in the C core itself (stage 3 proper, docs/plans/dynamic-shapes.md).
+"""
+import re
+from decimal import Decimal
+
+import numpy as np
+
+_TOKEN = re.compile(r"""
+ (?P<ws>\s+)
+|(?P<comment>/\*.*?\*/|//[^\n]*)
+|(?P<pp>\#[^\n]*)
+|(?P<str>"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')
+|(?P<i64>INT64_C\(-?\d+\))
+|(?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[A-Za-z_]*)
+|(?P<id>[A-Za-z_]\w*)
+|(?P<p>.)""", re.S | re.X)
+
+# the C core's local names (temporaries, accumulators, loop variables,
+# buffers): numbered by creation, so two sizes' kernels may number them
+# differently; a consistent renaming is the same program
+_LOCAL = re.compile(r"[a-z]{1,2}\d+")
+_INT_MAX = 2 ** 31 - 1
+_LONG_MAX = 2 ** 63 - 1
+# the kernel prologue line the parameters' declarations follow (src/codegen/c.c)
+_ERR_LINE = re.compile(r"(  int64_t \*const kn_err = \(int64_t \*\)B\[([^\]\n]+)\];\n  \(void\)kn_err;\n)")
+
+
+def _f32(text):
+    """The float a C compiler makes of decimal `text` (round to nearest,
+    ties to even), as a Python float."""
+    exact = Decimal(text)
+    f = np.float32(float(text))
+    best = f
+    for c in (np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(-np.inf))):
+        d, db = abs(Decimal(float(c)) - exact), abs(Decimal(float(best)) - exact)
+        if d < db or (d == db and int(np.array(c).view(np.uint32)) % 2 == 0):
+            best = c
+    return float(best)
+
+
+def _literal(kind, text):
+    """(class, value) of a literal that may be a parameter, else None.
+    Classes: "int", "long" (plain decimals, by C's typing), "i64", "f64", "f32"."""
+    if kind == "i64":
+        return "i64", int(text[8:-1])
+    if kind != "num":
+        return None
+    body = text.rstrip("fF")
+    suffix = text[len(body):]
+    if not re.fullmatch(r"(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?", body):
+        return None   # hexadecimal, or a suffix other than f
+    if "." in body or "e" in body or "E" in body:
+        if suffix == "":
+            return "f64", float(body)
+        return ("f32", _f32(body)) if suffix in ("f", "F") else None
+    if suffix:
+        return None
+    if len(body) > 1 and body[0] == "0":
+        return None   # octal
+    v = int(body)
+    if v <= _INT_MAX:
+        return "int", v
+    return ("long", v) if v <= _LONG_MAX else None
+
+
+def tokens(source):
+    """[(kind, text, start, end)] of a C source, without whitespace."""
+    out = []
+    for m in _TOKEN.finditer(source):
+        kind = m.lastgroup
+        if kind != "ws":
+            out.append((kind, m.group(), m.start(), m.end()))
+    return out
+
+
+_EXPR = {"int": "((int)kn_P[%d])", "long": "((long)kn_P[%d])", "i64": "((int64_t)kn_P[%d])",
+         "f64": "kn_F[%d]", "f32": "((float)kn_F[%d])"}
+
+
+class Build:
+    """A parametric source made from two sources of one graph (see the
+    module doc); `so`/`library` are set once it is compiled."""
+
+    def __init__(self, toks, holes, text):
+        self.toks = [(k, t) for k, t, _, _ in toks]
+        self.holes = holes            # [(token index, class, parameter index)]
+        self.text = text
+        self.library = None
+        self.at = {i: (cls, j) for i, cls, j in holes}
+        self.nints = sum(1 for _, c, _ in holes if c not in ("f64", "f32"))
+        self.nfloats = len(holes) - self.nints
+
+    def match(self, source):
+        """(ints, floats) making this build compute what `source` does, or None."""
+        toks = tokens(source)
+        if len(toks) != len(self.toks):
+            return None
+        ints = [0] * self.nints
+        floats = [0.0] * self.nfloats
+        at = self.at
+        names = _Renaming()
+        for i, ((k, t, _, _), (k0, t0)) in enumerate(zip(toks, self.toks)):
+            h = at.get(i)
+            if h is None:
+                if t != t0 and not (k == k0 == "comment") and not names.same(k0, t0, k, t):
+                    return None
+                continue
+            lit = _literal(k, t)
+            if lit is None or lit[0] != h[0]:
+                return None
+            if h[0] in ("f64", "f32"):
+                floats[h[1]] = lit[1]
+            else:
+                ints[h[1]] = lit[1]
+        return tuple(ints), tuple(floats)
+
+
+class _Renaming:
+    """A one-to-one renaming of local names, grown as tokens are compared."""
+
+    def __init__(self):
+        self.fwd, self.bwd = {}, {}
+
+    def same(self, ka, ta, kb, tb):
+        if ka != "id" or kb != "id" or not _LOCAL.fullmatch(ta) or not _LOCAL.fullmatch(tb):
+            return False
+        fa, fb = self.fwd.get(ta), self.bwd.get(tb)
+        if fa is None and fb is None:
+            self.fwd[ta], self.bwd[tb] = tb, ta
+            return True
+        return fa == tb and fb == ta
+
+
+def _differing(a, b):
+    """Indices of the literals where token lists a and b differ, or None
+    when they differ otherwise (a consistent renaming of locals aside)."""
+    if len(a) != len(b):
+        return None
+    out = []
+    names = _Renaming()
+    for i, ((ka, ta, _, _), (kb, tb, _, _)) in enumerate(zip(a, b)):
+        if ta == tb and not (ka == "id" and _LOCAL.fullmatch(ta)):
+            continue
+        if ka == kb == "comment":
+            continue
+        if names.same(ka, ta, kb, tb):
+            continue
+        la, lb = _literal(ka, ta), _literal(kb, tb)
+        if ka != kb or la is None or lb is None:
+            return None
+        if lb[0] != la[0] and {la[0], lb[0]} != {"int", "long"}:
+            return None
+        out.append(i)
+    return out
+
+
+def make(source, probes):
+    """The parametric Build of `source` whose parameters are the literals
+    that differ in any of `probes` (the same graph's sources at other
+    sizes) that differ from it in literals only; None when none does."""
+    a = tokens(source)
+    where = set()
+    for probe in probes:
+        d = _differing(a, tokens(probe))
+        if d is not None:
+            where.update(d)
+    if not where:
+        return None
+    holes = []
+    counts = {"i": 0, "f": 0}
+    for i in sorted(where):
+        cls = _literal(a[i][0], a[i][1])[0]
+        side = "f" if cls in ("f64", "f32") else "i"
+        holes.append((i, cls, counts[side]))
+        counts[side] += 1
+    pieces, pos = [], 0
+    for i, cls, j in holes:
+        _, _, start, end = a[i]
+        pieces.append(source[pos:start])
+        pieces.append(_EXPR[cls] % j)
+        pos = end
+    pieces.append(source[pos:])
+    text = "".join(pieces)
+    # each kernel reads the parameters from the two frame pointers after its
+    # error record (a kernel without the prologue cannot read them: no build)
+    kernels = text.count("\nvoid ")
+    text, n = _ERR_LINE.subn(
+        lambda m: m.group(1) + f"  const int64_t *const kn_P = (const int64_t *)B[({m.group(2)}) + 1];\n"
+                               f"  const double *const kn_F = (const double *)B[({m.group(2)}) + 2];\n"
+                               "  (void)kn_P;\n  (void)kn_F;\n", text)
+    if n != kernels:
+        return None
+    return Build(a, holes, text)
+
+
+# ------------------------------------------------------------------ the pipeline's side
+def build(template, program, symvals):
+    """Load `program` (a CPU program of one size of template's lowering)
+    from a parametric build: one of template's that matches its source, else
+    a new one made with a probe and compiled.  Returns the shared object's
+    path, or None (nothing loaded: the caller builds the program on its
+    own)."""
+    from . import _C, config, counters, logs, pipeline
+    for b in template.builds:
+        params = b.match(program.source)
+        if params is not None:
+            return _load(b, program, params, counters, hit=True)
+    if template.build_failures >= 2 or len(template.builds) >= 8:
+        return None
+    probes = []
+    for vals in template.probes(symvals):
+        desc = template.describe_at(vals)
+        if desc is not None:
+            probes.append(pipeline._compile(desc, "kn_", template.device).source)
+    made = make(program.source, probes)
+    params = made.match(program.source) if made is not None else None
+    if params is None:
+        template.build_failures += 1
+        logs.emit("dynamic", "no parametric build for this size's kernels (the sources differ in more than "
+                  "literals): built on their own")
+        return None
+    try:
+        with pipeline.phase("cc"):
+            so, cached = pipeline.cc(pipeline._units(_C.prelude(), made.text), config.cc, config.cflags,
+                                     pipeline._salt(), config.compile_jobs)
+        pipeline._built(so[:-3] + ".c", cached)
+        with pipeline.phase("load"):
+            made.library = _C.Library(so)
+    except Exception as e:   # noqa: BLE001  (a literal C needs constant, an array bound: built on their own)
+        if config.debug and not isinstance(e, _C.CompilerError):
+            raise
+        template.build_failures += 1
+        logs.emit("dynamic", "a parametric build failed (%s): this size is built on its own",
+                  str(e).split("\n")[0][:200])
+        return None
+    made.so = so
+    template.builds.append(made)
+    counters.counts["parametric_builds"] += 1
+    if logs.on("dynamic"):
+        logs.emit("dynamic", "a parametric build of %d kernels: %d size literals read as parameters",
+                  program.num_kernels, len(made.holes))
+    return _load(made, program, params, counters, hit=False)
+
+
+def _load(b, program, params, counters, hit):
+    program.set_size_params(*params)
+    program.load(b.library)
+    if hit:
+        counters.counts["parametric_hits"] += 1
+    return b.so

@@ -1,0 +1,288 @@
+"""kiln.template — one symbolic lowering per graph, instantiated per size
+(issue 17, stage 2 of docs/plans/dynamic-shapes.md).
+
+Consumes: a graph with symbolic sizes as kiln/dynamic.py's PerSize holds it
+(placeholders whose example values are fake tensors of symbolic shape and
+SymInts, under the ShapeEnv of the capture that made them).  Produces:
+`Template`, that graph lowered to core ATen once with its sizes symbolic
+(kiln/trace.py's lowering, under the capture's own fake mode) and described
+once (kiln/fx_bridge.describe with every SymInt a `Hole`: the description the
+C core reads, with holes where a size, a stride or a size argument depends
+on the symbols).  `Template.instantiate(args)` fills the holes for one call's
+sizes: the description a static lowering of those sizes would hand the C
+core, at the cost of a walk over it instead of a trace (about half of a new
+size's compile time on the CPU).
+
+Soundness.  The lowering is valid for every size the capture's guards admit
+and the guards the lowering itself added to the ShapeEnv (a decomposition
+that branched on a size, a view that needed divisibility, a value
+specialised): those are kept here (`extra`) and checked for each new size;
+a size that fails one, or whose filled-in input metadata is not the call's,
+is lowered statically instead (`instantiate` returns None).  A graph whose
+lowering leaves a symbolic value kiln cannot fill in (a SymFloat, a SymBool
+argument, an expression outside `symbolic._ARITH`) has no template: every
+size is lowered on its own, as before.
+
+What is not here yet: the C core and the C compiler still run per size
+(stage 3: symbolic kernels).
+"""
+import sympy
+import torch
+
+from . import fx_bridge, symbolic
+
+
+class Hole:
+    """A place in a description that holds the value of expression k."""
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+    def __repr__(self):
+        return f"Hole({self.k})"
+
+
+class Holes:
+    """The distinct size expressions of a description, numbered."""
+
+    def __init__(self):
+        self.exprs = []
+        self.index = {}
+
+    def hole(self, s):
+        """A Hole for SymInt s (an int where its value is a constant)."""
+        if not isinstance(s, torch.SymInt):
+            return int(s)
+        e = symbolic._sym_value(s)
+        if e.is_number:
+            return int(e)
+        k = self.index.get(e)
+        if k is None:
+            k = self.index[e] = len(self.exprs)
+            self.exprs.append(e)
+        return Hole(k)
+
+
+# ------------------------------------------------------------------ printing
+_REL = {"Equality": "==", "Unequality": "!=", "StrictLessThan": "<", "LessThan": "<=",
+        "StrictGreaterThan": ">", "GreaterThan": ">="}
+_FOLD = {"Add": " + ", "Mul": " * ", "FloorDiv": " // ", "CleanDiv": " // ", "Mod": " % ", "PythonMod": " % "}
+
+
+class _Unprintable(Exception):
+    pass
+
+
+def _py(e, names):
+    """Python source computing sympy expression e over the symbols' names."""
+    if e is sympy.true:
+        return "True"
+    if e is sympy.false:
+        return "False"
+    if isinstance(e, sympy.Symbol):
+        if e not in names:
+            raise _Unprintable(f"symbol {e} has no value")
+        return names[e]
+    if e.is_number:
+        if not e.is_integer:
+            raise _Unprintable(f"non-integer constant {e}")
+        return str(int(e))
+    name = type(e).__name__
+    args = [_py(a, names) for a in e.args]
+    for cls in type(e).__mro__:
+        op = _FOLD.get(cls.__name__)
+        if op is not None:
+            return "(" + op.join(args) + ")"
+        if cls.__name__ in ("Max", "Min"):
+            return f"{cls.__name__.lower()}({', '.join(args)})"
+    if name in _REL:
+        return f"({args[0]} {_REL[name]} {args[1]})"
+    if name in ("And", "Or"):
+        return "(" + f" {name.lower()} ".join(args) + ")"
+    if name == "Not":
+        return f"(not {args[0]})"
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) >= 0:
+        return f"({args[0]} ** {int(e.exp)})"
+    raise _Unprintable(f"{name} in {e}")
+
+
+def _function(exprs, checks, names):
+    """A Python function of the symbols' values (a tuple in `names` order)
+    returning (the values of exprs, whether every check holds)."""
+    params = {s: f"v[{i}]" for i, s in enumerate(names)}
+    vals = ", ".join(_py(e, params) for e in exprs)
+    ok = " and ".join(_py(c, params) for c in checks) or "True"
+    src = f"def fill(v):\n    return ({vals}{',' if exprs else ''}), bool({ok})\n"
+    scope = {}
+    exec(compile(src, "<kiln.template>", "exec"), scope)   # noqa: S102  (generated from sympy expressions only)
+    return scope["fill"], src
+
+
+# ------------------------------------------------------------------ building
+def _shape_env(fakes):
+    for f in fakes:
+        if isinstance(f, torch.SymInt):
+            return f.node.shape_env
+        if isinstance(f, torch.Tensor):
+            for s in f.shape:
+                if isinstance(s, torch.SymInt):
+                    return s.node.shape_env
+    return None
+
+
+def _state(env):
+    return (len(env.guards), dict(env.replacements), {s: (r.lower, r.upper) for s, r in env.var_to_range.items()},
+            len(getattr(env, "deferred_runtime_asserts", {}) or {}))
+
+
+def _added(env, before):
+    """The relations the lowering added to env: new guards, replacements of
+    a symbol and narrowed ranges, as sympy booleans."""
+    n, repl, ranges, _ = before
+    out = [g.expr for g in env.guards[n:]]
+    for s, r in env.replacements.items():
+        if repl.get(s) != r:
+            out.append(sympy.Eq(s, r, evaluate=False))
+    for s, vr in env.var_to_range.items():
+        old = ranges.get(s)
+        if old is None or old == (vr.lower, vr.upper):
+            continue
+        lo, hi = symbolic._finite(vr.lower), symbolic._finite(vr.upper)
+        if lo is not None:
+            out.append(sympy.Ge(s, lo, evaluate=False))
+        if hi is not None:
+            out.append(sympy.Le(s, hi, evaluate=False))
+    return out
+
+
+class Template:
+    """A graph's symbolic lowering and description; see the module doc.
+    Raises (errors.Unsupported or whatever the trace raised) when the graph
+    has none: the caller lowers each size on its own."""
+
+    def __init__(self, g, fakes, lower):
+        """g: the graph as the static path lowers it (after kiln/backends'
+        front rewrites), fakes: its placeholders' symbolic example values,
+        lower(g, fakes) -> the ATen graph (kiln/trace.py)."""
+        env = _shape_env(fakes)
+        if env is None:
+            raise fx_bridge.Unsupported("no ShapeEnv")
+        before = _state(env)
+        aten = lower(g, fakes)
+        self.device = fx_bridge.graph_device(aten)
+        holes = Holes()
+        self.desc, self.constants, self.single = fx_bridge.describe(aten, self.device.type, holes=holes)
+        extra = _added(env, before)
+        if len(getattr(env, "deferred_runtime_asserts", {}) or {}) != before[3]:
+            raise fx_bridge.Unsupported("the lowering deferred a runtime assertion")
+        # each symbol's value: from a size argument, else from an input's shape
+        self.sources = []
+        names = []
+        seen = set()
+        for i, f in enumerate(fakes):
+            if isinstance(f, torch.SymInt):
+                e = f.node.expr
+                if isinstance(e, sympy.Symbol) and e not in seen:
+                    seen.add(e)
+                    names.append(e)
+                    self.sources.append((i, None))
+        for i, f in enumerate(fakes):
+            if isinstance(f, torch.Tensor):
+                for d, s in enumerate(f.shape):
+                    e = s.node.expr if isinstance(s, torch.SymInt) else None
+                    if isinstance(e, sympy.Symbol) and e not in seen:
+                        seen.add(e)
+                        names.append(e)
+                        self.sources.append((i, d))
+        # a symbol the capture replaced by another's expression keeps its
+        # own value source, its replacement checked like a guard
+        for s in list(names):
+            r = env.replacements.get(s)
+            if r is not None and r != s:
+                extra.append(sympy.Eq(s, r, evaluate=False))
+        used = set().union(*(e.free_symbols for e in holes.exprs + extra)) if holes.exprs or extra else set()
+        for s in used - set(names):
+            raise fx_bridge.Unsupported(f"size {s} has no source among the graph's inputs")
+        try:
+            self.fill, self.source = _function(holes.exprs, extra, names)
+        except _Unprintable as e:
+            raise fx_bridge.Unsupported(f"a size expression kiln does not compute ({e})") from None
+        self.checks = [str(c) for c in extra]
+        self.nexprs = len(holes.exprs)
+        self.builds = []      # kiln/kernel_params.py's parametric builds of this lowering
+        self.build_failures = 0
+        self.inputs = [i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor)]
+
+    def values(self, args):
+        out = []
+        for i, d in self.sources:
+            a = args[i]
+            out.append(int(a) if d is None else int(a.shape[d]))
+        return tuple(out)
+
+    def describe_at(self, symvals):
+        """The description at these symbol values (nodes, inputs, outputs,
+        Ref), or None when a relation the lowering relied on fails."""
+        vals, ok = self.fill(symvals)
+        if not ok:
+            return None
+        nodes, inputs, outputs, ref = self.desc
+        fill = _filler(vals, ref)
+        return [fill(n) for n in nodes], inputs, [fill(o) for o in outputs], ref
+
+    def probes(self, symvals):
+        """Other symbol values the lowering holds for (each symbol moved a
+        little, so that the C core's size-dependent decisions rarely
+        change), for kiln/kernel_params.py to tell which literals are sizes."""
+        for d in (1, -1, 2, 3, -2):
+            vals = tuple(v + d for v in symvals)
+            if min(vals) >= 2 and self.fill(vals)[1]:
+                yield vals
+
+    def instantiate(self, args):
+        """The description for these arguments' sizes (nodes, inputs,
+        outputs, Ref), or None when a relation the lowering relied on fails
+        for them or the filled-in inputs do not match the call's."""
+        desc = self.describe_at(self.values(args))
+        if desc is None:
+            return None
+        nodes, inputs, outputs, ref = desc
+        # the filled-in input metadata must be the call's tensors' own
+        # (kiln/lowered_cache.py checks it again against the graph compiled)
+        tensors = [args[i] for i in self.inputs]
+        if len(tensors) + len(self.constants) != len(inputs):
+            return None
+        for t, k in zip(tensors, inputs):
+            m = nodes[k][2][0] if nodes[k][2] else None
+            if m is not None and (m[0] != tuple(t.shape) or m[1] != t.stride() or m[3] != t.storage_offset()):
+                return None
+        try:
+            fx_bridge._check_output_views(outputs, nodes, [n[8] for n in nodes])
+        except fx_bridge.Unsupported:
+            return None   # (the static path finds it too, and says why)
+        return nodes, inputs, outputs, ref
+
+
+def _filler(vals, ref):
+    def fill(v):
+        if type(v) is Hole:
+            return vals[v.k]
+        if isinstance(v, tuple):
+            return tuple(fill(x) for x in v) if _has_hole(v) else v
+        if isinstance(v, list):
+            return [fill(x) for x in v]
+        if isinstance(v, dict):
+            return {k: fill(x) for k, x in v.items()}
+        return v
+    return fill
+
+
+def _has_hole(v, depth=0):
+    for x in v:
+        if type(x) is Hole:
+            return True
+        if isinstance(x, (tuple, list, dict)) and depth < 8:
+            if _has_hole(x.values() if isinstance(x, dict) else x, depth + 1):
+                return True
+    return False

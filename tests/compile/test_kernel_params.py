@@ -1,0 +1,106 @@
+"""Parametric builds (kiln/kernel_params.py): the CPU kernels of a graph's
+sizes share one native build where their C differs only in literals."""
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+import kiln
+from kiln import config, kernel_params as kp
+
+
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
+
+
+def _kernel(n, m, scale="0.5f", pragma="", name="t3"):
+    return (f"\nvoid kn_k0(void *const *B)\n{{\n  const float *restrict b0 = (float *)B[0];\n"
+            f"  float *restrict b1 = (float *)B[1];\n  int64_t *const kn_err = (int64_t *)B[2];\n  (void)kn_err;\n"
+            f"{pragma}  for (int64_t v1 = 0; v1 < {n}; v1++) {{\n"
+            f"    const float {name} = b0[(v1 * INT64_C({m})) + INT64_C(-{m})] * {scale};\n"
+            f"    b1[v1] = kn_div_f64((double){name}, {m}.0);\n  }}\n}}\n")
+
+
+def test_literals_that_differ_become_parameters():
+    b = kp.make(_kernel(5, 64), [_kernel(6, 64), _kernel(4, 64)])
+    assert b is not None and len(b.holes) == 1
+    assert "((int)kn_P[0])" in b.text and "INT64_C(64)" in b.text and "kn_P = (const int64_t *)B[(2) + 1]" in b.text
+    assert b.match(_kernel(9, 64)) == ((9,), ())
+    assert b.match(_kernel(9, 32)) is None          # a literal the probes did not move
+    b = kp.make(_kernel(5, 64), [_kernel(6, 72)])
+    assert b.match(_kernel(9, 32)) == ((9, 32, -32), (32.0,))
+    assert "((int64_t)kn_P[1])" in b.text and "((int64_t)kn_P[2])" in b.text and "kn_F[0]" in b.text
+
+
+def test_structure_and_kinds_must_agree():
+    assert kp.make(_kernel(5, 64), [_kernel(5, 64, pragma="  #pragma omp parallel for\n")]) is None
+    b = kp.make(_kernel(5, 64), [_kernel(6, 64)])
+    assert b.match(_kernel(6, 64, pragma="  #pragma omp parallel for\n")) is None
+    assert b.match(_kernel("6L", 64)) is None       # a suffixed literal is another type
+    assert b.match(_kernel(2 ** 31, 64)) is None     # an int literal past INT_MAX is a long in C
+    assert kp.make(_kernel(5, 64), [_kernel(5, 64)]) is None   # nothing differs: no parameter
+
+
+def test_locals_renamed_consistently():
+    b = kp.make(_kernel(5, 64, name="t3"), [_kernel(6, 64, name="t4")])
+    assert b is not None
+    assert b.match(_kernel(7, 64, name="t9")) == ((7,), ())
+    # two names for one local is no renaming
+    src = _kernel(7, 64, name="t9").replace("(double)t9", "(double)t8", 1)
+    assert b.match(src) is None
+
+
+def test_float_literals_keep_their_exact_value():
+    b = kp.make(_kernel(5, 64, scale="0.5f"), [_kernel(5, 64, scale="0.25f")])
+    for text in ("9.99999975e-06", "0.100000001", "3.40282347e+38", "1.17549435e-38"):
+        _, floats = b.match(_kernel(5, 64, scale=text + "f"))
+        want = struct.unpack("f", struct.pack("f", np.float32(text)))[0]
+        assert floats == (want,) and float(np.float32(floats[0])) == floats[0]
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0).train()
+
+
+def test_sizes_share_a_build_and_equal_their_own_builds(monkeypatch):
+    m = _model()
+    cm = kiln.compile(m, dynamic=True)
+    shapes = ((3, 6), (4, 7), (5, 5), (3, 8), (6, 6), (2, 9))
+    with torch.no_grad():
+        got = [cm(torch.randn(b, s, 32, generator=torch.Generator().manual_seed(b * 100 + s))) for b, s in shapes]
+    st = kiln.stats()
+    assert st["parametric_builds"] >= 1 and st["parametric_hits"] >= 2, st
+    # (a size whose kernels the C core shaped otherwise, an OpenMP split, is built on its own)
+    assert st["parametric_builds"] + st["parametric_hits"] <= st["template_instances"] == len(shapes), st
+    # each size built on its own computes bit for bit the same
+    kiln.reset()
+    monkeypatch.setattr(config, "parametric_kernels", False)
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for (b, s), g in zip(shapes, got):
+            want = cm(torch.randn(b, s, 32, generator=torch.Generator().manual_seed(b * 100 + s)))
+            assert torch.equal(g, want), (b, s)
+    assert kiln.stats()["parametric_hits"] == 0
+
+
+def test_off_builds_each_size(monkeypatch):
+    monkeypatch.setattr(config, "parametric_kernels", False)
+    cm = kiln.compile(lambda x: (x * 2).softmax(-1), dynamic=True)
+    for n in (3, 5, 7):
+        x = torch.randn(n, n + 1)
+        torch.testing.assert_close(cm(x), (x * 2).softmax(-1))
+    st = kiln.stats()
+    assert st["parametric_builds"] == 0 and st["parametric_hits"] == 0, st
+
+
+def test_pointwise_and_reductions_over_many_sizes():
+    def f(x, y):
+        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + 1) + y.sum(0), x.amax(0)
+    cf = kiln.compile(f, dynamic=True)
+    for n, k in ((3, 4), (5, 9), (7, 4), (4, 11), (9, 6), (2, 3)):
+        x, y = torch.randn(n, k), torch.randn(n, k)
+        for g, w in zip(cf(x, y), f(x, y)):
+            torch.testing.assert_close(g, w)
+    st = kiln.stats()
+    assert st["parametric_hits"] >= 3, st

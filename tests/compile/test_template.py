@@ -1,0 +1,213 @@
+"""A graph with symbolic sizes is lowered to ATen once and that lowering is
+filled in per size (kiln/template.py, issue 17 stage 2): the same results as
+a trace per size, relations the lowering relied on checked per size."""
+import random
+
+import pytest
+import sympy
+import torch
+
+import kiln
+from kiln import config, template, trace
+
+
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
+
+
+def _layer():
+    torch.manual_seed(0)
+    # train() with dropout 0: the layer's own code (eval() under no_grad is one fused op)
+    return torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0).train()
+
+
+SHAPES = ((2, 5), (3, 7), (5, 4), (2, 9), (4, 4), (3, 7))
+
+
+def test_one_lowering_serves_every_size():
+    m = _layer()
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b, s in SHAPES:
+            x = torch.randn(b, s, 32)
+            torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
+    st = kiln.stats()
+    assert st["fallbacks"] == 0, st
+    assert st["templates"] == 1, st
+    assert st["template_instances"] == st["specializations"] == 5, st   # (3, 7) again: a hit
+    assert st["template_mismatches"] == 0, st
+
+
+def test_torch_compile_automatic_dynamic_uses_one_lowering():
+    m = _layer()
+    cm = torch.compile(m, backend="kiln")
+    with torch.no_grad():
+        for b in (2, 3, 4, 5, 6, 3):
+            x = torch.randn(b, 5, 32)
+            torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
+    st = kiln.stats()
+    assert st["fallbacks"] == 0, st
+    assert st["templates"] == 1, st
+    assert st["template_instances"] == st["specializations"] == 4, st   # 3, 4, 5, 6; then a hit
+    assert st["template_mismatches"] == 0, st
+
+
+def test_tensorified_floats_trace_each_size():
+    # dynamic=True passes the layer's float attributes (eps, dropout p) as
+    # 0-d tensors: each size's graph takes their values as constants
+    m = _layer()
+    cm = torch.compile(m, backend="kiln", dynamic=True)
+    with torch.no_grad():
+        for b, s in SHAPES[:3]:
+            x = torch.randn(b, s, 32)
+            torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
+    st = kiln.stats()
+    assert st["fallbacks"] == 0 and st["template_mismatches"] == 0, st
+
+
+def test_off_traces_each_size(monkeypatch):
+    monkeypatch.setattr(config, "symbolic_lowering", False)
+    m = _layer()
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b, s in SHAPES[:3]:
+            x = torch.randn(b, s, 32)
+            torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
+    st = kiln.stats()
+    assert st["templates"] == 0 and st["template_instances"] == 0 and st["specializations"] == 3, st
+
+
+def test_size_arithmetic_and_views_filled_in():
+    def f(x, y):
+        n = x.shape[0]
+        z = x.view(n * 2, -1) * 2
+        return z.sum(0) + y.repeat(2, 1).sum(0), torch.arange(n) * 3
+    cf = kiln.compile(f, dynamic=True)
+    for n in (4, 6, 10, 6):
+        x, y = torch.randn(n, 8), torch.randn(n, 4)
+        got, want = cf(x, y), f(x, y)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+    st = kiln.stats()
+    assert st["templates"] == 1 and st["template_instances"] == 3 and st["fallbacks"] == 0, st
+
+
+def test_training_graphs_are_traced_per_size():
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    cm = kiln.compile(m, dynamic=True)
+    for b in (3, 5, 7):
+        x = torch.randn(b, 8)
+        cm(x).sum().backward()
+    st = kiln.stats()
+    assert st["templates"] == 0 and st["specializations"] == 3, st
+
+
+def _graph_and_fakes():
+    """A symbolic graph as PerSize holds it, from torch.compile(dynamic=True)."""
+    got = []
+
+    def grab(gm, example_inputs):
+        got.append(gm)
+        return gm.forward
+    torch.compile(lambda x: (x * 2).sum(-1), backend=grab, dynamic=True)(torch.randn(6, 3))
+    gm = got[0]
+    fakes = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    return gm, fakes
+
+
+def _args(fakes, x):
+    """The graph's arguments for input x: its sizes (s0, s1), then x."""
+    assert [type(f) for f in fakes] == [torch.SymInt, torch.SymInt, torch._subclasses.FakeTensor]
+    return [x.shape[0], x.shape[1], x]
+
+
+def test_a_relation_the_lowering_added_is_checked_per_size():
+    gm, fakes = _graph_and_fakes()
+    sym = next(f for f in fakes if isinstance(f, torch.SymInt))
+
+    def lower(g, example_inputs):
+        out = trace._lower(g, example_inputs)
+        bool(sym > 4)   # a decision on a size: the ShapeEnv guards it
+        return out
+    g, _ = trace._tupled(gm)
+    t = template.Template(g, fakes, lower)
+    assert any(">" in c or "<" in c for c in t.checks), t.checks
+    assert t.instantiate(_args(fakes, torch.randn(5, 3))) is not None
+    assert t.instantiate(_args(fakes, torch.randn(3, 3))) is None   # 3 > 4 fails: traced on its own
+
+
+def test_instantiate_refuses_inputs_of_another_layout():
+    gm, fakes = _graph_and_fakes()
+    g, _ = trace._tupled(gm)
+    t = template.Template(g, fakes, trace._lower)
+    assert t.instantiate(_args(fakes, torch.randn(5, 3))) is not None
+    assert t.instantiate(_args(fakes, torch.randn(3, 5).t())) is None   # strides (1, 3)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_printed_size_expressions_match_sympy(seed):
+    from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
+    rng = random.Random(seed)
+    s = sympy.symbols("s0 s1 s2", integer=True, positive=True)
+    leaves = list(s) + [sympy.Integer(k) for k in (2, 3, 7)]
+
+    def expr(depth):
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(leaves)
+        a, b = expr(depth - 1), expr(depth - 1)
+        kind = rng.choice(["add", "mul", "floordiv", "mod", "pymod", "max", "min", "pow"])
+        if kind == "add":
+            return a + b
+        if kind == "mul":
+            return a * b
+        if kind == "floordiv":
+            return FloorDiv(a, rng.choice(leaves))
+        if kind == "mod":
+            return Mod(a, rng.choice(leaves))
+        if kind == "pymod":
+            return PythonMod(a, rng.choice(leaves))
+        if kind == "max":
+            return sympy.Max(a, b)
+        if kind == "min":
+            return sympy.Min(a, b)
+        return a ** 2
+    exprs = [expr(3) for _ in range(30)]
+    exprs = [e for e in exprs if not e.is_number]
+    rels = [sympy.Ge(e, 20, evaluate=False) for e in exprs[:5]] + [sympy.Eq(exprs[0], exprs[1], evaluate=False)]
+    fill, _ = template._function(exprs, [], list(s))
+    for _ in range(20):
+        v = tuple(rng.randint(2, 40) for _ in s)
+        vals, ok = fill(v)
+        assert ok
+        for e, got in zip(exprs, vals):
+            assert got == int(e.subs(dict(zip(s, v)))), (e, v)
+        for r in rels:
+            _, ok = template._function([], [r], list(s))[0](v)
+            assert ok == bool(r.subs(dict(zip(s, v)))), (r, v)
+
+
+def test_an_expression_kiln_does_not_compute_is_refused():
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    with pytest.raises(template._Unprintable):
+        template._function([sympy.sqrt(s)], [], [s])
+    with pytest.raises(template._Unprintable):
+        template._function([s + sympy.Symbol("u0")], [], [s])
+
+
+def test_stats_name_the_counters():
+    st = kiln.stats()
+    for k in ("templates", "template_instances", "template_mismatches"):
+        assert k in st
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_sizes_from_one_lowering():
+    m = _layer().cuda()
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b, s in SHAPES:
+            x = torch.randn(b, s, 32, device="cuda")
+            torch.testing.assert_close(cm(x), m(x), atol=1e-4, rtol=1e-4)
+    st = kiln.stats()
+    assert st["fallbacks"] == 0, st
+    assert st["templates"] == 1 and st["template_instances"] == 5, st
+    assert st["parametric_builds"] == 0, st        # (CPU kernels only)
