@@ -12,9 +12,12 @@ computes exactly what the given source would, or None when the given source
 differs anywhere else (the C core took another decision at that size: an
 OpenMP split, a vector form), so it is compiled on its own.
 
-Why this is exact.  A source matches only when it is the parametric source's
+Why this is sound.  A source matches only when it is the parametric source's
 token stream with each parameter replaced by a literal of the same kind: the
-build then runs the same C statements with the same values.  Literals keep
+build then runs the same C statements with the same values (only the C
+compiler's choices may differ where it no longer knows a value: a float
+reduction whose trip count it does not know may be vectorised in another
+order, which rounds as any order of that sum does).  Literals keep
 their C types: a plain decimal (int, or long past INT_MAX: a value must
 stay in its class), `INT64_C(n)` (int64_t), a double, a float (`1.5f`: the
 parameter holds the float's exact value).  Literals inside preprocessor
@@ -227,6 +230,8 @@ def build(template, program, symvals):
     path, or None (nothing loaded: the caller builds the program on its
     own)."""
     from . import _C, config, counters, logs, pipeline
+    for hook in pipeline.build_hooks:
+        hook([program])
     for b in template.builds:
         params = b.match(program.source)
         if params is not None:

@@ -121,7 +121,7 @@ class given_lowering:
 
 def _take_given(gm, example_inputs):
     """The given description, once, when it fits gm: its outputs, and its
-    inputs' sizes, strides and offsets those of example_inputs."""
+    inputs' sizes, strides, offsets and dtypes those of example_inputs."""
     make = getattr(_given, "value", None)
     if make is None:
         return None
@@ -135,7 +135,8 @@ def _take_given(gm, example_inputs):
         len(inputs) == len(example_inputs) + len(constants)
     for t, k in zip(example_inputs, inputs) if fits else ():
         m = nodes[k][2][0] if nodes[k][2] else None
-        if m is not None and (m[0] != tuple(t.shape) or m[1] != t.stride() or m[3] != t.storage_offset()):
+        if m is not None and (m[0] != tuple(t.shape) or m[1] != t.stride() or m[3] != t.storage_offset() or
+                              m[2] != fx_bridge.DTYPE_CODE.get(t.dtype)):
             fits = False
             break
     if not fits:
