@@ -47,7 +47,7 @@ _TOKEN = re.compile(r"""
 # the C core's local names (temporaries, accumulators, loop variables,
 # buffers): numbered by creation, so two sizes' kernels may number them
 # differently; a consistent renaming is the same program
-_LOCAL = re.compile(r"[a-z]{1,2}\d+")
+_LOCAL = re.compile(r"[a-z]{1,2}\d+(?:_\d+)?")
 _INT_MAX = 2 ** 31 - 1
 _LONG_MAX = 2 ** 63 - 1
 # the kernel prologue line the parameters' declarations follow (src/codegen/c.c)
@@ -92,14 +92,39 @@ def _literal(kind, text):
     return ("long", v) if v <= _LONG_MAX else None
 
 
+# an outer loop's OpenMP split (src/codegen/c.c par_outer): the C core takes
+# it by size alone, and the loop is the same with or without it, so a build
+# takes it at run time (`if(kn_P[j])`) and sources may differ in it
+_PARFOR = re.compile(r"#pragma omp parallel for (?:collapse\(\d+\) )?schedule\(static\)")
+
+
 def tokens(source):
-    """[(kind, text, start, end)] of a C source, without whitespace."""
-    out = []
+    """([(kind, text, start, end)], {position: (pragma, start, end)}) of a C
+    source: its tokens without whitespace (a pragma's own tokens kinds
+    "pp*" and "id", its line's end a "ppend"), and apart, each outer loop's
+    OpenMP split at the position of the token it precedes."""
+    out, splits = [], {}
     for m in _TOKEN.finditer(source):
         kind = m.lastgroup
-        if kind != "ws":
-            out.append((kind, m.group(), m.start(), m.end()))
-    return out
+        if kind == "ws":
+            continue
+        text = m.group()
+        if kind == "pp":
+            line = text.rstrip()
+            if _PARFOR.fullmatch(line):
+                splits[len(out)] = (line, m.start(), m.start() + len(line))
+                continue
+            # (its local names are renamed as the code's; its numbers are fixed)
+            out.append(("pp", "#", m.start(), m.start() + 1))
+            for sm in _TOKEN.finditer(text, 1):
+                sk = sm.lastgroup
+                if sk != "ws":
+                    out.append((sk if sk == "id" else "pp" + sk, sm.group(), sm.start() + m.start(),
+                                sm.end() + m.start()))
+            out.append(("ppend", "", m.end(), m.end()))
+            continue
+        out.append((kind, text, m.start(), m.end()))
+    return out, splits
 
 
 _EXPR = {"int": "((int)kn_P[%d])", "long": "((long)kn_P[%d])", "i64": "((int64_t)kn_P[%d])",
@@ -110,28 +135,37 @@ class Build:
     """A parametric source made from two sources of one graph (see the
     module doc); `so`/`library` are set once it is compiled."""
 
-    def __init__(self, toks, holes, text):
+    def __init__(self, toks, holes, splits, text):
         self.toks = [(k, t) for k, t, _, _ in toks]
         self.holes = holes            # [(token index, class, parameter index)]
+        self.splits = splits          # {position: (pragma, int parameter index)}
         self.text = text
         self.library = None
         self.at = {i: (cls, j) for i, cls, j in holes}
-        self.nints = sum(1 for _, c, _ in holes if c not in ("f64", "f32"))
-        self.nfloats = len(holes) - self.nints
+        self.nints = sum(1 for _, c, _ in holes if c not in ("f64", "f32")) + len(splits)
+        self.nfloats = len(holes) - (self.nints - len(splits))
 
     def match(self, source):
         """(ints, floats) making this build compute what `source` does, or None."""
-        toks = tokens(source)
+        toks, splits = tokens(source)
         if len(toks) != len(self.toks):
             return None
         ints = [0] * self.nints
+        for p, (line, _, _) in splits.items():
+            mine = self.splits.get(p)
+            if mine is None or mine[0] != line:
+                return None
+            ints[mine[1]] = 1
         floats = [0.0] * self.nfloats
         at = self.at
         names = _Renaming()
         for i, ((k, t, _, _), (k0, t0)) in enumerate(zip(toks, self.toks)):
             h = at.get(i)
             if h is None:
-                if t != t0 and not (k == k0 == "comment") and not names.same(k0, t0, k, t):
+                if k == k0 == "id" and _LOCAL.fullmatch(t0):
+                    if not names.same(k0, t0, k, t):
+                        return None
+                elif t != t0 and not (k == k0 == "comment"):
                     return None
                 continue
             lit = _literal(k, t)
@@ -185,15 +219,23 @@ def _differing(a, b):
 
 def make(source, probes):
     """The parametric Build of `source` whose parameters are the literals
-    that differ in any of `probes` (the same graph's sources at other
-    sizes) that differ from it in literals only; None when none does."""
-    a = tokens(source)
+    and OpenMP splits that differ in any of `probes` (the same graph's
+    sources at other sizes) that differ from it in those only; None when
+    none does."""
+    a, a_splits = tokens(source)
     where = set()
+    lines = {p: v[0] for p, v in a_splits.items()}
+    varies = False
     for probe in probes:
-        d = _differing(a, tokens(probe))
-        if d is not None:
-            where.update(d)
-    if not where:
+        b, b_splits = tokens(probe)
+        d = _differing(a, b)
+        if d is None or any(lines.get(p, line) != line for p, (line, _, _) in b_splits.items()):
+            continue
+        where.update(d)
+        varies = varies or set(b_splits) != set(a_splits)
+        for p, (line, _, _) in b_splits.items():
+            lines.setdefault(p, line)
+    if not where and not varies:
         return None
     holes = []
     counts = {"i": 0, "f": 0}
@@ -202,11 +244,26 @@ def make(source, probes):
         side = "f" if cls in ("f64", "f32") else "i"
         holes.append((i, cls, counts[side]))
         counts[side] += 1
+    # the edits to source: (start, end, text), in order
+    edits = [(a[i][2], a[i][3], _EXPR[cls] % j) for i, cls, j in holes]
+    splits = {}
+    for p in sorted(lines):
+        j = counts["i"]
+        counts["i"] += 1
+        splits[p] = (lines[p], j)
+        cond = f"{lines[p]} if(kn_P[{j}])"
+        if p in a_splits:
+            edits.append((a_splits[p][1], a_splits[p][2], cond))
+        else:   # a line of its own before the loop's
+            at = source.rfind("\n", 0, a[p][2]) + 1
+            edits.append((at, at, cond + "\n"))
+    edits.sort(key=lambda e: (e[0], e[1]))
     pieces, pos = [], 0
-    for i, cls, j in holes:
-        _, _, start, end = a[i]
+    for start, end, new in edits:
+        if start < pos:
+            return None   # (edits never overlap; refuse rather than guess)
         pieces.append(source[pos:start])
-        pieces.append(_EXPR[cls] % j)
+        pieces.append(new)
         pos = end
     pieces.append(source[pos:])
     text = "".join(pieces)
@@ -219,10 +276,12 @@ def make(source, probes):
                                "  (void)kn_P;\n  (void)kn_F;\n", text)
     if n != kernels:
         return None
-    return Build(a, holes, text)
+    return Build(a, holes, splits, text)
 
 
 # ------------------------------------------------------------------ the pipeline's side
+_MOST_BUILDS = 32     # parametric builds kept per lowering
+_RECENT = 4           # sources of sizes built on their own kept as probes
 def build(template, program, symvals):
     """Load `program` (a CPU program of one size of template's lowering)
     from a parametric build: one of template's that matches its source, else
@@ -236,9 +295,12 @@ def build(template, program, symvals):
         params = b.match(program.source)
         if params is not None:
             return _load(b, program, params, counters, hit=True)
-    if template.build_failures >= 2 or len(template.builds) >= 8:
+    if template.build_failures >= 2 or len(template.builds) >= _MOST_BUILDS:
         return None
-    probes = []
+    # the probes: the lowering at nearby sizes, and the latest sizes built
+    # on their own (a shape of the kernels the probes do not share, an
+    # OpenMP split past a threshold, has its build at its second size)
+    probes = list(template.recent)
     for vals in template.probes(symvals):
         desc = template.describe_at(vals)
         if desc is not None:
@@ -246,9 +308,10 @@ def build(template, program, symvals):
     made = make(program.source, probes)
     params = made.match(program.source) if made is not None else None
     if params is None:
-        template.build_failures += 1
-        logs.emit("dynamic", "no parametric build for this size's kernels (the sources differ in more than "
-                  "literals): built on their own")
+        template.recent.append(program.source)
+        del template.recent[:-_RECENT]
+        logs.emit("dynamic", "no parametric build for this size's kernels (no other size's differ from them in "
+                  "literals only): built on their own")
         return None
     try:
         with pipeline.phase("cc"):

@@ -211,6 +211,7 @@ class Template:
         self.checks = [str(c) for c in extra]
         self.nexprs = len(holes.exprs)
         self.builds = []      # kiln/kernel_params.py's parametric builds of this lowering
+        self.recent = []      # and the C of its latest sizes built on their own
         self.build_failures = 0
         self.inputs = [i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor)]
 

@@ -50,6 +50,28 @@ def test_locals_renamed_consistently():
     assert b.match(src) is None
 
 
+def test_an_outer_loops_openmp_split_is_taken_at_run_time():
+    par = "  #pragma omp parallel for schedule(static)\n"
+    b = kp.make(_kernel(5, 64), [_kernel(6, 64, pragma=par)])
+    assert b is not None
+    assert "#pragma omp parallel for schedule(static) if(kn_P[1])\n  for (int64_t v1" in b.text
+    assert b.match(_kernel(9, 64)) == ((9, 0), ())
+    assert b.match(_kernel(900, 64, pragma=par)) == ((900, 1), ())
+    assert b.match(_kernel(9, 64, pragma=par.replace("for", "for collapse(2)"))) is None
+    # the source's own split is kept, with its condition
+    b = kp.make(_kernel(6, 64, pragma=par), [_kernel(5, 64)])
+    assert b.text.count("#pragma omp parallel for schedule(static) if(kn_P[1])") == 1
+    assert b.match(_kernel(5, 64)) == ((5, 0), ())
+
+
+def test_a_pragmas_local_names_are_renamed_with_the_code():
+    red = "  #pragma omp simd reduction(+:{})\n"
+    b = kp.make(_kernel(5, 64, name="t3", pragma=red.format("t3")), [_kernel(6, 64, name="t4", pragma=red.format("t4"))])
+    assert b is not None and len(b.holes) == 1
+    assert b.match(_kernel(7, 64, name="t9", pragma=red.format("t9"))) == ((7,), ())
+    assert b.match(_kernel(7, 64, name="t9", pragma=red.format("t8"))) is None
+
+
 def test_float_literals_keep_their_exact_value():
     b = kp.make(_kernel(5, 64, scale="0.5f"), [_kernel(5, 64, scale="0.25f")])
     for text in ("9.99999975e-06", "0.100000001", "3.40282347e+38", "1.17549435e-38"):
