@@ -22,7 +22,9 @@ their C types: a plain decimal (int, or long past INT_MAX: a value must
 stay in its class), `INT64_C(n)` (int64_t), a double, a float (`1.5f`: the
 parameter holds the float's exact value).  Literals inside preprocessor
 lines, string literals and suffixed or hexadecimal ones are never
-parameters.  The kernels read the parameters from frame pointers nbufs + 1
+parameters.  One pragma is: an outer loop's OpenMP split, which the C core
+decides by size alone and which leaves the loop as it is, becomes
+`#pragma omp parallel for ... if(kn_P[j])` with a flag per size.  The kernels read the parameters from frame pointers nbufs + 1
 (int64) and nbufs + 2 (double) (src/runtime/run.c, `set_size_params`).
 
 What is not here: CUDA kernels (their launch sizes are chosen per size too:
