@@ -32,9 +32,8 @@ each size is built on its own, its cubin cached by source) and symbolic
 decisions in the C core itself (stage 3 proper, docs/plans/dynamic-shapes.md).
 """
 import re
+import struct
 from decimal import Decimal
-
-import numpy as np
 
 _TOKEN = re.compile(r"""
  (?P<ws>\s+)
@@ -58,15 +57,19 @@ _ERR_LINE = re.compile(r"(  int64_t \*const kn_err = \(int64_t \*\)B\[([^\]\n]+)
 
 def _f32(text):
     """The float a C compiler makes of decimal `text` (round to nearest,
-    ties to even), as a Python float."""
+    ties to even), as a Python float: the float32 nearest the exact decimal
+    among the one its double rounds to and that one's neighbours."""
     exact = Decimal(text)
-    f = np.float32(float(text))
-    best = f
-    for c in (np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(-np.inf))):
-        d, db = abs(Decimal(float(c)) - exact), abs(Decimal(float(best)) - exact)
-        if d < db or (d == db and int(np.array(c).view(np.uint32)) % 2 == 0):
-            best = c
-    return float(best)
+    bits = struct.unpack("<I", struct.pack("<f", float(text)))[0]
+    best = None
+    for b in (bits - 1, bits, bits + 1):
+        if not 0 <= b < 0x7F800000:
+            continue
+        v = struct.unpack("<f", struct.pack("<I", b))[0]
+        key = (abs(Decimal(v) - exact), b % 2)
+        if best is None or key < best[0]:
+            best = (key, v)
+    return best[1]
 
 
 def _literal(kind, text):
