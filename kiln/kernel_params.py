@@ -287,6 +287,8 @@ def make(source, probes):
 # ------------------------------------------------------------------ the pipeline's side
 _MOST_BUILDS = 32     # parametric builds kept per lowering
 _RECENT = 4           # sources of sizes built on their own kept as probes
+
+
 def build(template, program, symvals):
     """Load `program` (a CPU program of one size of template's lowering)
     from a parametric build: one of template's that matches its source, else

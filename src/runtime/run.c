@@ -1133,8 +1133,7 @@ bytes_hash(const void *p, size_t n)
 
 /* oneDNN with the packed weight against ATen's addmm/mm, per shape, decided
    once per process by timing both on the first call (MKL's sgemm is fast on
-   some CPUs and slow on others): (M rounded up to a power of two, K, N,
-   bias, w_kn) -> False/True. */
+   some CPUs and slow on others): (M, K, N, bias, w_kn) -> False/True. */
 static PyObject *linear_choice;
 static int linear_force = -1; /* -1: measure; 0: always ATen; 1: always packed */
 
@@ -1230,12 +1229,7 @@ run_linear(ProgramObject *p, frame *f, rstep *st)
         return run_extern(p, f, st);
     }
     rbuf *w = &p->bufs[st->in[1]], *x = &p->bufs[st->in[0]];
-    /* rows by power of two: a graph compiled for many sizes (a symbolic
-       one, kiln/dynamic.py) times a layer once per bucket, not per size */
-    long long rows = 1;
-    while (rows < st->rows && rows < (1LL << 40))
-        rows <<= 1;
-    PyObject *key = Py_BuildValue("(LOOii)", rows, PyTuple_GET_ITEM(x->size, 1),
+    PyObject *key = Py_BuildValue("(LOOii)", (long long)st->rows, PyTuple_GET_ITEM(x->size, 1),
                                   PyTuple_GET_ITEM(w->size, st->w_kn ? 1 : 0), st->has_bias, st->w_kn);
     if (key == NULL)
         return -1;
