@@ -9,8 +9,8 @@ with every literal that differs between the two (a loop bound, an index
 coefficient, a mean's divisor) read from a size parameter instead, compiled
 once; and `Build.match(source)`, the parameter values under which that build
 computes exactly what the given source would, or None when the given source
-differs anywhere else (the C core took another decision at that size: an
-OpenMP split, a vector form), so it is compiled on its own.
+differs anywhere else (the C core took another decision at that size: a
+split reduction, a loop form), so it is compiled on its own.
 
 Why this is sound.  A source matches only when it is the parametric source's
 token stream with each parameter replaced by a literal of the same kind: the
@@ -24,8 +24,9 @@ parameter holds the float's exact value).  Literals inside preprocessor
 lines, string literals and suffixed or hexadecimal ones are never
 parameters.  One pragma is: an outer loop's OpenMP split, which the C core
 decides by size alone and which leaves the loop as it is, becomes
-`#pragma omp parallel for ... if(kn_P[j])` with a flag per size.  The kernels read the parameters from frame pointers nbufs + 1
-(int64) and nbufs + 2 (double) (src/runtime/run.c, `set_size_params`).
+`#pragma omp parallel for ... if(kn_P[j])` with a flag per size.  The
+kernels read the parameters from frame pointers nbufs + 1 (int64) and
+nbufs + 2 (double) (src/runtime/run.c, `set_size_params`).
 
 What is not here: CUDA kernels (their launch sizes are chosen per size too:
 each size is built on its own, its cubin cached by source) and symbolic
