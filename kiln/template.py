@@ -26,6 +26,8 @@ size is lowered on its own, as before.
 What is not here yet: the C core and the C compiler still run per size
 (stage 3: symbolic kernels).
 """
+import operator
+
 import sympy
 import torch
 
@@ -67,7 +69,8 @@ class Holes:
 # ------------------------------------------------------------------ printing
 _REL = {"Equality": "==", "Unequality": "!=", "StrictLessThan": "<", "LessThan": "<=",
         "StrictGreaterThan": ">", "GreaterThan": ">="}
-_FOLD = {"Add": " + ", "Mul": " * ", "FloorDiv": " // ", "CleanDiv": " // ", "Mod": " % ", "PythonMod": " % "}
+# the Python text of symbolic._ARITH's operators (which sympy nodes they are is that table's)
+_INFIX = {operator.add: " + ", operator.mul: " * ", operator.floordiv: " // ", operator.mod: " % "}
 
 
 class _Unprintable(Exception):
@@ -90,12 +93,10 @@ def _py(e, names):
         return str(int(e))
     name = type(e).__name__
     args = [_py(a, names) for a in e.args]
-    for cls in type(e).__mro__:
-        op = _FOLD.get(cls.__name__)
-        if op is not None:
-            return "(" + op.join(args) + ")"
-        if cls.__name__ in ("Max", "Min"):
-            return f"{cls.__name__.lower()}({', '.join(args)})"
+    row = symbolic._arith(e)
+    if row is not None:
+        op = row[0]
+        return "(" + _INFIX[op].join(args) + ")" if op in _INFIX else f"{op.__name__}({', '.join(args)})"
     if name in _REL:
         return f"({args[0]} {_REL[name]} {args[1]})"
     if name in ("And", "Or"):
