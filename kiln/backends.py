@@ -168,7 +168,11 @@ def _front(gm):
     gm = _exact_expands(gm)
     g, extra, untuple = _keep_index_checks(gm)
 
-    def finish(fn):
+    def finish(fn, eager=None):
+        """(eager: what replays the call on an error, in place of gm: a
+        symbolic graph's compiled size takes its tensors alone)"""
+        if eager is not None:
+            return _EagerOnError(fn if not extra else _dropping(fn, extra, untuple), eager)
         if isinstance(fn, EagerGraph):
             return EagerGraph(gm, fn.reason, fn.kiln_stats["aten_ops"])
         if fn == g.forward:
@@ -176,16 +180,19 @@ def _front(gm):
             # runs, so a replay after an error would write twice (and the kept
             # index checks are eager's own: the captured graph runs them)
             return gm.forward
-        if not extra:
-            return _EagerOnError(fn, gm)
-
-        def checked(*args):
-            out = fn(*args)
-            return out[0] if untuple else type(out)(out[:-extra]) if isinstance(out, tuple) else out[:-extra]
-        checked._kiln_pure = getattr(fn, "_kiln_pure", False)
-        checked.kiln_stats = getattr(fn, "kiln_stats", None)
-        return _EagerOnError(checked, gm)
+        return _EagerOnError(fn if not extra else _dropping(fn, extra, untuple), gm)
     return g, finish
+
+
+def _dropping(fn, extra, untuple):
+    """fn without its last `extra` outputs (the kept index checks'), its
+    one remaining output alone where untuple."""
+    def checked(*args):
+        out = fn(*args)
+        return out[0] if untuple else type(out)(out[:-extra]) if isinstance(out, tuple) else out[:-extra]
+    checked._kiln_pure = getattr(fn, "_kiln_pure", False)
+    checked.kiln_stats = getattr(fn, "kiln_stats", None)
+    return checked
 
 
 def _eager_rejects(gm, example_inputs):

@@ -116,3 +116,9 @@ symbolic_lowering = os.environ.get("KILN_SYMBOLIC_LOWERING", "1") not in ("0", "
 # C differs only in literals, read as size parameters (kiln/kernel_params.py);
 # off: each size's kernels are built on their own.
 parametric_kernels = os.environ.get("KILN_PARAMETRIC_KERNELS", "1") not in ("0", "")
+# once one size of such a graph compiled from its symbolic lowering, later
+# sizes skip the static path (the specialised graph, the front rewrites,
+# kiln's checks on eager's kernels) and go from the filled-in lowering
+# straight to the C core (kiln/dynamic.py PerSize._direct); off: every size
+# takes the static path.
+direct_sizes = os.environ.get("KILN_DIRECT_SIZES", "1") not in ("0", "")

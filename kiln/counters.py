@@ -27,7 +27,7 @@ build_counts = {"compiled": 0, "cached": 0}
 
 _ZERO = {"graph_breaks": 0, "compiles": 0, "fallbacks": 0, "extern_ops": 0, "cache_hits": 0,
          "lowering_cache_hits": 0, "compile_seconds": 0.0, "symbolic_graphs": 0, "specializations": 0, "dynamic_dims": 0,
-         "templates": 0, "template_instances": 0, "template_mismatches": 0, "template_failures": 0,
+         "templates": 0, "template_instances": 0, "direct_sizes": 0, "template_mismatches": 0, "template_failures": 0,
          "parametric_builds": 0, "parametric_hits": 0}
 counts = dict(_ZERO)
 
@@ -51,6 +51,12 @@ def stats():
     symbolic_graphs graphs with symbolic sizes the backend took (kiln's capture or TorchDynamo's)
     specializations compiles of a symbolic graph for one set of sizes (each also counted in
                     compiles; kiln/dynamic.py)
+    templates, template_instances, template_mismatches, template_failures  symbolic
+                    lowerings made, sizes filled in from one, sizes that failed a
+                    relation it relied on, graphs that have none (kiln/template.py)
+    direct_sizes    sizes filled in from a symbolic lowering straight to the C core
+    parametric_builds, parametric_hits  CPU builds with sizes as parameters, and sizes
+                    that reused one (kiln/kernel_params.py)
     frames_run_as_python  frames kiln handed to CPython: cache_size_limit reached, too deep
                     in the recursion limit, or a capture failure
     and the capture's own counters by name (kiln._C.capture_stats)."""

@@ -153,6 +153,7 @@ class PerSize:
         # options, max-autotune): the per-size compiles happen later
         self.settings = _settings()
         self.template = _UNTRIED
+        self.direct = False   # later sizes compiled by _direct (once one took the template)
         self.kiln_stats = {"symbolic": True, "sizes_built": 0}
         counters.counts["symbolic_graphs"] += 1
         if logs.on("dynamic"):
@@ -174,17 +175,24 @@ class PerSize:
 
     def _build(self, args, key):
         shapes = tuple(tuple(args[i].shape) if isinstance(args[i], torch.Tensor) else None for i in self.tpos)
-        fn = None
-        try:
-            g, tensors = specialize(self.gm, args, self.positions)
-        except Exception as e:   # noqa: BLE001  (classified: unsupported or a kiln bug)
-            reason = errors.fall_back(e, f"specialising a symbolic graph to sizes {list(key)} (kiln.dynamic)")
-            counters.fallback(0, reason)
-            fn = self._eager(args)
+        fn = self._direct(args, key) if self.direct else None
+        g = None
         if fn is None:
+            try:
+                g, tensors = specialize(self.gm, args, self.positions)
+            except Exception as e:   # noqa: BLE001  (classified: unsupported or a kiln bug)
+                reason = errors.fall_back(e, f"specialising a symbolic graph to sizes {list(key)} (kiln.dynamic)")
+                counters.fallback(0, reason)
+                fn = self._eager(args)
+        if g is not None:
             with _applied(self.settings):
-                with lowered_cache.given_lowering(lambda: self._described(args, key)):
+                given = lowered_cache.given_lowering(lambda: self._described(args, key))
+                with given:
                     fn = self.compile_fn(g, tensors)
+            # the static path took the filled-in lowering: kiln's checks
+            # passed on this graph, so later sizes may take it directly
+            self.direct = self.direct or (given.taken and config.direct_sizes)
+        if g is not None or self.direct:
             for wrap in self.post:
                 fn = wrap(fn)
         counters.counts["specializations"] += 1
@@ -196,6 +204,31 @@ class PerSize:
         if len(self.built) > max(1, config.dynamic_specializations):
             self.built.popitem(last=False)
         return self.built[key]
+
+    def _direct(self, args, key):
+        """A size compiled from the symbolic lowering alone: the description
+        filled in, the C core, the parametric build; no specialised graph,
+        no trace, no re-run of kiln's checks (they hold for every size the
+        guards admit once they held for one: the capture's guards and the
+        lowering's relations carry every fact about sizes they used).  None
+        where the lowering does not fit these sizes (the static path then
+        compiles them)."""
+        from . import backends, runners
+        given = self._described(args, key)
+        if given is None:
+            return None
+        t = self.template
+        with _applied(self.settings), counters.timed(f"sizes {list(key)} of a symbolic graph"):
+            cg = lowered_cache._from_template(given, None)
+        if not isinstance(cg, runners.CompiledGraph):
+            return None
+        fn = runners._Flat(cg)
+        if t.unwrap:
+            fn = runners._Unwrap(fn)
+            fn.kiln_stats = cg.kiln_stats
+        fn._kiln_pure = True
+        counters.counts["direct_sizes"] += 1
+        return t.finish(fn, eager=self._eager(args))
 
     def _described(self, args, key):
         """This size's description from the graph's symbolic lowering
@@ -256,9 +289,10 @@ def _make_template(gm):
         return None
     try:
         with counters.timed(f"a symbolic lowering of {sum(1 for _ in gm.graph.nodes)} nodes"):
-            g, _ = backends._front(gm)
-            g, _ = trace._tupled(g)
+            g, finish = backends._front(gm)
+            g, unwrap = trace._tupled(g)
             t = template.Template(g, fakes, trace._lower)
+            t.finish, t.unwrap = finish, unwrap   # (how the static path wraps a size's compiled graph)
     except Exception as e:   # noqa: BLE001
         # whatever the symbolic trace refuses (an op without a symbolic
         # meta function, data-dependent sizes, mutation it cannot trace):

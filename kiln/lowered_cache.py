@@ -66,6 +66,7 @@ def _compile_inference(gm, example_inputs):
     if given is not None:
         cg = _from_template(given, path)
         if cg is not None:
+            _given.taken = True
             return cg
     blob = None
     try:
@@ -110,13 +111,15 @@ class given_lowering:
 
     def __init__(self, described):
         self.described = described
+        self.taken = False   # (after the block: whether the compile used it)
 
     def __enter__(self):
-        self.saved = getattr(_given, "value", None)
-        _given.value = self.described
+        self.saved = getattr(_given, "value", None), getattr(_given, "taken", False)
+        _given.value, _given.taken = self.described, False
 
     def __exit__(self, *exc):
-        _given.value = self.saved
+        self.taken = _given.taken
+        _given.value, _given.taken = self.saved
 
 
 def _take_given(gm, example_inputs):
@@ -148,7 +151,7 @@ def _take_given(gm, example_inputs):
 
 def _from_template(given, path):
     """A CompiledGraph from a given description (written to the disk cache
-    like a traced one), or None where it fails to compile: the caller then
+    at path like a traced one, unless path is None), or None where it fails to compile: the caller then
     traces the graph, whose failure is classified as usual."""
     desc, constants, single, dev, template, symvals = given
     t0 = time.perf_counter()
@@ -168,7 +171,8 @@ def _from_template(given, path):
         return None
     counters.counts["template_instances"] += 1
     counters.graph(cg.kiln_stats)
-    _cache_write(path, lambda: pickle.dumps((fx_bridge.portable(desc), constants, single, dev)))
+    if path is not None:
+        _cache_write(path, lambda: pickle.dumps((fx_bridge.portable(desc), constants, single, dev)))
     return cg
 
 

@@ -35,6 +35,39 @@ def test_one_lowering_serves_every_size():
     assert st["templates"] == 1, st
     assert st["template_instances"] == st["specializations"] == 5, st   # (3, 7) again: a hit
     assert st["template_mismatches"] == 0, st
+    # the first size took the static path; the others went straight to the C core
+    assert st["direct_sizes"] == 4, st
+
+
+def test_direct_sizes_off_take_the_static_path(monkeypatch):
+    monkeypatch.setattr(config, "direct_sizes", False)
+    m = _layer()
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b, s in SHAPES[:3]:
+            x = torch.randn(b, s, 32)
+            torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
+    st = kiln.stats()
+    assert st["direct_sizes"] == 0 and st["template_instances"] == 3, st
+
+
+def test_a_direct_size_raises_eagers_index_error():
+    # the kept index checks (kiln/index_checks.py) hold at sizes compiled
+    # directly from the lowering: eager's exception, nothing written
+    def f(x, i):
+        return x[i] * 2 + 1
+    cf = kiln.compile(f, dynamic=True)
+    for n in (5, 7, 9):
+        x, i = torch.randn(n, 3), torch.randint(0, n, (n + 1,))
+        torch.testing.assert_close(cf(x, i), f(x, i))
+    assert kiln.stats()["direct_sizes"] >= 1, kiln.stats()
+    x, i = torch.randn(6, 3), torch.tensor([0, 2, 9, 1, 1, 1, 1])   # 9 is past the end
+    with pytest.raises(IndexError):
+        f(x, i)
+    with pytest.raises(IndexError):
+        cf(x, i)
+    st = kiln.stats()
+    assert st["direct_sizes"] >= 2 and st["fallbacks"] == 0, st
 
 
 def test_torch_compile_automatic_dynamic_uses_one_lowering():
@@ -195,7 +228,7 @@ def test_an_expression_kiln_does_not_compute_is_refused():
 
 def test_stats_name_the_counters():
     st = kiln.stats()
-    for k in ("templates", "template_instances", "template_mismatches"):
+    for k in ("templates", "template_instances", "template_mismatches", "direct_sizes"):
         assert k in st
 
 
