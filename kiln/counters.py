@@ -27,7 +27,7 @@ build_counts = {"compiled": 0, "cached": 0}
 
 _ZERO = {"graph_breaks": 0, "compiles": 0, "fallbacks": 0, "extern_ops": 0, "cache_hits": 0,
          "lowering_cache_hits": 0, "compile_seconds": 0.0, "symbolic_graphs": 0, "specializations": 0, "dynamic_dims": 0,
-         "templates": 0, "template_instances": 0, "direct_sizes": 0, "template_mismatches": 0, "template_failures": 0,
+         "templates": 0, "template_instances": 0, "direct_sizes": 0, "size_plans": 0, "template_mismatches": 0, "template_failures": 0,
          "parametric_builds": 0, "parametric_hits": 0}
 counts = dict(_ZERO)
 
@@ -49,12 +49,15 @@ def stats():
     dynamic_dims    input dims kiln's capture made symbols because their size changed
                     (automatic dynamic) or mark_dynamic marked them
     symbolic_graphs graphs with symbolic sizes the backend took (kiln's capture or TorchDynamo's)
-    specializations compiles of a symbolic graph for one set of sizes (each also counted in
-                    compiles; kiln/dynamic.py)
+    specializations sizes of a symbolic graph compiled (each also counted in compiles, or in
+                    size_plans; kiln/dynamic.py)
     templates, template_instances, template_mismatches, template_failures  symbolic
                     lowerings made, sizes filled in from one, sizes that failed a
                     relation it relied on, graphs that have none (kiln/template.py)
     direct_sizes    sizes filled in from a symbolic lowering straight to the C core
+    size_plans      sizes of a symbolic graph whose kernels came from an existing
+                    parametric build (the C core planned them, nothing was built):
+                    not counted in compiles
     parametric_builds, parametric_hits  CPU builds with sizes as parameters, and sizes
                     that reused one (kiln/kernel_params.py)
     frames_run_as_python  frames kiln handed to CPython: cache_size_limit reached, too deep
@@ -97,7 +100,7 @@ def count(st):
                 logs.emit("fallbacks", "a graph of %d ATen ops runs through ATen: %s", st.get("aten_ops", 0),
                           st.get("reason", "?"))
         else:
-            counts["compiles"] += 1
+            counts["size_plans" if st.get("parametric_hit") else "compiles"] += 1
             counts["extern_ops"] += st.get("externs", 0)
             if logs.on("perf"):
                 ext = sorted(set(map(str, st.get("extern_ops") or ())))

@@ -156,14 +156,23 @@ def _from_template(given, path):
     desc, constants, single, dev, template, symvals = given
     t0 = time.perf_counter()
     build = None
+    hit = []
     if config.parametric_kernels and dev.type == "cpu" and not config.cuda_emulate:
         from . import kernel_params
 
         def build(program):
-            return kernel_params.build(template, program, symvals) if program.num_kernels else None
+            if not program.num_kernels:
+                return None
+            before = counters.counts["parametric_hits"]
+            so = kernel_params.build(template, program, symvals)
+            hit.append(counters.counts["parametric_hits"] > before)
+            return so
     try:
         cg = pipeline._finish(pipeline._program(desc, "kn_", dev, " (a symbolic lowering filled in)"),
                               constants, single, dev, t0, build)
+        if hit and hit[0]:
+            # (no trace, no native build: counted as a size plan, not a compile)
+            cg.kiln_stats["parametric_hit"] = True
     except Exception as e:   # noqa: BLE001  (the static path meets it again, and classifies it)
         if config.debug:
             raise

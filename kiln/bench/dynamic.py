@@ -164,7 +164,8 @@ def kiln_counts(kiln) -> dict:
     return {k: stats.get(k, 0) for k in ("captures", "recompiles", "compiles", "fallbacks",
                                          "frames_run_as_python", "cache_limit_fallbacks",
                                          "graph_breaks", "cache_hits", "compile_seconds",
-                                         "symbolic_graphs", "specializations")}
+                                         "symbolic_graphs", "specializations", "size_plans",
+                                         "direct_sizes", "templates", "parametric_builds")}
 
 
 def delta(after: dict, before: dict) -> dict:
@@ -405,7 +406,8 @@ def check_targets(row: dict) -> dict:
     if kiln:
         c = kiln.get("counts", {})
         targets["compiles <= 3"] = (c.get("compiles", 0) <= TARGET_COMPILES,
-                                    f"{c.get('compiles', 0)} compiles, {c.get('captures', 0)} recordings")
+                                    f"{c.get('compiles', 0)} compiles, {c.get('size_plans', 0)} size plans, "
+                                    f"{c.get('captures', 0)} recordings")
         fb = c.get("fallbacks", 0) + c.get("frames_run_as_python", 0)
         targets["no fallback"] = (fb == 0, f"{c.get('fallbacks', 0)} graphs through ATen, "
                                            f"{c.get('frames_run_as_python', 0)} frames run as Python")
@@ -436,7 +438,7 @@ def _f(value, spec):
     return f"{value:{spec}}"
 
 
-COLUMNS = [("compiler", "<"), ("sweep s", ">"), ("compiles", ">"), ("recordings", ">"),
+COLUMNS = [("compiler", "<"), ("sweep s", ">"), ("compiles", ">"), ("plans", ">"), ("recordings", ">"),
            ("fallbacks", ">"), ("py frames", ">"), ("equal", ">"), ("errors", ">"),
            ("steady ms", ">"), ("/eager", ">"), ("/t.compile", ">"), ("worst", ">"),
            ("/static", ">"), ("worst", ">")]
@@ -463,7 +465,8 @@ def model_table(row: dict) -> str:
         else:
             compiles = recs = fallbacks = py = None
         body.append([
-            name, _f(tot["sweep_s"], ".2f"), _f(compiles, "d"), _f(recs, "d"), _f(fallbacks, "d"),
+            name, _f(tot["sweep_s"], ".2f"), _f(compiles, "d"),
+            _f(c.get("size_plans") if name in ("kiln", "dynamo+kiln") else None, "d"), _f(recs, "d"), _f(fallbacks, "d"),
             _f(py, "d"), "-" if name == "eager" else f"{tot['equal']}/{tot['shapes']}",
             _f(tot["errors"], "d"), _f(summ.get("steady_geomean_ms"), ".2f"),
             _f(summ.get("vs_eager_geomean"), ".2f"), _f(summ.get("vs_torch_compile_geomean"), ".2f"),
@@ -510,13 +513,15 @@ def legend() -> str:
     return "\n".join([
         "sweep s: sum of the calls of one pass over every shape in the random order, first calls "
         "(compiles) included; compiles: torch.compile counters['stats']['unique_graphs'], kiln "
-        "stats()['compiles']; recordings: frames TorchDynamo converted / kiln captures",
+        "stats()['compiles'] (graphs traced or natively built); plans: kiln sizes whose kernels came "
+        "from an earlier size's parametric build, the C core run for them but nothing traced or built "
+        "(stats()['size_plans']); recordings: frames TorchDynamo converted / kiln captures",
         "fallbacks: torch.compile recompile-limit hits (frame then eager) / kiln graphs run through "
         "ATen; py frames: frames kiln handed to CPython (cache_size_limit recordings of the frame "
         "reached: every later call at a new shape runs as Python; stats()['frames_run_as_python'])",
         "dynamo+kiln: torch.compile(model, backend=\"kiln\"): TorchDynamo's capture and automatic "
         "dynamic, kiln's backend compiling each symbolic graph per size (kiln.stats()['specializations'], "
-        "each one counted in compiles); recordings: frames TorchDynamo converted",
+        "each one counted in compiles or plans); recordings: frames TorchDynamo converted",
         "equal: sweep outputs within atol + rtol * max|eager| of eager; steady ms: geomean over "
         "shapes of the per-shape median; /eager, /t.compile, /static: geomean over shapes of the "
         "time ratio (< 1 = faster), worst = the largest; /static: kiln against a fresh kiln.compile "

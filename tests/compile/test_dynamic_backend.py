@@ -25,7 +25,10 @@ def test_dynamic_true_graph_compiles_in_kiln_per_size():
     assert st["fallbacks"] == 0
     assert st["symbolic_graphs"] == 1
     assert st["specializations"] == 4          # 3, 5, 7, 9; the repeats hit
-    assert st["compiles"] >= 4
+    # each size compiled or planned: the sizes whose kernels came from an
+    # earlier size's parametric build are size plans, not compiles
+    assert st["compiles"] + st["size_plans"] >= 4
+    assert st["compiles"] >= 1
 
 
 def test_automatic_dynamic_transformer_layer_no_fallback():
