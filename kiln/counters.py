@@ -27,7 +27,7 @@ build_counts = {"compiled": 0, "cached": 0}
 
 _ZERO = {"graph_breaks": 0, "compiles": 0, "fallbacks": 0, "extern_ops": 0, "cache_hits": 0,
          "lowering_cache_hits": 0, "compile_seconds": 0.0, "symbolic_graphs": 0, "specializations": 0, "dynamic_dims": 0,
-         "templates": 0, "template_instances": 0, "direct_sizes": 0, "size_plans": 0, "template_mismatches": 0, "template_failures": 0,
+         "templates": 0, "template_instances": 0, "direct_sizes": 0, "size_plans": 0, "template_cache_hits": 0, "template_mismatches": 0, "template_failures": 0,
          "parametric_builds": 0, "parametric_hits": 0}
 counts = dict(_ZERO)
 
@@ -54,6 +54,7 @@ def stats():
     templates, template_instances, template_mismatches, template_failures  symbolic
                     lowerings made, sizes filled in from one, sizes that failed a
                     relation it relied on, graphs that have none (kiln/template.py)
+    template_cache_hits  symbolic lowerings read from the disk cache (not traced again)
     direct_sizes    sizes filled in from a symbolic lowering straight to the C core
     size_plans      sizes of a symbolic graph whose kernels came from an existing
                     parametric build (the C core planned them, nothing was built):

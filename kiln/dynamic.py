@@ -23,6 +23,8 @@ stage 3 of docs/plans/dynamic-shapes.md.
 """
 import collections
 import operator
+import os
+import pickle
 
 import torch
 
@@ -291,7 +293,11 @@ def _make_template(gm):
         with counters.timed(f"a symbolic lowering of {sum(1 for _ in gm.graph.nodes)} nodes"):
             g, finish = backends._front(gm)
             g, unwrap = trace._tupled(g)
-            t = template.Template(g, fakes, trace._lower)
+            path = _template_path(g, fakes)
+            t = _read_template(path)
+            if t is None:
+                t = template.Template(g, fakes, trace._lower)
+                lowered_cache._cache_write(path, lambda: pickle.dumps(t.state()))
             t.finish, t.unwrap = finish, unwrap   # (how the static path wraps a size's compiled graph)
     except Exception as e:   # noqa: BLE001
         # whatever the symbolic trace refuses (an op without a symbolic
@@ -308,6 +314,48 @@ def _make_template(gm):
         logs.emit("dynamic", "a symbolic lowering: %d size expressions, %d relations checked per size%s",
                   t.nexprs, len(t.checks),
                   "".join(f"\n  {c}" for c in t.checks))
+    return t
+
+
+def _template_path(g, fakes):
+    """Where the disk cache keeps g's symbolic lowering: keyed by what the
+    lowering reads, the graph and its inputs' symbolic sizes, strides and
+    dtypes, and the capture's facts about the symbols (their ranges, the
+    replacements and guards of its ShapeEnv), so that a new process, or a
+    new shape in one, fills in the lowering without tracing it again."""
+    from . import template
+    h = lowered_cache._recipe(g)
+    for f in fakes:
+        if isinstance(f, torch.SymInt):
+            h.update(f"size {f.node.expr}\n".encode())
+        else:
+            h.update(repr((f.dtype, [str(s) for s in f.shape], [str(s) for s in f.stride()],
+                           str(f.storage_offset()), str(f.device), f.requires_grad)).encode())
+    env = template._shape_env(fakes)
+    if env is not None:
+        h.update(repr(sorted((str(s), str(r.lower), str(r.upper)) for s, r in env.var_to_range.items())).encode())
+        h.update(repr(sorted((str(s), str(r)) for s, r in env.replacements.items())).encode())
+        h.update(repr([str(x.expr) for x in env.guards]).encode())
+    key = h.hexdigest()
+    return os.path.join(config.cache_dir, "template", key[:2], key + ".pkl")
+
+
+def _read_template(path):
+    """The cached symbolic lowering at path, or None (absent, or an entry
+    that does not load: rebuilt, never trusted)."""
+    from . import template
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError:
+        return None
+    try:
+        t = template.Template.restored(pickle.loads(blob))
+    except Exception:   # noqa: BLE001  (a corrupt, truncated or stale entry)
+        return None
+    counters.counts["template_cache_hits"] += 1
+    if logs.on("dynamic"):
+        logs.emit("dynamic", "the symbolic lowering comes from the disk cache (%s)", path)
     return t
 
 

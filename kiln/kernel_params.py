@@ -141,7 +141,7 @@ class Build:
     """A parametric source made from two sources of one graph (see the
     module doc); `so`/`library` are set once it is compiled."""
 
-    def __init__(self, toks, holes, splits, text):
+    def __init__(self, toks, holes, splits, text, source):
         self.toks = [(k, t) for k, t, _, _ in toks]
         self.holes = holes            # [(token index, class, parameter index)]
         self.splits = splits          # {position: (pragma, int parameter index)}
@@ -150,9 +150,47 @@ class Build:
         self.at = {i: (cls, j) for i, cls, j in holes}
         self.nints = sum(1 for _, c, _ in holes if c not in ("f64", "f32")) + len(splits)
         self.nfloats = len(holes) - (self.nints - len(splits))
+        self.pattern, self.groups = _pattern(toks, self.at, splits, source)
 
     def match(self, source):
         """(ints, floats) making this build compute what `source` does, or None."""
+        got = self._match_text(source)
+        if got is None:
+            return self._match_tokens(source)
+        from . import config, errors
+        if config.debug and self._match_tokens(source) != got:
+            errors.internal("kiln.kernel_params: the text match and the token match of a source disagree")
+        return got
+
+    def _match_text(self, source):
+        """match() for a source that is this build's own text but for its
+        parameters' literals and splits (local names as they were: the
+        common case), by one regular expression; None otherwise."""
+        m = self.pattern.fullmatch(source)
+        if m is None:
+            return None
+        names = m.groupdict()
+        if len(set(names.values())) != len(names):
+            return None   # (two local names became one: not a renaming)
+        ints = [0] * self.nints
+        floats = [0.0] * self.nfloats
+        texts = m.groups()
+        for k, cls, j in self.groups:
+            text = texts[k]
+            if cls == "split":
+                ints[j] = int(text is not None)
+                continue
+            lit = _literal("i64" if cls == "i64" else "num", f"INT64_C({text})" if cls == "i64" else text)
+            if lit is None or lit[0] != cls:
+                return None
+            if cls in ("f64", "f32"):
+                floats[j] = lit[1]
+            else:
+                ints[j] = lit[1]
+        return tuple(ints), tuple(floats)
+
+    def _match_tokens(self, source):
+        """match() token by token, local names renamed consistently."""
         toks, splits = tokens(source)
         if len(toks) != len(self.toks):
             return None
@@ -182,6 +220,54 @@ class Build:
             else:
                 ints[h[1]] = lit[1]
         return tuple(ints), tuple(floats)
+
+
+# a parameter's literal in _pattern: its class's C spelling (a token of its
+# own: no word character or point may follow)
+_LIT_RE = {"int": r"(\d+)(?![\w.])", "long": r"(\d+)(?![\w.])", "i64": r"INT64_C\((-?\d+)\)",
+           "f64": r"((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)(?![\w.])",
+           "f32": r"((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fF])(?![\w.])"}
+
+
+def _pattern(toks, at, splits, source):
+    """A regular expression matching `source` (whose tokens are toks) with
+    each parameter's literal any literal of its class, each split's pragma
+    present or not, and each local name another one, the same at each of
+    its uses (`_match_text` checks that no two share one); and
+    [(class or "split", parameter index)] of its numbered groups in order.
+    Everything else must be source's own text, whitespace included (the C
+    core writes it the same way at every size)."""
+    parts, groups, pos = [], [], 0
+    names = {}
+    n = 0   # groups so far
+    for i, (kind, text, start, end) in enumerate(toks):
+        if i in splits:
+            line, j = splits[i]
+            parts.append(r"\s*(?:(" + re.escape(line) + r")\s*)?")
+            groups.append((n, "split", j))
+            n += 1
+        else:
+            parts.append(re.escape(source[pos:start]))
+        h = at.get(i)
+        if h is not None:
+            parts.append(_LIT_RE[h[0]])
+            groups.append((n, h[0], h[1]))
+            n += 1
+        elif kind == "comment":
+            parts.append(r"(?:/\*.*?\*/|//[^\n]*)")
+        elif kind == "id" and _LOCAL.fullmatch(text):
+            g = names.get(text)
+            if g is None:
+                g = names[text] = f"n{len(names)}"
+                parts.append(f"(?P<{g}>[a-z]{{1,2}}\\d+(?:_\\d+)?)(?!\\w)")
+                n += 1
+            else:
+                parts.append(f"(?P={g})(?!\\w)")
+        else:
+            parts.append(re.escape(text))
+        pos = end
+    parts.append(re.escape(source[pos:]))
+    return re.compile("".join(parts), re.S), groups
 
 
 class _Renaming:
@@ -282,7 +368,7 @@ def make(source, probes):
                                "  (void)kn_P;\n  (void)kn_F;\n", text)
     if n != kernels:
         return None
-    return Build(a, holes, splits, text)
+    return Build(a, holes, splits, text, source)
 
 
 # ------------------------------------------------------------------ the pipeline's side

@@ -33,7 +33,10 @@ def _lowering_state():
             torch._C._len_torch_function_stack())
 
 
-def _lowered_key(gm, example_inputs):
+def _recipe(gm):
+    """A hash of what a lowering of gm depends on besides its inputs: kiln's
+    build and lowering settings, the graph's code, global state the trace
+    reads (also kiln/dynamic.py's key of a symbolic lowering)."""
     h = hashlib.sha256()
     h.update(pipeline._salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
@@ -45,6 +48,11 @@ def _lowered_key(gm, example_inputs):
     # global state the trace reads: factories and scalar promotion use the
     # default dtype, autocast inserts casts, torch-function modes see every op
     h.update(repr(_lowering_state()).encode())
+    return h
+
+
+def _lowered_key(gm, example_inputs):
+    h = _recipe(gm)
     for t in example_inputs:
         h.update(repr((t.dtype, tuple(t.shape), t.stride(), str(t.device), t.requires_grad)).encode())
     return h.hexdigest()

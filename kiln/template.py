@@ -211,10 +211,35 @@ class Template:
             raise fx_bridge.Unsupported(f"a size expression kiln does not compute ({e})") from None
         self.checks = [str(c) for c in extra]
         self.nexprs = len(holes.exprs)
+        self.inputs = [i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor)]
+        self._fresh()
+
+    def _fresh(self):
         self.builds = []      # kiln/kernel_params.py's parametric builds of this lowering
         self.recent = []      # and the C of its latest sizes built on their own
         self.build_failures = 0
-        self.inputs = [i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor)]
+
+    # the disk cache (kiln/dynamic.py keys it by the symbolic graph): what a
+    # new process needs to fill the lowering in without tracing it again
+    _KEPT = ("constants", "single", "device", "source", "checks", "nexprs", "sources", "inputs")
+
+    def state(self):
+        """This template as picklable data (`restored` undoes it)."""
+        st = {k: getattr(self, k) for k in self._KEPT}
+        st["desc"] = fx_bridge.portable(self.desc)
+        return st
+
+    @classmethod
+    def restored(cls, st):
+        t = cls.__new__(cls)
+        for k in cls._KEPT:
+            setattr(t, k, st[k])
+        t.desc = fx_bridge.relink(st["desc"])
+        scope = {}
+        exec(compile(t.source, "<kiln.template>", "exec"), scope)   # noqa: S102  (kiln's own text, see _function)
+        t.fill = scope["fill"]
+        t._fresh()
+        return t
 
     def values(self, args):
         out = []
@@ -230,8 +255,16 @@ class Template:
         if not ok:
             return None
         nodes, inputs, outputs, ref = self.desc
+        makers = getattr(self, "_makers", None)
+        if makers is None:
+            # (each node with a hole somewhere, as a function of the values;
+            # the others are the same at every size)
+            makers = self._makers = [(i, m) for i, m in enumerate(map(_maker, nodes)) if m is not None]
+        nodes = list(nodes)
+        for i, make in makers:
+            nodes[i] = make(vals)
         fill = _filler(vals, ref)
-        return [fill(n) for n in nodes], inputs, [fill(o) for o in outputs], ref
+        return nodes, inputs, [fill(o) for o in outputs], ref
 
     def probes(self, symvals):
         """Other symbol values the lowering holds for (each symbol moved a
@@ -278,6 +311,32 @@ def _filler(vals, ref):
             return {k: fill(x) for k, x in v.items()}
         return v
     return fill
+
+
+def _maker(v):
+    """None where v holds no Hole, else a function of the values making v
+    with its holes filled (what _filler does, planned once)."""
+    if type(v) is Hole:
+        k = v.k
+        return lambda vals: vals[k]
+    if isinstance(v, (tuple, list)):
+        parts = [_maker(x) for x in v]
+        if all(p is None for p in parts) and isinstance(v, tuple):
+            return None
+        parts = [(True, p) if p is not None else (False, x) for p, x in zip(parts, v)]
+        kind = type(v) if type(v) in (tuple, list) else None
+        if kind is None:
+            return None if all(not f for f, _ in parts) else _unplanned(v)
+        return lambda vals: kind([p(vals) if f else p for f, p in parts])
+    if isinstance(v, dict):
+        if not _has_hole(v.values()):
+            return None
+        return _unplanned(v)
+    return None
+
+
+def _unplanned(v):
+    return lambda vals: _filler(vals, None)(v)
 
 
 def _has_hole(v, depth=0):
