@@ -244,3 +244,42 @@ def test_cuda_sizes_from_one_lowering():
     assert st["fallbacks"] == 0, st
     assert st["templates"] == 1 and st["template_instances"] == 5, st
     assert st["parametric_builds"] == 0, st        # (CPU kernels only)
+
+
+_WARM = r"""
+import json, sys, torch, kiln
+def f(x, w):
+    n = x.shape[0]
+    return (x.view(n * 2, -1) @ w).relu().sum(0) + n
+cf = kiln.compile(f, dynamic=True)
+out = []
+for n in map(int, sys.argv[1].split(",")):
+    x, w = torch.randn(n, 8), torch.randn(4, 5)
+    out.append(bool(torch.allclose(cf(x, w), f(x, w), atol=1e-5, rtol=1e-5)))
+st = kiln.stats()
+print(json.dumps({"equal": out, **{k: st[k] for k in ("templates", "template_cache_hits", "template_failures",
+                                                     "fallbacks", "direct_sizes")}}))
+"""
+
+
+def test_a_new_shape_in_a_new_process_starts_warm(tmp_path):
+    # the symbolic lowering is cached on disk by the symbolic graph: a new
+    # process meeting a new shape fills it in without tracing it again
+    import json
+    import subprocess
+    import sys
+    env = {**__import__("os").environ, "KILN_CACHE_DIR": str(tmp_path), "KILN_DEBUG": "1"}
+
+    def run(sizes):
+        p = subprocess.run([sys.executable, "-c", _WARM, sizes], env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    cold = run("4,6,10")
+    assert all(cold["equal"]) and cold["templates"] == 1 and cold["template_cache_hits"] == 0, cold
+    # (dynamic=True: every size symbolic from the first call) 6 takes the
+    # static path with the cached lowering; 14 and 22, which the first
+    # process never saw, go straight to the C core
+    warm = run("6,14,22")
+    assert all(warm["equal"]) and warm["template_cache_hits"] == 1, warm
+    assert warm["fallbacks"] == 0 and warm["template_failures"] == 0 and warm["direct_sizes"] == 2, warm
