@@ -576,7 +576,8 @@ def warn(message):
 # (kiln/_calls.py): the C core reads these names from this module
 from ._calls import _classify, classify  # noqa: E402,F401
 from ._liveness import dead_cells, dead_locals, private_cells  # noqa: E402,F401
-from .symbolic import concrete, dims_for, fx_arg, guard_program, is_symbolic  # noqa: E402,F401
+from .errors import UserError  # noqa: E402,F401  (the capture raises it to the user)
+from .symbolic import concrete, dims_for, fx_arg, guard_program, int_dynamic, int_symbol, is_symbolic  # noqa: E402,F401
 from .symbolic import size_program, symbolic_fake  # noqa: E402,F401
 from .symbolic import new_mode as symbolic_mode, wants_symbols  # noqa: E402,F401
 from torch import SymBool, SymFloat, SymInt  # noqa: E402,F401  (kn_numeric)

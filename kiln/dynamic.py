@@ -36,13 +36,15 @@ _SIZE_TYPES = (torch.SymInt, torch.SymBool, int, bool)
 
 
 def symbolic_graph(gm, example_inputs):
-    """True when gm is a graph with SymInt inputs or symbolic tensor sizes
-    that PerSize can serve: no SymFloat input, no unbacked symbol."""
+    """True when gm is a graph with SymInt or int inputs or symbolic tensor
+    sizes that PerSize can serve: no SymFloat input, no unbacked symbol.
+    (An int input is a value that may change between calls: a static
+    compile would take it as a constant.)"""
     sym = False
     for a in example_inputs:
         if isinstance(a, torch.Tensor):
             continue
-        if isinstance(a, (torch.SymInt, torch.SymBool)):
+        if isinstance(a, (torch.SymInt, torch.SymBool, int)):
             sym = True
         elif not isinstance(a, (int, bool)):
             return False   # a SymFloat (or anything else): not per size
@@ -50,7 +52,9 @@ def symbolic_graph(gm, example_inputs):
         for n in gm.graph.nodes:
             if n.op == "placeholder":
                 v = n.meta.get("example_value")
-                if isinstance(v, torch.Tensor) and _has_symbols(v):
+                # (an int argument kiln's capture made a symbol arrives as
+                # its int, its placeholder's example value the SymInt)
+                if isinstance(v, torch.SymInt) or isinstance(v, torch.Tensor) and _has_symbols(v):
                     sym = True
                     break
     return sym

@@ -101,6 +101,38 @@ def _became_dynamic(key, d, was, now, why):
         logs.emit("dynamic", "dim %d of %s became dynamic (%s: %s, then %s)", d, key, why, was, now)
 
 
+def int_dynamic(state, key, value, mode):
+    """Whether int argument `value` (read from frame local `key`) is a
+    symbol in this recording: under dynamic=True from the first recording,
+    under automatic dynamic once its value has changed (as torch.compile
+    treats int inputs); only for values >= 2 (0, 1 and negative values
+    stay constants: the symbol is size-like, its guard `>= 2`), never
+    under dynamic=False or the marks alone."""
+    if mode not in (-1, 1) or type(value) is not int:
+        return False
+    k = ("int", key)
+    seen = state.get(k)
+    if seen is None:
+        seen = state[k] = [value]
+    elif seen[0] is not None and seen[0] != value:
+        from . import counters, logs
+        counters.counts["dynamic_dims"] += 1
+        if logs.on("dynamic"):
+            logs.emit("dynamic", "int %s became dynamic (its value changed: %s, then %s)", key, seen[0], value)
+        seen[0] = None
+    return value >= 2 and (mode == 1 or seen[0] is None)
+
+
+def int_symbol(mode, value, name):
+    """A SymInt for int argument `value` (>= 2) of local `name`: a fresh
+    symbol of the recording's ShapeEnv, ranging over [2, inf) as a size's."""
+    from torch._dynamo.source import LocalSource
+    env = mode.shape_env
+    src = LocalSource(name)
+    sym = env.create_symbol(value, source=src, dynamic_dim=DimDynamic.DYNAMIC, positive=True)
+    return env.create_symintnode(sym, hint=value, source=src)
+
+
 def wants_symbols(state, mode):
     """Whether a recording of this code starts with a ShapeEnv."""
     return mode == 1 or any(None in v for v in state.values())
@@ -116,7 +148,29 @@ def symbolic_fake(mode, t, name, dims):
         dynamic_strides=[DimDynamic.INFER_STRIDE] * n)
     fake = mode.from_tensor(t, source=LocalSource(name), symbolic_context=ctx)
     syms = [(d, fake.shape[d]) for d in dims if isinstance(fake.shape[d], torch.SymInt)]
+    strict = set(getattr(t, "_dynamo_dynamic_indices", ()))   # (mark_dynamic; not maybe_mark_dynamic)
+    if strict:
+        marked = mode.__dict__.setdefault("_kiln_marked", {})
+        for d, s in syms:
+            if d in strict and isinstance(s.node.expr, sympy.Symbol):
+                marked[s.node.expr] = f"{name}.size()[{d}]"
     return fake, syms
+
+
+def _check_marks(mode, env):
+    """A user error where a dim marked with mark_dynamic was specialised
+    by the recorded code (torch.compile raises too: the mark promises a
+    graph for every size)."""
+    for s, where in getattr(mode, "_kiln_marked", {}).items():
+        r = env.replacements.get(s)
+        vr = env.var_to_range.get(s)
+        val = r if r is not None and r.is_number else vr.lower if vr is not None and vr.lower == vr.upper else None
+        if val is not None:
+            from . import errors
+            raise errors.UserError(
+                f"kiln: {where} was marked dynamic (mark_dynamic), but the code specialised it to {val} (a branch "
+                f"or an op that needs that exact size); remove the mark, use torch._dynamo.maybe_mark_dynamic, "
+                f"or make the code work for every size")
 
 
 def static_fake(mode, t):
@@ -337,6 +391,7 @@ def guard_program(mode, slots):
     env = getattr(mode, "shape_env", None)
     if env is None or not slots:
         return None
+    _check_marks(mode, env)
     vals = _values(env)
     words, rels = [], []
 

@@ -156,7 +156,8 @@ typedef enum {
     KN_SRC_CLOSURE,   /* parent.__closure__[idx] (a cell) */
     KN_SRC_DEFAULTS,  /* parent.__defaults__ */
     KN_SRC_CONST,     /* the object in key itself (another module's globals) */
-    KN_SRC_SIZE,      /* parent (a tensor).shape[idx], an int: a symbolic size's value */
+    KN_SRC_SIZE,      /* parent (a tensor).shape[idx], an int: a symbolic size's value; idx -1:
+                         parent itself, an int argument that is a symbol */
 } kn_srckind;
 
 typedef struct {
@@ -339,6 +340,8 @@ typedef struct {
     PyObject *new_graph;         /* (symbolic) -> (fx.Graph, fake_mode): with a ShapeEnv if symbolic */
     PyObject *dims_for;          /* (state, key, tensor, dynamic, is_param) -> dims that are symbols */
     PyObject *wants_symbols;     /* (state, dynamic) -> bool: start the recording with a ShapeEnv */
+    PyObject *int_dynamic;       /* (state, key, int, dynamic) -> bool: an int argument is a symbol */
+    PyObject *int_symbol;        /* (mode, int, name) -> SymInt: its symbol */
     PyObject *symbolic_fake;     /* (mode, tensor, name, dims) -> (fake, [(dim, SymInt)]) */
     PyObject *fx_arg;            /* (graph, obj, symnodes) -> obj with SymInts as fx nodes */
     PyObject *concrete;          /* (obj) -> obj with SymInts as ints (guarded) */
@@ -369,6 +372,7 @@ typedef struct {
     PyObject *constructor_tensors; /* (cls, args, kwargs, paths) -> [(fn, args, kwargs)] or None */
     PyObject *has_fake;          /* (list) -> bool: a fake tensor inside (the replay's constants) */
     PyObject *backend_failed;    /* kiln.BackendCompilerFailed: a user backend raised (the user's error) */
+    PyObject *user_error;        /* kiln.errors.UserError: raised where the user called (mark_dynamic's promise) */
     PyObject *tensor_unsupported;   /* (tensor or tuple) -> reason str or None */
     PyObject *dead_locals;       /* (code, offset) -> locals nothing from offset on reads */
     PyObject *private_cells;     /* (code) -> its cells nothing reads after it returns */

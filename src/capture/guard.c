@@ -73,7 +73,10 @@ src_eval(kn_src *s, PyObject **vals, PyObject **locals, int nlocals, PyObject **
             v = Py_XNewRef(PyFunction_GET_DEFAULTS(p));
         break;
     case KN_SRC_SIZE:
-        if (PyObject_TypeCheck(p, (PyTypeObject *)kn_cenv.torch_tensor)) {
+        if (s->idx < 0) {   /* an int argument: its value, an int exactly */
+            if (PyLong_CheckExact(p))
+                v = Py_NewRef(p);
+        } else if (PyObject_TypeCheck(p, (PyTypeObject *)kn_cenv.torch_tensor)) {
             PyObject *shape = PyObject_GetAttr(p, kn_cenv.s_shape);
             if (shape && PyTuple_Check(shape) && s->idx < PyTuple_GET_SIZE(shape))
                 v = Py_NewRef(PyTuple_GET_ITEM(shape, s->idx));
@@ -861,7 +864,9 @@ kn_src_describe(kn_src *srcs, int i, PyCodeObject *code)
     case KN_SRC_CELL: r = PyUnicode_FromFormat("%U.cell_contents", p); break;
     case KN_SRC_CLOSURE: r = PyUnicode_FromFormat("%U.__closure__[%zd]", p, s->idx); break;
     case KN_SRC_DEFAULTS: r = PyUnicode_FromFormat("%U.__defaults__", p); break;
-    case KN_SRC_SIZE: r = PyUnicode_FromFormat("%U.size()[%zd]", p, s->idx); break;
+    case KN_SRC_SIZE:
+        r = s->idx < 0 ? Py_NewRef(p) : PyUnicode_FromFormat("%U.size()[%zd]", p, s->idx);
+        break;
     case KN_SRC_CONST:
         r = PyDict_Check(s->key) && PyDict_GetItemString(s->key, "__name__")
                 ? PyUnicode_FromFormat("%S.__dict__", PyDict_GetItemString(s->key, "__name__"))

@@ -759,6 +759,8 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                     goto out;
                 if (kn_cenv.backend_failed && PyErr_ExceptionMatches(kn_cenv.backend_failed))
                     goto out;                 /* the user's backend raised: their error */
+                if (kn_cenv.user_error && PyErr_ExceptionMatches(kn_cenv.user_error))
+                    goto out;                 /* what the user asked cannot hold (mark_dynamic) */
                 if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
                     /* the recording itself ran out of recursion depth: not a
                      * kiln bug, CPython runs the frame */
@@ -1090,6 +1092,8 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(new_graph, "new_graph");
     GET(dims_for, "dims_for");
     GET(wants_symbols, "wants_symbols");
+    GET(int_dynamic, "int_dynamic");
+    GET(int_symbol, "int_symbol");
     GET(symbolic_fake, "symbolic_fake");
     GET(fx_arg, "fx_arg");
     GET(concrete, "concrete");
@@ -1131,6 +1135,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(constructor_tensors, "constructor_tensors");
     GET(has_fake, "has_fake");
     GET(backend_failed, "BackendCompilerFailed");
+    GET(user_error, "UserError");
     GET(tensor_unsupported, "tensor_unsupported");
     GET(dead_locals, "dead_locals");
     GET(private_cells, "private_cells");

@@ -453,7 +453,40 @@ is_const_partial(PyObject *o)
     return ok;
 }
 
-/* A placeholder for a real tensor read from source src. */
+/* The size placeholder of SymInt sym (its value `example`, read from
+ * KN_SRC_SIZE (src, idx)), unless its symbol has one already. */
+static int
+add_size_input(kn_rec *r, PyObject *sym, PyObject *example, int src, Py_ssize_t idx)
+{
+    PyObject *nd = PyObject_GetAttrString(sym, "node"), *expr = nd ? PyObject_GetAttrString(nd, "expr") : NULL;
+    Py_XDECREF(nd);
+    if (expr == NULL)
+        return -1;
+    int rc = 0, have = PyDict_Contains(r->symnodes, expr);
+    if (have == 0) {
+        char name[32];
+        snprintf(name, sizeof name, "size%d", r->ninputs);
+        PyObject *node = PyObject_CallMethod(r->graph, "placeholder", "s", name);
+        PyObject *m = node ? PyObject_GetAttrString(node, "meta") : NULL;
+        int s = node ? kn_src_add(r, KN_SRC_SIZE, src, NULL, idx) : -1;
+        PyObject *sl = s >= 0 ? PyLong_FromLong(s) : NULL;
+        if (m == NULL || sl == NULL || PyDict_SetItemString(m, "example_value", sym) < 0 ||
+            PyList_Append(r->examples, example) < 0 || !kn_pin(r, node) ||
+            PyDict_SetItem(r->symnodes, expr, node) < 0 || PyDict_SetItem(r->symslots, expr, sl) < 0 ||
+            grow((void **)&r->inputs, &r->capinputs, r->ninputs, sizeof(int)) < 0)
+            rc = -1;
+        else
+            r->inputs[r->ninputs++] = s;
+        Py_XDECREF(node);
+        Py_XDECREF(m);
+        Py_XDECREF(sl);
+    } else if (have < 0) {
+        rc = -1;
+    }
+    Py_DECREF(expr);
+    return rc;
+}
+
 /* The size placeholders of a symbolic input: one per new symbol among syms
  * ([(dim, SymInt)]), an int argument read from t's shape (KN_SRC_SIZE). */
 static int
@@ -462,39 +495,49 @@ add_size_inputs(kn_rec *r, PyObject *t, int src, PyObject *syms)
     PyObject *shape = PyObject_GetAttr(t, kn_cenv.s_shape);
     int rc = shape ? 0 : -1;
     for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(syms); i++) {
-        PyObject *pair = PyList_GET_ITEM(syms, i), *sym = PyTuple_GET_ITEM(pair, 1);
+        PyObject *pair = PyList_GET_ITEM(syms, i);
         Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
-        PyObject *nd = PyObject_GetAttrString(sym, "node"), *expr = nd ? PyObject_GetAttrString(nd, "expr") : NULL;
-        Py_XDECREF(nd);
-        if (expr == NULL) {
-            rc = -1;
-            break;
-        }
-        int have = PyDict_Contains(r->symnodes, expr);
-        if (have == 0) {
-            char name[32];
-            snprintf(name, sizeof name, "size%d", r->ninputs);
-            PyObject *node = PyObject_CallMethod(r->graph, "placeholder", "s", name);
-            PyObject *m = node ? PyObject_GetAttrString(node, "meta") : NULL;
-            int s = node ? kn_src_add(r, KN_SRC_SIZE, src, NULL, d) : -1;
-            PyObject *sl = s >= 0 ? PyLong_FromLong(s) : NULL;
-            if (m == NULL || sl == NULL || PyDict_SetItemString(m, "example_value", sym) < 0 ||
-                PyList_Append(r->examples, PyTuple_GET_ITEM(shape, d)) < 0 || !kn_pin(r, node) ||
-                PyDict_SetItem(r->symnodes, expr, node) < 0 || PyDict_SetItem(r->symslots, expr, sl) < 0 ||
-                grow((void **)&r->inputs, &r->capinputs, r->ninputs, sizeof(int)) < 0)
-                rc = -1;
-            else
-                r->inputs[r->ninputs++] = s;
-            Py_XDECREF(node);
-            Py_XDECREF(m);
-            Py_XDECREF(sl);
-        } else if (have < 0) {
-            rc = -1;
-        }
-        Py_DECREF(expr);
+        rc = add_size_input(r, PyTuple_GET_ITEM(pair, 1), PyTuple_GET_ITEM(shape, d), src, d);
     }
     Py_XDECREF(shape);
     return rc;
+}
+
+/* An int argument (a frame local) that is a symbol in this recording
+ * (kiln/symbolic.py int_dynamic: automatic dynamic, dynamic=True): *out its
+ * SymInt, a size input of the graph, guarded to be an int (its relations by
+ * KN_G_SIZES).  Returns 1 when it is one, 0 when it stays a constant, -1 on
+ * an error or a break (a symbolic recording is needed first). */
+static int
+wrap_int(kn_rec *r, PyObject *obj, int src, kn_val **out)
+{
+    PyObject *key = kn_src_describe(r->srcs, src, r->root->code);
+    if (key == NULL)
+        return -1;
+    PyObject *dyn = PyObject_CallFunction(kn_cenv.int_dynamic, "OOOi", r->info->dynstate, key, obj, r->ctx->dynamic);
+    int is = dyn ? PyObject_IsTrue(dyn) : -1;
+    Py_XDECREF(dyn);
+    if (is <= 0) {
+        Py_DECREF(key);
+        return is;
+    }
+    if (!r->symbolic) {
+        /* it became dynamic: this recording has no ShapeEnv */
+        Py_DECREF(key);
+        r->restart_symbolic = 1;
+        kn_brk(r, KN_BRK_SIZES_BECAME_DYNAMIC);
+        return -1;
+    }
+    PyObject *sym = PyObject_CallFunction(kn_cenv.int_symbol, "OOO", r->fake_mode, obj, key);
+    Py_DECREF(key);
+    if (sym == NULL || kn_guard_add(r, KN_G_TYPE, src, (PyObject *)&PyLong_Type, NULL, NULL, NULL, 0) < 0 ||
+        add_size_input(r, sym, obj, src, -1) < 0) {
+        Py_XDECREF(sym);
+        return -1;
+    }
+    *out = kn_v_const(r, sym);
+    Py_DECREF(sym);
+    return *out ? 1 : -1;
 }
 
 static kn_val *
@@ -675,9 +718,15 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         }
         v = wrap_tensor(r, obj, src);
     } else if (kn_is_simple_const(obj)) {
-        if (src >= 0 && kn_guard_add(r, KN_G_EQ, src, obj, NULL, NULL, NULL, 0) < 0)
+        int sym = 0;
+        if (src >= 0 && PyLong_CheckExact(obj) && r->srcs[src].kind == KN_SRC_LOCAL && r->info &&
+            r->info->dynstate && (sym = wrap_int(r, obj, src, &v)) < 0)
             return NULL;
-        v = kn_v_const(r, obj);
+        if (!sym) {
+            if (src >= 0 && kn_guard_add(r, KN_G_EQ, src, obj, NULL, NULL, NULL, 0) < 0)
+                return NULL;
+            v = kn_v_const(r, obj);
+        }
     } else if (PyFunction_Check(obj) && src >= 0 && PyFunction_GET_CLOSURE(obj) != NULL) {
         /* a closure made anew on each call: same code, cells read through the function */
         int cs = kn_src_add(r, KN_SRC_ATTR, src, PyUnicode_FromString("__code__"), 0);

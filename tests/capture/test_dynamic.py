@@ -292,6 +292,28 @@ def test_mark_dynamic_is_symbolic_from_the_first_call():
     assert st["captures"] == 1 and st["symbolic_graphs"] == 1, st
 
 
+def _specialises(x):
+    if x.shape[0] == 4:   # a branch on one exact size: the symbol becomes 4
+        return x * 2
+    return x - 1
+
+
+def test_mark_dynamic_specialised_is_the_users_error():
+    # as torch.compile: the mark promises one graph for every size; code
+    # that pins it to one value is reported where the user called
+    cf = kiln.compile(_specialises)
+    x = torch.randn(4, 3)
+    kiln.mark_dynamic(x, 0)
+    with pytest.raises(kiln.errors.UserError, match=r"marked dynamic.*specialised it to 4"):
+        cf(x)
+    # maybe_mark_dynamic (a hint, not a promise) specialises silently
+    kiln.reset()
+    cf = kiln.compile(_specialises)
+    y = torch.randn(4, 3)
+    torch._dynamo.maybe_mark_dynamic(y, 0)
+    torch.testing.assert_close(cf(y), _specialises(y))
+
+
 def test_mark_static_wins_over_dynamic_true():
     cf = kiln.compile(_view_of_size, dynamic=True)
     for n in (3, 5):
@@ -338,3 +360,89 @@ def test_guard_program_matches_torch_on_random_sizes():
                                            for e in exprs)
         got, failed = _C.sizes_eval(prog, [va, vb])
         assert got == want, (va, vb, rels, failed)
+
+
+# ---------------------------------------------------------------- int arguments
+def _run_int(fn, values, **kw):
+    """fn(x, n) compiled with kw, called for each int n (x's shape fixed);
+    outputs and stdout compared with eager's at every call."""
+    cf = kiln.compile(fn, **kw)
+    x = torch.randn(48)
+    for n in values:
+        outs = []
+        for f in (fn, cf):
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                try:
+                    res = f(x, n)
+                except Exception as e:   # noqa: BLE001
+                    res = e
+            outs.append((res, buf.getvalue()))
+        (want, wout), (got, gout) = outs
+        if isinstance(want, Exception):
+            assert type(got) is type(want), (n, got, want)
+        else:
+            assert _same(got, want), (n, got, want)
+        assert gout == wout, (n, gout, wout)
+    return kiln.stats()
+
+
+INTS = (2, 3, 4, 6, 8, 12, 16, 24, 3, 12)   # (48 // n >= 2: the view keeps 2 rows or more)
+
+
+def _scaled(x, n):
+    return (x * n).sum() + n
+
+
+def _int_view(x, n):
+    return x.view(n, -1).sum(0) * 2
+
+
+def _int_arange(x, n):
+    return torch.arange(n) * x[0] + x[:n].sum()
+
+
+def _int_escapes(x, n):
+    print(f"n={n}", {n: 1}, n * 2)
+    return x + 1, n * 2, n
+
+
+def _int_branch(x, n):
+    if n > 5:
+        return x * n
+    return x - n
+
+
+def _int_loop(x, n):
+    s = x[0]
+    for i in range(n):
+        s = s + x[i]
+    return s
+
+
+@pytest.mark.parametrize("fn", [_scaled, _int_view, _int_arange])
+def test_an_int_argument_that_changes_becomes_a_symbol(fn):
+    # as torch.compile treats int inputs: a second value records the int
+    # as a symbol, which every later value reuses (not cache_size_limit
+    # recordings and then Python)
+    st = _run_int(fn, INTS)
+    assert st["captures"] == 2, st
+    assert st["frames_run_as_python"] == 0 and st["fallbacks"] == 0, st
+    assert st["symbolic_graphs"] == 1, st
+
+
+@pytest.mark.parametrize("fn", [_int_escapes, _int_branch, _int_loop])
+def test_an_int_symbol_that_escapes_or_decides_takes_its_value(fn):
+    st = _run_int(fn, INTS[:8])
+    assert st["fallbacks"] == 0, st
+
+
+def test_int_arguments_under_dynamic_true_and_false():
+    st = _run_int(_scaled, INTS, dynamic=True)
+    assert st["captures"] == 1 and st["symbolic_graphs"] == 1, st
+    kiln.reset()
+    st = _run_int(_scaled, INTS[:5], dynamic=False)
+    assert st["captures"] == 5 and st["symbolic_graphs"] == 0, st
+    kiln.reset()
+    st = _run_int(_scaled, (0, 1, 0, 1), dynamic=True)   # 0 and 1: constants, as sizes
+    assert st["captures"] == 2, st
