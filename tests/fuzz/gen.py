@@ -913,6 +913,15 @@ def _second_stream(seed):
     return more if more.random() < 0.5 else None
 
 
+# a unit reading int argument k (2 to 4) and t, a (D, 4) tensor with D 4 or 5
+INT_ARG_SNIPPETS = [
+    "{n} = {t} * k", "{n} = {t} + k * 2 - k // 2", "{n} = {t}[:k].sum(0) + {t}", "{n} = {t} + torch.arange(k).sum()",
+    "{n} = ({t} * k).sum(-1, keepdim=True) + {t}", "{n} = {t} if k > 3 else -{t}",
+    "{n} = {t} + len([i for i in range(k)])", "{n} = {t}.repeat(k, 1)[:{t}.shape[0]] * (k % 2 + 1)",
+    "{n} = {t} + torch.ones(k, 4).sum(0)", "{n} = {t}.reshape(-1)[:k * 2].sum() + {t}",
+]
+
+
 def capture_program(seed):
     r = random.Random(seed)
     more = _second_stream(seed)
@@ -963,6 +972,16 @@ def capture_program(seed):
         k += 1
         src = [l.format(t=t, n=n) for l in lines]
         body.append(Unit(src, (n,), subst=t))
+        t = n
+    ints = random.Random(seed * 7 + 3)   # (its own stream: the other draws stay as they were)
+    if ints.random() < 0.3:
+        # an int argument whose value changes between calls (2, 3, 4, 2, ...):
+        # kiln's capture makes it a symbol from its second value (issue 17)
+        p.args.append("k")
+        p.inputs.append("k = 2 + call % 3")
+        n = "t%d" % k
+        k += 1
+        body.append(Unit(ints.choice(INT_ARG_SNIPPETS).format(t=t, n=n), (n,), subst=t))
         t = n
     outs = [t] + ([r.choice(sorted(body[r.randrange(len(body))].defines))] if r.random() < 0.5 else [])
     form = r.choice(["plain", "tuple", "dict", "list", "dc", "nt", "view"])
