@@ -163,16 +163,21 @@ def _cached_module(source, names, index, arch, version, options):
     return mod, False
 
 
+def ensure_stream():
+    """kiln's CUDA launches go on torch's current stream (set once)."""
+    global _stream_set
+    if not _stream_set:
+        _C.set_cuda_stream(torch._C._cuda_getCurrentRawStream)
+        _stream_set = True
+
+
 def build(programs, device):
     """Compile the kernels of CUDA Programs to cubins for `device`'s
     architecture and bind them.  Identical kernels (repeated layers) are
     compiled once; the distinct ones are split into several NVRTC programs
     compiled on parallel threads (NVRTC releases the GIL), each cached on disk
     (<cache>/cuda/).  Returns (cache directory, all were cached)."""
-    global _stream_set
-    if not _stream_set:
-        _C.set_cuda_stream(torch._C._cuda_getCurrentRawStream)
-        _stream_set = True
+    ensure_stream()
     index = device.index if device.index is not None else torch.cuda.current_device()
     arch, _ = _device_facts(index)
     _, _, version = available()

@@ -28,9 +28,17 @@ decides by size alone and which leaves the loop as it is, becomes
 kernels read the parameters from frame pointers nbufs + 1 (int64) and
 nbufs + 2 (double) (src/runtime/run.c, `set_size_params`).
 
-What is not here: CUDA kernels (their launch sizes are chosen per size too:
-each size is built on its own, its cubin cached by source) and symbolic
-decisions in the C core itself (stage 3 proper, docs/plans/dynamic-shapes.md).
+CUDA programs (`make(..., cuda=True)`): the same literals become reads of
+two `__constant__` arrays, kn_P and kn_F, declared before the first
+kernel; the build is one cubin (NVRTC, cached on disk by source), and each
+size loads its own module from it with its values set once
+(CudaModule.set_params), so the kernels' arguments and the program's
+launch sizes (planned per size by the C core) stay as they were.  Literals
+that must stay constants (`__launch_bounds__`, a `__shared__` array's
+bound) are never parameters: a probe that moves one gives no build.
+
+What is not here: symbolic decisions in the C core itself (stage 3 proper,
+docs/plans/dynamic-shapes.md): it still plans each size.
 """
 import re
 import struct
@@ -309,19 +317,43 @@ def _differing(a, b):
     return out
 
 
-def make(source, probes):
+def _fixed(toks):
+    """Indices of the literals of a CUDA source that must stay constants:
+    inside `__launch_bounds__(...)` and in a `__shared__` declaration (an
+    array bound)."""
+    out, depth, shared = set(), 0, False
+    for i, (k, t, _, _) in enumerate(toks):
+        if k == "id" and t == "__launch_bounds__":
+            depth = -1   # (until its closing parenthesis)
+        elif k == "id" and t == "__shared__":
+            shared = True
+        elif depth and t == "(":
+            depth = 1 if depth == -1 else depth + 1
+        elif depth > 0 and t == ")":
+            depth -= 1
+        elif shared and t == ";":
+            shared = False
+        elif k in ("num", "i64") and (depth or shared):
+            out.add(i)
+    return out
+
+
+def make(source, probes, cuda=False):
     """The parametric Build of `source` whose parameters are the literals
     and OpenMP splits that differ in any of `probes` (the same graph's
     sources at other sizes) that differ from it in those only; None when
-    none does."""
+    none does.  cuda: a CUDA program's source, whose parameters are a
+    module's __constant__ arrays (set per size by CudaModule.set_params)."""
     a, a_splits = tokens(source)
+    fixed = _fixed(a) if cuda else ()
     where = set()
     lines = {p: v[0] for p, v in a_splits.items()}
     varies = False
     for probe in probes:
         b, b_splits = tokens(probe)
         d = _differing(a, b)
-        if d is None or any(lines.get(p, line) != line for p, (line, _, _) in b_splits.items()):
+        if d is None or any(lines.get(p, line) != line for p, (line, _, _) in b_splits.items()) or \
+                any(i in fixed for i in d):
             continue
         where.update(d)
         varies = varies or set(b_splits) != set(a_splits)
@@ -359,6 +391,14 @@ def make(source, probes):
         pos = end
     pieces.append(source[pos:])
     text = "".join(pieces)
+    if cuda:
+        # the parameters as module constants, declared before the first kernel
+        at = text.find('\nextern "C" __global__')
+        if at < 0 or counts["i"] + counts["f"] == 0:
+            return None
+        text = (text[:at] + f"\n__constant__ long long kn_P[{max(1, counts['i'])}];\n"
+                f"__constant__ double kn_F[{max(1, counts['f'])}];\n" + text[at:])
+        return Build(a, holes, splits, text, source)
     # each kernel reads the parameters from the two frame pointers after its
     # error record (a kernel without the prologue cannot read them: no build)
     kernels = text.count("\nvoid ")
@@ -376,19 +416,20 @@ _MOST_BUILDS = 32     # parametric builds kept per lowering
 _RECENT = 4           # sources of sizes built on their own kept as probes
 
 
-def build(template, program, symvals):
-    """Load `program` (a CPU program of one size of template's lowering)
-    from a parametric build: one of template's that matches its source, else
-    a new one made with a probe and compiled.  Returns the shared object's
-    path, or None (nothing loaded: the caller builds the program on its
-    own)."""
+def build(template, program, symvals, device=None):
+    """Load `program` (a program of one size of template's lowering: CPU,
+    or CUDA with `device`) from a parametric build: one of template's that
+    matches its source, else a new one made with a probe and compiled.
+    Returns the build's path, or None (nothing loaded: the caller builds
+    the program on its own)."""
     from . import _C, config, counters, logs, pipeline
+    cuda = bool(program.cuda)
     for hook in pipeline.build_hooks:
         hook([program])
     for b in template.builds:
         params = b.match(program.source)
         if params is not None:
-            return _load(b, program, params, counters, hit=True)
+            return _load(b, program, params, counters, hit=True, device=device)
     if template.build_failures >= 2 or len(template.builds) >= _MOST_BUILDS:
         return None
     # the probes: the lowering at nearby sizes, and the latest sizes built
@@ -399,7 +440,7 @@ def build(template, program, symvals):
         desc = template.describe_at(vals)
         if desc is not None:
             probes.append(pipeline._compile(desc, "kn_", template.device).source)
-    made = make(program.source, probes)
+    made = make(program.source, probes, cuda=cuda)
     params = made.match(program.source) if made is not None else None
     if params is None:
         template.recent.append(program.source)
@@ -409,13 +450,17 @@ def build(template, program, symvals):
         return None
     try:
         with pipeline.phase("cc"):
-            so, cached = pipeline.cc(pipeline._units(_C.prelude(), made.text), config.cc, config.cflags,
-                                     pipeline._salt(), config.compile_jobs)
-        pipeline._built(so[:-3] + ".c", cached)
-        with pipeline.phase("load"):
-            made.library = _C.Library(so)
+            if cuda:
+                so, cached = _cuda_module(made, device)
+            else:
+                so, cached = pipeline.cc(pipeline._units(_C.prelude(), made.text), config.cc, config.cflags,
+                                         pipeline._salt(), config.compile_jobs)
+        pipeline._built(so if cuda else so[:-3] + ".c", cached)
+        if not cuda:
+            with pipeline.phase("load"):
+                made.library = _C.Library(so)
     except Exception as e:   # noqa: BLE001  (a literal C needs constant, an array bound: built on their own)
-        if config.debug and not isinstance(e, _C.CompilerError):
+        if config.debug and not isinstance(e, (_C.CompilerError, RuntimeError if cuda else ())):
             raise
         template.build_failures += 1
         logs.emit("dynamic", "a parametric build failed (%s): this size is built on its own",
@@ -427,12 +472,49 @@ def build(template, program, symvals):
     if logs.on("dynamic"):
         logs.emit("dynamic", "a parametric build of %d kernels: %d size literals read as parameters",
                   program.num_kernels, len(made.holes))
-    return _load(made, program, params, counters, hit=False)
+    return _load(made, program, params, counters, hit=False, device=device)
 
 
-def _load(b, program, params, counters, hit):
-    program.set_size_params(*params)
-    program.load(b.library)
+_KERNEL_NAME = re.compile(r'\nextern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(')
+
+
+def _cuda_module(made, device):
+    """Compile a CUDA parametric build (NVRTC, its cubin cached on disk by
+    source like any kernel's); sets made.cubin/names/source/options.
+    Returns (the cache folder, whether it was cached)."""
+    import os
+
+    from . import _C, config, cuda as kcuda
+    index = device.index if device.index is not None else torch_current_device()
+    arch, _ = kcuda._device_facts(index)
+    _, _, version = kcuda.available()
+    names = _KERNEL_NAME.findall(made.text)
+    body = made.text[made.text.find("\n__constant__ long long kn_P"):]
+    made.source = _C.prelude("cuda") + body
+    made.options = kcuda._options(bool(kcuda._INT_DIVISION.search(body)))
+    mod, cached = kcuda._cached_module(made.source, names, index, arch, version, made.options)
+    made.cubin, made.names, made.index = mod.cubin, names, index
+    return os.path.join(config.cache_dir, "cuda"), cached
+
+
+def torch_current_device():
+    import torch
+    return torch.cuda.current_device()
+
+
+def _load(b, program, params, counters, hit, device=None):
+    if program.cuda:
+        # this size's own module from the shared cubin, its constants set
+        import torch
+
+        from . import _C, cuda as kcuda
+        kcuda.ensure_stream()
+        mod = _C.CudaModule(b.source, b.names, b.index, kcuda.nvrtc_path(), b.cubin, b.options)
+        mod.set_params(*params)
+        program.load_cuda(mod, torch.device("cuda", b.index), b.index, list(b.names))
+    else:
+        program.set_size_params(*params)
+        program.load(b.library)
     if hit:
         counters.counts["parametric_hits"] += 1
     return b.so

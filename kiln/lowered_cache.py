@@ -165,14 +165,14 @@ def _from_template(given, path):
     t0 = time.perf_counter()
     build = None
     hit = []
-    if config.parametric_kernels and dev.type == "cpu" and not config.cuda_emulate:
+    if config.parametric_kernels and dev.type in ("cpu", "cuda") and not config.cuda_emulate:
         from . import kernel_params
 
         def build(program):
-            if not program.num_kernels:
+            if not program.num_kernels or bool(program.cuda) != (dev.type == "cuda"):
                 return None
             before = counters.counts["parametric_hits"]
-            so = kernel_params.build(template, program, symvals)
+            so = kernel_params.build(template, program, symvals, dev)
             hit.append(counters.counts["parametric_hits"] > before)
             return so
     try:

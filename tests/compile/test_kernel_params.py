@@ -127,3 +127,41 @@ def test_pointwise_and_reductions_over_many_sizes():
             torch.testing.assert_close(g, w)
     st = kiln.stats()
     assert st["parametric_hits"] >= 3, st
+
+
+def _cuda_kernel(n, threads=256, shared=32):
+    return ('\nextern "C" __global__ void __launch_bounds__(%d) kn_k0(const float *__restrict__ b0, '
+            'float *__restrict__ b1)\n{\n  typedef int kn_ix;\n  int64_t *const kn_err = 0;\n  (void)kn_err;\n'
+            '  __shared__ float kn_sm[%d];\n'
+            '  for (kn_ix v1 = blockIdx.x * %d + threadIdx.x; v1 < %d; v1 += gridDim.x * %d) {\n'
+            '    const float t3 = b0[v1 * INT64_C(4)] * 0.5f;\n    b1[v1] = t3;\n  }\n}\n'
+            % (threads, shared, threads, n, threads))
+
+
+def test_cuda_parameters_are_module_constants():
+    # (CPU-checkable: the text; the GPU run is test_cuda_sizes_share_one_cubin)
+    b = kp.make(_cuda_kernel(500), [_cuda_kernel(600)], cuda=True)
+    assert b is not None and len(b.holes) == 1
+    assert "__constant__ long long kn_P[1];" in b.text and "__constant__ double kn_F[1];" in b.text
+    assert b.text.index("__constant__") < b.text.index('extern "C"')
+    assert "v1 < ((int)kn_P[0])" in b.text and "B[" not in b.text
+    assert b.match(_cuda_kernel(900)) == ((900,), ())
+    # a launch bound or a shared array's bound stays a constant: no build
+    # from a probe that moves one
+    assert kp.make(_cuda_kernel(500), [_cuda_kernel(600, threads=128)], cuda=True) is None
+    assert kp.make(_cuda_kernel(500), [_cuda_kernel(600, shared=64)], cuda=True) is None
+    assert b.match(_cuda_kernel(900, shared=64)) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_sizes_share_one_cubin():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64)).cuda()
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b in (3, 5, 7, 9, 12, 17, 5):
+            x = torch.randn(b, 32, device="cuda")
+            torch.testing.assert_close(cm(x), m(x), atol=1e-4, rtol=1e-4)
+    st = kiln.stats()
+    assert st["fallbacks"] == 0, st
+    assert st["parametric_builds"] >= 1 and st["parametric_hits"] >= 3, st
