@@ -342,6 +342,10 @@ class Explanation:
             lines.append(f"  graph {i} ({g.get('name')} at {g.get('filename')}:{g.get('line')}): "
                          f"{g.get('ops', 0)} ops -> {g.get('aten_ops', 0)} ATen ops, {g.get('kernels', 0)} kernels, "
                          f"{g.get('externs', 0)} extern calls, {g.get('fallbacks', 0)} fallbacks")
+            if g.get("symbols"):
+                lines.append(f"    symbolic sizes {', '.join(g['symbols'])}: one lowering for every size, each "
+                             "size planned when first called (its ATen ops and kernels are not counted above; "
+                             "kiln.stats(): specializations, size_plans)")
         for b in self.breaks:
             lines.append(f"  break: {b}")
         for arg, dims in self.marked_dynamic:

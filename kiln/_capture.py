@@ -447,6 +447,9 @@ def finish(graph, fake_mode, examples, backend, info):
     entry["aten_ops"] = sum(g.get("aten_ops", 0) for g in new)
     entry["externs"] = sum(g.get("externs", 0) for g in new)
     entry["fallbacks"] = sum(g.get("fallbacks", 0) for g in new)
+    # its size inputs that are symbols (issue 17: compiled per size at its calls)
+    entry["symbols"] = [f"{n.name}={n.meta['example_value']}" for n in graph.nodes if n.op == "placeholder" and
+                        isinstance(n.meta.get("example_value"), torch.SymInt)]
     graphs.append(entry)
     del graphs[:-_KEEP]   # explain reads the newest entries; old ones must not pile up
     return compiled

@@ -182,6 +182,7 @@ class PerSize:
     def _build(self, args, key):
         shapes = tuple(tuple(args[i].shape) if isinstance(args[i], torch.Tensor) else None for i in self.tpos)
         fn = self._direct(args, key) if self.direct else None
+        compiled = fn is not None
         g = None
         if fn is None:
             try:
@@ -198,7 +199,8 @@ class PerSize:
             # the static path took the filled-in lowering: kiln's checks
             # passed on this graph, so later sizes may take it directly
             self.direct = self.direct or (given.taken and config.direct_sizes)
-        if g is not None or self.direct:
+            compiled = True
+        if compiled:   # (not the eager run of a size that could not be specialised)
             for wrap in self.post:
                 fn = wrap(fn)
         counters.counts["specializations"] += 1

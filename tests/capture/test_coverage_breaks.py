@@ -979,6 +979,8 @@ def test_mark_dynamic_is_kept_and_listed_by_explain():
     torch._dynamo.mark_dynamic(x, 1)
     ex = kiln.explain(f, backend="eager")(x)
     assert ex.marked_dynamic == [(0, [0, 1])] and "marked dynamic" in str(ex), ex
+    # the graph's size inputs are symbols, and the guards hold their relations
+    assert "symbolic sizes size1=" in str(ex) and ">= 2" in str(ex), ex
     cf = kiln.compile(f)
     for n in (4, 5):
         y = torch.randn(n, 3)
