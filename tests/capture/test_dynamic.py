@@ -42,23 +42,31 @@ def _run(fn, sizes, cols=6, **kw):
     cf = kiln.compile(fn, **kw)
     for n in sizes:
         x = torch.randn(n, cols)
-        outs = []
-        for f in (fn, cf):
-            buf = io.StringIO()
-            with contextlib.redirect_stdout(buf):
-                try:
-                    res = f(x)
-                except Exception as e:   # noqa: BLE001
-                    res = e
-            outs.append((res, buf.getvalue()))
-        (want, wout), (got, gout) = outs
-        if isinstance(want, Exception):
-            assert type(got) is type(want), (n, got, want)
-        else:
-            assert _same(got, want), (n, got, want)
+        got, want = _compare(fn, cf, (x,), n)
+        if not isinstance(want, Exception):
             assert _aliases(got, x) == _aliases(want, x), n   # views stay views
-        assert gout == wout, (n, gout, wout)
     return kiln.stats()
+
+
+def _compare(fn, cf, args, n):
+    """fn and cf called on args: the same result (or exception type) and
+    stdout; returns (cf's result, fn's)."""
+    outs = []
+    for f in (fn, cf):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            try:
+                res = f(*args)
+            except Exception as e:   # noqa: BLE001
+                res = e
+        outs.append((res, buf.getvalue()))
+    (want, wout), (got, gout) = outs
+    if isinstance(want, Exception):
+        assert type(got) is type(want), (n, got, want)
+    else:
+        assert _same(got, want), (n, got, want)
+    assert gout == wout, (n, gout, wout)
+    return got, want
 
 
 SIZES = (3, 5, 7, 4, 5)
@@ -369,21 +377,7 @@ def _run_int(fn, values, **kw):
     cf = kiln.compile(fn, **kw)
     x = torch.randn(48)
     for n in values:
-        outs = []
-        for f in (fn, cf):
-            buf = io.StringIO()
-            with contextlib.redirect_stdout(buf):
-                try:
-                    res = f(x, n)
-                except Exception as e:   # noqa: BLE001
-                    res = e
-            outs.append((res, buf.getvalue()))
-        (want, wout), (got, gout) = outs
-        if isinstance(want, Exception):
-            assert type(got) is type(want), (n, got, want)
-        else:
-            assert _same(got, want), (n, got, want)
-        assert gout == wout, (n, gout, wout)
+        _compare(fn, cf, (x, n), n)
     return kiln.stats()
 
 

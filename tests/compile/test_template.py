@@ -39,15 +39,20 @@ def test_one_lowering_serves_every_size():
     assert st["direct_sizes"] == 4, st
 
 
-def test_direct_sizes_off_take_the_static_path(monkeypatch):
-    monkeypatch.setattr(config, "direct_sizes", False)
+def _three_sizes(**kw):
+    """The layer under kiln.compile(**kw) at three shapes, checked; kiln.stats()."""
     m = _layer()
-    cm = kiln.compile(m, dynamic=True)
+    cm = kiln.compile(m, **kw)
     with torch.no_grad():
         for b, s in SHAPES[:3]:
             x = torch.randn(b, s, 32)
             torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
-    st = kiln.stats()
+    return kiln.stats()
+
+
+def test_direct_sizes_off_take_the_static_path(monkeypatch):
+    monkeypatch.setattr(config, "direct_sizes", False)
+    st = _three_sizes(dynamic=True)
     assert st["direct_sizes"] == 0 and st["template_instances"] == 3, st
 
 
@@ -99,13 +104,7 @@ def test_tensorified_floats_trace_each_size():
 
 def test_off_traces_each_size(monkeypatch):
     monkeypatch.setattr(config, "symbolic_lowering", False)
-    m = _layer()
-    cm = kiln.compile(m, dynamic=True)
-    with torch.no_grad():
-        for b, s in SHAPES[:3]:
-            x = torch.randn(b, s, 32)
-            torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
-    st = kiln.stats()
+    st = _three_sizes(dynamic=True)
     assert st["templates"] == 0 and st["template_instances"] == 0 and st["specializations"] == 3, st
 
 
