@@ -163,6 +163,20 @@ def _cached_module(source, names, index, arch, version, options):
     return mod, False
 
 
+def compile_parts(parts, index, arch, version):
+    """chunks()' NVRTC programs compiled (on parallel threads: NVRTC
+    releases the GIL), each cached on disk: [(CudaModule, was cached)]."""
+    def one(part):
+        source, names, options = part
+        return _cached_module(source, names, index, arch, version, options)
+
+    if len(parts) == 1:
+        return [one(parts[0])]
+    torch.cuda.init()
+    with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
+        return list(pool.map(one, parts))
+
+
 def ensure_stream():
     """kiln's CUDA launches go on torch's current stream (set once)."""
     global _stream_set
@@ -183,16 +197,7 @@ def build(programs, device):
     _, _, version = available()
     bodies, per_program = unique_kernels(programs)
     parts = chunks(bodies, max(1, min(config.compile_jobs, len(bodies) // 2)))
-    def one(part):
-        source, names, options = part
-        return _cached_module(source, names, index, arch, version, options)
-
-    if len(parts) == 1:
-        results = [one(parts[0])]
-    else:
-        torch.cuda.init()
-        with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
-            results = list(pool.map(one, parts))
+    results = compile_parts(parts, index, arch, version)
     owner = {}
     for (source, names, _), (mod, _) in zip(parts, results):
         for n in names:

@@ -156,8 +156,8 @@ class Build:
         self.text = text
         self.library = None
         self.at = {i: (cls, j) for i, cls, j in holes}
-        self.nints = sum(1 for _, c, _ in holes if c not in ("f64", "f32")) + len(splits)
-        self.nfloats = len(holes) - (self.nints - len(splits))
+        self.nfloats = len({j for _, c, j in holes if c in ("f64", "f32")})
+        self.nints = len({j for _, c, j in holes if c not in ("f64", "f32")}) + len(splits)
         self.pattern, self.groups = _pattern(toks, self.at, splits, source)
 
     def match(self, source):
@@ -180,8 +180,8 @@ class Build:
         names = m.groupdict()
         if len(set(names.values())) != len(names):
             return None   # (two local names became one: not a renaming)
-        ints = [0] * self.nints
-        floats = [0.0] * self.nfloats
+        ints = [None] * self.nints
+        floats = [None] * self.nfloats
         texts = m.groups()
         for k, cls, j in self.groups:
             text = texts[k]
@@ -189,26 +189,22 @@ class Build:
                 ints[j] = int(text is not None)
                 continue
             lit = _literal("i64" if cls == "i64" else "num", f"INT64_C({text})" if cls == "i64" else text)
-            if lit is None or lit[0] != cls:
+            if lit is None or lit[0] != cls or not _put(floats if cls in ("f64", "f32") else ints, j, lit[1]):
                 return None
-            if cls in ("f64", "f32"):
-                floats[j] = lit[1]
-            else:
-                ints[j] = lit[1]
-        return tuple(ints), tuple(floats)
+        return _filled(ints, 0), _filled(floats, 0.0)
 
     def _match_tokens(self, source):
         """match() token by token, local names renamed consistently."""
         toks, splits = tokens(source)
         if len(toks) != len(self.toks):
             return None
-        ints = [0] * self.nints
+        ints = [None] * self.nints
         for p, (line, _, _) in splits.items():
             mine = self.splits.get(p)
             if mine is None or mine[0] != line:
                 return None
             ints[mine[1]] = 1
-        floats = [0.0] * self.nfloats
+        floats = [None] * self.nfloats
         at = self.at
         names = _Renaming()
         for i, ((k, t, _, _), (k0, t0)) in enumerate(zip(toks, self.toks)):
@@ -221,13 +217,9 @@ class Build:
                     return None
                 continue
             lit = _literal(k, t)
-            if lit is None or lit[0] != h[0]:
+            if lit is None or lit[0] != h[0] or not _put(floats if h[0] in ("f64", "f32") else ints, h[1], lit[1]):
                 return None
-            if h[0] in ("f64", "f32"):
-                floats[h[1]] = lit[1]
-            else:
-                ints[h[1]] = lit[1]
-        return tuple(ints), tuple(floats)
+        return _filled(ints, 0), _filled(floats, 0.0)
 
 
 # a parameter's literal in _pattern: its class's C spelling (a token of its
@@ -276,6 +268,19 @@ def _pattern(toks, at, splits, source):
         pos = end
     parts.append(re.escape(source[pos:]))
     return re.compile("".join(parts), re.S), groups
+
+
+def _put(values, j, v):
+    """values[j] = v where unset; False where it holds another value (two
+    literals sharing a parameter disagree)."""
+    if values[j] is None:
+        values[j] = v
+        return True
+    return values[j] == v
+
+
+def _filled(values, default):
+    return tuple(default if v is None else v for v in values)
 
 
 class _Renaming:
@@ -347,6 +352,7 @@ def make(source, probes, cuda=False):
     a, a_splits = tokens(source)
     fixed = _fixed(a) if cuda else ()
     where = set()
+    used = []   # the probes' tokens that differ in literals (and splits) only
     lines = {p: v[0] for p, v in a_splits.items()}
     varies = False
     for probe in probes:
@@ -356,18 +362,27 @@ def make(source, probes, cuda=False):
                 any(i in fixed for i in d):
             continue
         where.update(d)
+        used.append(b)
         varies = varies or set(b_splits) != set(a_splits)
         for p, (line, _, _) in b_splits.items():
             lines.setdefault(p, line)
     if not where and not varies:
         return None
+    # literals of one class whose values agree in the source and every probe
+    # share a parameter (the kernels of repeated layers stay identical, so
+    # a CUDA build compiles each once); a size matches only where they agree
     holes = []
     counts = {"i": 0, "f": 0}
+    shared = {}
     for i in sorted(where):
         cls = _literal(a[i][0], a[i][1])[0]
         side = "f" if cls in ("f64", "f32") else "i"
-        holes.append((i, cls, counts[side]))
-        counts[side] += 1
+        sig = (cls, a[i][1]) + tuple(b[i][1] for b in used)
+        j = shared.get(sig)
+        if j is None:
+            j = shared[sig] = counts[side]
+            counts[side] += 1
+        holes.append((i, cls, j))
     # the edits to source: (start, end, text), in order
     edits = [(a[i][2], a[i][3], _EXPR[cls] % j) for i, cls, j in holes]
     splits = {}
@@ -475,31 +490,33 @@ def build(template, program, symvals, device=None):
     return _load(made, program, params, counters, hit=False, device=device)
 
 
-_KERNEL_NAME = re.compile(r'\nextern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(')
-
-
 def _cuda_module(made, device):
-    """Compile a CUDA parametric build (NVRTC, its cubin cached on disk by
-    source like any kernel's); sets made.cubin/names/source/options.
-    Returns (the cache folder, whether it was cached)."""
+    """Compile a CUDA parametric build as kiln/cuda.py compiles a program:
+    its distinct kernels split into NVRTC programs compiled on parallel
+    threads, each with the two __constant__ arrays, their cubins cached on
+    disk by source.  Sets made.parts ([(source, names, options, cubin)]),
+    made.kernels (kernel k's function name) and made.owner (that function's
+    part).  Returns (the cache folder, whether every part was cached)."""
     import os
+    import types
 
     from . import _C, config, cuda as kcuda
-    index = device.index if device.index is not None else torch_current_device()
+    index = device.index if device.index is not None else kcuda.torch.cuda.current_device()
     arch, _ = kcuda._device_facts(index)
     _, _, version = kcuda.available()
-    names = _KERNEL_NAME.findall(made.text)
-    body = made.text[made.text.find("\n__constant__ long long kn_P"):]
-    made.source = _C.prelude("cuda") + body
-    made.options = kcuda._options(bool(kcuda._INT_DIVISION.search(body)))
-    mod, cached = kcuda._cached_module(made.source, names, index, arch, version, made.options)
-    made.cubin, made.names, made.index = mod.cubin, names, index
-    return os.path.join(config.cache_dir, "cuda"), cached
-
-
-def torch_current_device():
-    import torch
-    return torch.cuda.current_device()
+    at = made.text.find('\nextern "C" __global__')
+    decls, kernels = made.text[:at], made.text[at:]
+    decls = decls[decls.find("\n__constant__ long long kn_P"):]
+    n = len(kcuda._KERNEL_HEAD.findall(kernels))
+    bodies, per_program = kcuda.unique_kernels([types.SimpleNamespace(source=kernels, num_kernels=n)])
+    prelude = _C.prelude("cuda")
+    parts = [(src.replace(prelude, prelude + decls, 1), names, options) for src, names, options in
+             kcuda.chunks(bodies, max(1, min(config.compile_jobs, len(bodies) // 2)))]
+    results = kcuda.compile_parts(parts, index, arch, version)
+    made.parts = [(src, names, options, mod.cubin) for (src, names, options), (mod, _) in zip(parts, results)]
+    made.owner = {fn: k for k, (_, names, _) in enumerate(parts) for fn in names}
+    made.kernels, made.index = per_program[0], index
+    return os.path.join(config.cache_dir, "cuda"), all(c for _, c in results)
 
 
 def _load(b, program, params, counters, hit, device=None):
@@ -509,9 +526,12 @@ def _load(b, program, params, counters, hit, device=None):
 
         from . import _C, cuda as kcuda
         kcuda.ensure_stream()
-        mod = _C.CudaModule(b.source, b.names, b.index, kcuda.nvrtc_path(), b.cubin, b.options)
-        mod.set_params(*params)
-        program.load_cuda(mod, torch.device("cuda", b.index), b.index, list(b.names))
+        mods = [_C.CudaModule(src, names, b.index, kcuda.nvrtc_path(), cubin, options)
+                for src, names, options, cubin in b.parts]
+        for mod in mods:
+            mod.set_params(*params)
+        program.load_cuda([mods[b.owner[fn]] for fn in b.kernels], torch.device("cuda", b.index), b.index,
+                          list(b.kernels))
     else:
         program.set_size_params(*params)
         program.load(b.library)

@@ -165,3 +165,44 @@ def test_cuda_sizes_share_one_cubin():
     st = kiln.stats()
     assert st["fallbacks"] == 0, st
     assert st["parametric_builds"] >= 1 and st["parametric_hits"] >= 3, st
+
+
+def test_a_cuda_build_compiles_its_distinct_kernels_in_parts(monkeypatch):
+    # (CPU-checkable with NVRTC faked: what each NVRTC program holds)
+    from kiln import _C, cuda as kcuda
+    # two layers' kernels: their loop bounds share a parameter, so their
+    # bodies are one, compiled once
+    two = _cuda_kernel(500) + _cuda_kernel(500).replace("kn_k0", "kn_k1")
+    probe = _cuda_kernel(600) + _cuda_kernel(600).replace("kn_k0", "kn_k1")
+    b = kp.make(two, [probe], cuda=True)
+    assert b is not None and b.match(probe) == ((600,), ())
+    seen = []
+
+    class Mod:
+        cubin = b"cubin"
+
+    def compile_parts(parts, index, arch, version):
+        seen.extend(parts)
+        return [(Mod(), False) for _ in parts]
+    monkeypatch.setattr(kcuda, "compile_parts", compile_parts)
+    monkeypatch.setattr(kcuda, "_device_facts", lambda index: (90, None))
+    monkeypatch.setattr(kcuda, "available", lambda: (True, "", (13, 0)))
+    monkeypatch.setattr(config, "compile_jobs", 4)
+    kp._cuda_module(b, torch.device("cuda", 0))
+    prelude = _C.prelude("cuda")
+    assert len(seen) == 1 and len(b.kernels) == 2 and b.kernels[0] == b.kernels[1]
+    for src, names, _ in seen:
+        assert src.startswith(prelude + "\n__constant__ long long kn_P[1];\n__constant__ double kn_F[1];\n")
+        assert src.count('extern "C" __global__') == len(names)
+    assert {b.owner[fn] for fn in b.kernels} == {0} and len(b.parts) == 1
+
+
+def test_literals_that_agree_everywhere_share_a_parameter():
+    two = _kernel(5, 64) + _kernel(5, 64).replace("kn_k0", "kn_k1")
+    b = kp.make(two, [_kernel(6, 64) + _kernel(6, 64).replace("kn_k0", "kn_k1")])
+    assert b is not None and len(b.holes) == 2 and b.nints == 1   # one parameter for both loops
+    assert b.match(_kernel(9, 64) + _kernel(9, 64).replace("kn_k0", "kn_k1")) == ((9,), ())
+    # a size where they disagree is another build's
+    assert b.match(_kernel(9, 64) + _kernel(8, 64).replace("kn_k0", "kn_k1")) is None
+    b = kp.make(two, [_kernel(6, 64) + _kernel(7, 64).replace("kn_k0", "kn_k1")])
+    assert b.nints == 2 and b.match(_kernel(9, 64) + _kernel(8, 64).replace("kn_k0", "kn_k1")) == ((9, 8), ())

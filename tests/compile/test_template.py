@@ -242,7 +242,7 @@ def test_cuda_sizes_from_one_lowering():
     st = kiln.stats()
     assert st["fallbacks"] == 0, st
     assert st["templates"] == 1 and st["template_instances"] == 5, st
-    assert st["parametric_builds"] == 0, st        # (CPU kernels only)
+    assert st["parametric_builds"] >= 1 and st["size_plans"] >= 1, st   # (one cubin for several sizes)
 
 
 _WARM = r"""
