@@ -444,7 +444,7 @@ def build(template, program, symvals, device=None):
     for b in template.builds:
         params = b.match(program.source)
         if params is not None:
-            return _load(b, program, params, counters, hit=True, device=device)
+            return _loaded(b, program, params, counters, True, device)
     if template.build_failures >= 2 or len(template.builds) >= _MOST_BUILDS:
         return None
     # the probes: the lowering at nearby sizes, and the latest sizes built
@@ -487,7 +487,21 @@ def build(template, program, symvals, device=None):
     if logs.on("dynamic"):
         logs.emit("dynamic", "a parametric build of %d kernels: %d size literals read as parameters",
                   program.num_kernels, len(made.holes))
-    return _load(made, program, params, counters, hit=False, device=device)
+    return _loaded(made, program, params, counters, False, device)
+
+
+def _loaded(b, program, params, counters, hit, device):
+    """_load, or None where loading fails (a kiln bug, raised under
+    KILN_DEBUG; otherwise that size is built on its own)."""
+    from . import config, errors
+    try:
+        return _load(b, program, params, counters, hit=hit, device=device)
+    except Exception as e:   # noqa: BLE001
+        if config.debug:
+            raise
+        errors.warn_once(f"kiln: loading a parametric build failed ({type(e).__name__}: {e}); sizes are built "
+                         f"on their own")
+        return None
 
 
 def _cuda_module(made, device):
