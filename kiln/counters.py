@@ -87,8 +87,11 @@ def count_ops(gm):
 
 
 def graph(st):
-    """Keep and count the stats of a graph compiled (or run as captured)."""
-    compiled_graphs.append(st)
+    """Keep and count the stats of a graph compiled (or run as captured).
+    A size plan is counted, not kept: a serving process meets sizes without
+    end."""
+    if not st.get("parametric_hit"):
+        compiled_graphs.append(st)
     count(st)
 
 
