@@ -1,4 +1,4 @@
-"""kiln.dynamic — graphs with symbolic sizes (issue 17, stage 1d).
+"""kiln.dynamic — graphs with symbolic sizes (issue 17).
 
 Consumes: an fx graph whose example inputs hold SymInts, as TorchDynamo hands
 one to a backend once a size has changed (automatic dynamic, `dynamic=True`,
@@ -16,10 +16,15 @@ of the inputs' sizes and strides into a SymInt placeholder and guards the rest
 (dtype, device, stride order, the relations between the symbols).  Under
 KILN_DEBUG the tensor shapes are checked against the compiled size as well.
 
-What this stage does not do: a new size still pays a whole static compile
-(the trace, the C core, the C compiler), counted in `kiln.stats()` as
-`specializations`.  Symbolic kernels (one native build for every size) are
-stage 3 of docs/plans/dynamic-shapes.md.
+A graph that has a symbolic lowering (kiln/template.py, made at its first
+size that reaches kiln's lowering and cached on disk) takes it for every
+size: the first through the static path (kiln's checks), later ones
+straight from the filled-in lowering to the C core (`PerSize._direct`),
+their kernels from shared parametric builds (kiln/kernel_params.py).
+Each size is counted in `kiln.stats()` as a `specialization`, and as a
+compile or, where its kernels came from an existing build, a size plan.
+What is not here: one C-core plan for every size (stage 3 proper of
+docs/plans/dynamic-shapes.md).
 """
 import collections
 import operator

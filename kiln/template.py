@@ -23,8 +23,10 @@ lowering leaves a symbolic value kiln cannot fill in (a SymFloat, a SymBool
 argument, an expression outside `symbolic._ARITH`) has no template: every
 size is lowered on its own, as before.
 
-What is not here yet: the C core and the C compiler still run per size
-(stage 3: symbolic kernels).
+`state()`/`restored()` are its disk-cache form (kiln/dynamic.py keys it by
+the symbolic graph).  What is not here yet: the C core still plans each
+size (its kernels are shared by kiln/kernel_params.py; stage 3 proper:
+symbolic kernels).
 """
 import operator
 
