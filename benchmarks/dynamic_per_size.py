@@ -1,0 +1,57 @@
+"""What a new size of a symbolic graph costs (issue 17, kiln/dynamic.py).
+
+Compiles a bench text model with kiln.compile (automatic dynamic), calls it
+at 3 shapes (the recordings and the first sizes of their lowerings), then at
+30 new shapes, timing each first call and the part of it spent in
+PerSize._build (kiln's work for that size: the C core's plan, the match
+against a parametric build, the filled-in lowering; the rest is the model
+running).  Prints the means per new size and kiln's size counters.
+
+    python benchmarks/dynamic_per_size.py            # MODEL=gpt2
+    KILN_DIRECT_SIZES=0 python benchmarks/dynamic_per_size.py   # every size through the static path
+"""
+import os
+import random
+import time
+
+import torch
+
+import kiln
+from kiln import dynamic
+from kiln.bench import models as zoo
+
+torch.set_num_threads(2)
+spec = zoo.MODELS[os.environ.get("MODEL", "gpt2")]
+model, _, _ = zoo.build_model(spec, zoo.BuildConfig())
+vocab = model.model.config.vocab_size
+shapes = [(b, s) for b in (2, 3, 4, 6, 7, 9) for s in (16, 24, 33, 48, 64, 80, 100, 128)]
+random.Random(0).shuffle(shapes)
+
+spent = [0.0]
+build = dynamic.PerSize._build
+
+
+def timed_build(self, *args):
+    t0 = time.perf_counter()
+    try:
+        return build(self, *args)
+    finally:
+        spent[0] += time.perf_counter() - t0
+
+
+f = kiln.compile(model)
+with torch.no_grad():
+    for shape in shapes[:3]:
+        f(torch.randint(0, vocab, shape))
+    dynamic.PerSize._build = timed_build
+    new = shapes[3:33]
+    t0 = time.perf_counter()
+    for shape in new:
+        f(torch.randint(0, vocab, shape))
+    total = time.perf_counter() - t0
+dynamic.PerSize._build = build
+st = kiln.stats()
+print(f"{spec.name}: per new size {1e3 * total / len(new):.1f} ms, of it kiln's PerSize._build "
+      f"{1e3 * spent[0] / len(new):.1f} ms ({len(new)} sizes)")
+print({k: st[k] for k in ("recompiles", "specializations", "direct_sizes", "size_plans", "compiles",
+                          "parametric_builds", "parametric_hits", "templates", "template_cache_hits")})
