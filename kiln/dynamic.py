@@ -226,7 +226,7 @@ class PerSize:
         lowering's relations carry every fact about sizes they used).  None
         where the lowering does not fit these sizes (the static path then
         compiles them)."""
-        from . import backends, runners
+        from . import runners
         given = self._described(args, key)
         if given is None:
             return None

@@ -30,8 +30,9 @@ nbufs + 2 (double) (src/runtime/run.c, `set_size_params`).
 
 CUDA programs (`make(..., cuda=True)`): the same literals become reads of
 two `__constant__` arrays, kn_P and kn_F, declared before the first
-kernel; the build is one cubin (NVRTC, cached on disk by source), and each
-size loads its own module from it with its values set once
+kernel; the build's distinct kernels are compiled as any CUDA program's
+(parallel NVRTC parts, cubins cached on disk by source), and each size
+loads its own modules from those cubins with its values set once
 (CudaModule.set_params), so the kernels' arguments and the program's
 launch sizes (planned per size by the C core) stay as they were.  Literals
 that must stay constants (`__launch_bounds__`, a `__shared__` array's
@@ -234,7 +235,8 @@ def _pattern(toks, at, splits, source):
     each parameter's literal any literal of its class, each split's pragma
     present or not, and each local name another one, the same at each of
     its uses (`_match_text` checks that no two share one); and
-    [(class or "split", parameter index)] of its numbered groups in order.
+    [(group index, class or "split", parameter index)] of the groups that
+    hold parameters.
     Everything else must be source's own text, whitespace included (the C
     core writes it the same way at every size)."""
     parts, groups, pos = [], [], 0
@@ -435,8 +437,8 @@ def build(template, program, symvals, device=None):
     """Load `program` (a program of one size of template's lowering: CPU,
     or CUDA with `device`) from a parametric build: one of template's that
     matches its source, else a new one made with a probe and compiled.
-    Returns the build's path, or None (nothing loaded: the caller builds
-    the program on its own)."""
+    Returns (the build's path, whether it was an existing build), or None
+    (nothing loaded: the caller builds the program on its own)."""
     from . import _C, config, counters, logs, pipeline
     cuda = bool(program.cuda)
     for hook in pipeline.build_hooks:
@@ -444,7 +446,7 @@ def build(template, program, symvals, device=None):
     for b in template.builds:
         params = b.match(program.source)
         if params is not None:
-            return _loaded(b, program, params, counters, True, device)
+            return _loaded(b, program, params, counters, True)
     if template.build_failures >= 2 or len(template.builds) >= _MOST_BUILDS:
         return None
     # the probes: the lowering at nearby sizes, and the latest sizes built
@@ -487,15 +489,16 @@ def build(template, program, symvals, device=None):
     if logs.on("dynamic"):
         logs.emit("dynamic", "a parametric build of %d kernels: %d size literals read as parameters",
                   program.num_kernels, len(made.holes))
-    return _loaded(made, program, params, counters, False, device)
+    return _loaded(made, program, params, counters, False)
 
 
-def _loaded(b, program, params, counters, hit, device):
-    """_load, or None where loading fails (a kiln bug, raised under
-    KILN_DEBUG; otherwise that size is built on its own)."""
+def _loaded(b, program, params, counters, hit):
+    """(b's path, hit) with program loaded from b, or None where loading
+    fails (a kiln bug, raised under KILN_DEBUG; otherwise that size is built
+    on its own)."""
     from . import config, errors
     try:
-        return _load(b, program, params, counters, hit=hit, device=device)
+        return _load(b, program, params, counters, hit), hit
     except Exception as e:   # noqa: BLE001
         if config.debug:
             raise
@@ -514,8 +517,10 @@ def _cuda_module(made, device):
     import os
     import types
 
+    import torch
+
     from . import _C, config, cuda as kcuda
-    index = device.index if device.index is not None else kcuda.torch.cuda.current_device()
+    index = device.index if device.index is not None else torch.cuda.current_device()
     arch, _ = kcuda._device_facts(index)
     _, _, version = kcuda.available()
     at = made.text.find('\nextern "C" __global__')
@@ -533,7 +538,7 @@ def _cuda_module(made, device):
     return os.path.join(config.cache_dir, "cuda"), all(c for _, c in results)
 
 
-def _load(b, program, params, counters, hit, device=None):
+def _load(b, program, params, counters, hit):
     if program.cuda:
         # this size's own module from the shared cubin, its constants set
         import torch

@@ -171,10 +171,11 @@ def _from_template(given, path):
         def build(program):
             if not program.num_kernels or bool(program.cuda) != (dev.type == "cuda"):
                 return None
-            before = counters.counts["parametric_hits"]
-            so = kernel_params.build(template, program, symvals, dev)
-            hit.append(counters.counts["parametric_hits"] > before)
-            return so
+            got = kernel_params.build(template, program, symvals, dev)
+            if got is None:
+                return None
+            hit.append(got[1])
+            return got[0]
     try:
         cg = pipeline._finish(pipeline._program(desc, "kn_", dev, " (a symbolic lowering filled in)"),
                               constants, single, dev, t0, build)

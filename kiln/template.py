@@ -117,9 +117,14 @@ def _function(exprs, checks, names):
     vals = ", ".join(_py(e, params) for e in exprs)
     ok = " and ".join(_py(c, params) for c in checks) or "True"
     src = f"def fill(v):\n    return ({vals}{',' if exprs else ''}), bool({ok})\n"
+    return _fill_of(src), src
+
+
+def _fill_of(src):
+    """The function `fill` that _function's source defines."""
     scope = {}
-    exec(compile(src, "<kiln.template>", "exec"), scope)   # noqa: S102  (generated from sympy expressions only)
-    return scope["fill"], src
+    exec(compile(src, "<kiln.template>", "exec"), scope)   # noqa: S102  (kiln's own text, from sympy expressions)
+    return scope["fill"]
 
 
 # ------------------------------------------------------------------ building
@@ -237,9 +242,7 @@ class Template:
         for k in cls._KEPT:
             setattr(t, k, st[k])
         t.desc = fx_bridge.relink(st["desc"])
-        scope = {}
-        exec(compile(t.source, "<kiln.template>", "exec"), scope)   # noqa: S102  (kiln's own text, see _function)
-        t.fill = scope["fill"]
+        t.fill = _fill_of(t.source)
         t._fresh()
         return t
 
