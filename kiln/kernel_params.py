@@ -24,7 +24,9 @@ parameter holds the float's exact value).  Literals inside preprocessor
 lines, string literals and suffixed or hexadecimal ones are never
 parameters.  One pragma is: an outer loop's OpenMP split, which the C core
 decides by size alone and which leaves the loop as it is, becomes
-`#pragma omp parallel for ... if(kn_P[j])` with a flag per size.  The
+`#pragma omp parallel for ... if(kn_P[j])` with a flag per size (the C
+core writes a split it does not take as a `/* kn:serial #pragma ... */`
+comment, so a build made at a small size has the flag too).  The
 kernels read the parameters from frame pointers nbufs + 1 (int64) and
 nbufs + 2 (double) (src/runtime/run.c, `set_size_params`).
 
@@ -111,23 +113,33 @@ def _literal(kind, text):
 # it by size alone, and the loop is the same with or without it, so a build
 # takes it at run time (`if(kn_P[j])`) and sources may differ in it
 _PARFOR = re.compile(r"#pragma omp parallel for (?:collapse\(\d+\) )?schedule\(static\)")
+# the split the C core did not take at this size, which it writes as a
+# comment (src/codegen/c.c), so that every size's source has each outer
+# loop's split: present (the pragma) or not (this comment)
+_SERIAL = re.compile(r"/\* kn:serial (#pragma omp parallel for (?:collapse\(\d+\) )?schedule\(static\)) \*/")
 
 
 def tokens(source):
-    """([(kind, text, start, end)], {position: (pragma, start, end)}) of a C
-    source: its tokens without whitespace (a pragma's own tokens kinds
-    "pp*" and "id", its line's end a "ppend"), and apart, each outer loop's
-    OpenMP split at the position of the token it precedes."""
+    """([(kind, text, start, end)], {position: (pragma, start, end, taken)})
+    of a C source: its tokens without whitespace (a pragma's own tokens
+    kinds "pp*" and "id", its line's end a "ppend"), and apart, each outer
+    loop's OpenMP split at the position of the token it precedes: taken (the
+    pragma) or not (the C core's kn:serial comment)."""
     out, splits = [], {}
     for m in _TOKEN.finditer(source):
         kind = m.lastgroup
         if kind == "ws":
             continue
         text = m.group()
+        if kind == "comment":
+            c = _SERIAL.fullmatch(text)
+            if c is not None:
+                splits[len(out)] = (c.group(1), m.start(), m.end(), False)
+                continue
         if kind == "pp":
             line = text.rstrip()
             if _PARFOR.fullmatch(line):
-                splits[len(out)] = (line, m.start(), m.start() + len(line))
+                splits[len(out)] = (line, m.start(), m.start() + len(line), True)
                 continue
             # (its local names are renamed as the code's; its numbers are fixed)
             out.append(("pp", "#", m.start(), m.start() + 1))
@@ -140,6 +152,22 @@ def tokens(source):
             continue
         out.append((kind, text, m.start(), m.end()))
     return out, splits
+
+
+def _scopes(toks):
+    """The scope of each token: a number per top-level braced body (a
+    kernel: its local names are its own, so two kernels' renamings are
+    independent), 0 outside them."""
+    out, depth, n = [], 0, 0
+    for k, t, _, _ in toks:
+        if k == "p" and t == "{":
+            if depth == 0:
+                n += 1
+            depth += 1
+        elif k == "p" and t == "}":
+            depth -= 1
+        out.append(n if depth or t == "}" else 0)
+    return out
 
 
 _EXPR = {"int": "((int)kn_P[%d])", "long": "((long)kn_P[%d])", "i64": "((int64_t)kn_P[%d])",
@@ -157,9 +185,10 @@ class Build:
         self.text = text
         self.library = None
         self.at = {i: (cls, j) for i, cls, j in holes}
+        self.scopes = _scopes(toks)
         self.nfloats = len({j for _, c, j in holes if c in ("f64", "f32")})
         self.nints = len({j for _, c, j in holes if c not in ("f64", "f32")}) + len(splits)
-        self.pattern, self.groups = _pattern(toks, self.at, splits, source)
+        self.pattern, self.groups, self.kernel_of = _pattern(toks, self.at, splits, source)
 
     def match(self, source):
         """(ints, floats) making this build compute what `source` does, or None."""
@@ -178,9 +207,12 @@ class Build:
         m = self.pattern.fullmatch(source)
         if m is None:
             return None
-        names = m.groupdict()
-        if len(set(names.values())) != len(names):
-            return None   # (two local names became one: not a renaming)
+        seen = set()
+        for g, name in m.groupdict().items():
+            key = (self.kernel_of[g], name)
+            if key in seen:
+                return None   # (two local names of a kernel became one: not a renaming)
+            seen.add(key)
         ints = [None] * self.nints
         floats = [None] * self.nfloats
         texts = m.groups()
@@ -200,19 +232,19 @@ class Build:
         if len(toks) != len(self.toks):
             return None
         ints = [None] * self.nints
-        for p, (line, _, _) in splits.items():
+        for p, (line, _, _, taken) in splits.items():
             mine = self.splits.get(p)
             if mine is None or mine[0] != line:
                 return None
-            ints[mine[1]] = 1
+            ints[mine[1]] = int(taken)
         floats = [None] * self.nfloats
         at = self.at
         names = _Renaming()
-        for i, ((k, t, _, _), (k0, t0)) in enumerate(zip(toks, self.toks)):
+        for i, ((k, t, _, _), (k0, t0), sc) in enumerate(zip(toks, self.toks, self.scopes)):
             h = at.get(i)
             if h is None:
                 if k == k0 == "id" and _LOCAL.fullmatch(t0):
-                    if not names.same(k0, t0, k, t):
+                    if not names.same(k0, t0, k, t, sc):
                         return None
                 elif t != t0 and not (k == k0 == "comment"):
                     return None
@@ -236,16 +268,16 @@ def _pattern(toks, at, splits, source):
     present or not, and each local name another one, the same at each of
     its uses (`_match_text` checks that no two share one); and
     [(group index, class or "split", parameter index)] of the groups that
-    hold parameters.
+    hold parameters; and {local name group: its kernel's scope}.
     Everything else must be source's own text, whitespace included (the C
     core writes it the same way at every size)."""
     parts, groups, pos = [], [], 0
-    names = {}
+    names, kernel_of = {}, {}
     n = 0   # groups so far
-    for i, (kind, text, start, end) in enumerate(toks):
+    for i, ((kind, text, start, end), sc) in enumerate(zip(toks, _scopes(toks))):
         if i in splits:
             line, j = splits[i]
-            parts.append(r"\s*(?:(" + re.escape(line) + r")\s*)?")
+            parts.append(r"\s*(?:(?:(" + re.escape(line) + r")|/\* kn:serial " + re.escape(line) + r" \*/)\s*)?")
             groups.append((n, "split", j))
             n += 1
         else:
@@ -258,9 +290,10 @@ def _pattern(toks, at, splits, source):
         elif kind == "comment":
             parts.append(r"(?:/\*.*?\*/|//[^\n]*)")
         elif kind == "id" and _LOCAL.fullmatch(text):
-            g = names.get(text)
+            g = names.get((sc, text))
             if g is None:
-                g = names[text] = f"n{len(names)}"
+                g = names[sc, text] = f"n{len(names)}"
+                kernel_of[g] = sc
                 parts.append(f"(?P<{g}>[a-z]{{1,2}}\\d+(?:_\\d+)?)(?!\\w)")
                 n += 1
             else:
@@ -269,7 +302,7 @@ def _pattern(toks, at, splits, source):
             parts.append(re.escape(text))
         pos = end
     parts.append(re.escape(source[pos:]))
-    return re.compile("".join(parts), re.S), groups
+    return re.compile("".join(parts), re.S), groups, kernel_of
 
 
 def _put(values, j, v):
@@ -286,17 +319,18 @@ def _filled(values, default):
 
 
 class _Renaming:
-    """A one-to-one renaming of local names, grown as tokens are compared."""
+    """A one-to-one renaming of local names within each scope (a kernel),
+    grown as tokens are compared."""
 
     def __init__(self):
         self.fwd, self.bwd = {}, {}
 
-    def same(self, ka, ta, kb, tb):
+    def same(self, ka, ta, kb, tb, scope):
         if ka != "id" or kb != "id" or not _LOCAL.fullmatch(ta) or not _LOCAL.fullmatch(tb):
             return False
-        fa, fb = self.fwd.get(ta), self.bwd.get(tb)
+        fa, fb = self.fwd.get((scope, ta)), self.bwd.get((scope, tb))
         if fa is None and fb is None:
-            self.fwd[ta], self.bwd[tb] = tb, ta
+            self.fwd[scope, ta], self.bwd[scope, tb] = tb, ta
             return True
         return fa == tb and fb == ta
 
@@ -308,12 +342,12 @@ def _differing(a, b):
         return None
     out = []
     names = _Renaming()
-    for i, ((ka, ta, _, _), (kb, tb, _, _)) in enumerate(zip(a, b)):
+    for i, ((ka, ta, _, _), (kb, tb, _, _), sc) in enumerate(zip(a, b, _scopes(a))):
         if ta == tb and not (ka == "id" and _LOCAL.fullmatch(ta)):
             continue
         if ka == kb == "comment":
             continue
-        if names.same(ka, ta, kb, tb):
+        if names.same(ka, ta, kb, tb, sc):
             continue
         la, lb = _literal(ka, ta), _literal(kb, tb)
         if ka != kb or la is None or lb is None:
@@ -360,13 +394,13 @@ def make(source, probes, cuda=False):
     for probe in probes:
         b, b_splits = tokens(probe)
         d = _differing(a, b)
-        if d is None or any(lines.get(p, line) != line for p, (line, _, _) in b_splits.items()) or \
+        if d is None or any(lines.get(p, line) != line for p, (line, _, _, _) in b_splits.items()) or \
                 any(i in fixed for i in d):
             continue
         where.update(d)
         used.append(b)
-        varies = varies or set(b_splits) != set(a_splits)
-        for p, (line, _, _) in b_splits.items():
+        varies = varies or {p: v[3] for p, v in b_splits.items()} != {p: v[3] for p, v in a_splits.items()}
+        for p, (line, _, _, _) in b_splits.items():
             lines.setdefault(p, line)
     if not where and not varies:
         return None

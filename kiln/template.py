@@ -274,7 +274,9 @@ class Template:
     def probes(self, symvals):
         """Other symbol values the lowering holds for (each symbol moved a
         little, so that the C core's size-dependent decisions rarely
-        change), for kiln/kernel_params.py to tell which literals are sizes."""
+        change), for kiln/kernel_params.py to tell which literals are sizes
+        (the outer loops' thread splits need none: the C core writes the
+        ones it does not take as comments)."""
         for d in (1, -1, 2, 3, -2):
             vals = tuple(v + d for v in symvals)
             if min(vals) >= 2 and self.fill(vals)[1]:

@@ -137,7 +137,8 @@ enum { KN_E_INDEX_SELF = 1, KN_E_INDEX = 2, KN_E_GATHER = 3, KN_E_ZERODIV = 4, K
 /* ---------------------------------------------------------------- expressions */
 /* Hash-consed expression DAG: identical subexpressions are the same node, so
    equality is pointer equality and CSE in code generation is free.  Index
-   arithmetic is canonicalised (sums of coef*atom sorted by atom id). */
+   arithmetic is canonicalised (sums of coef*atom: loop variables first by number,
+   other atoms by id; expr.c atom_before). */
 typedef struct kn_expr kn_expr;
 struct kn_expr {
     uint16_t op;          /* kn_sop */

@@ -264,12 +264,19 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
                 g.par_red = 0;
         }
     }
-    if (par_outer) {
+    /* the outer split, or where the size is too small for it a comment
+       saying which it would be: kiln/kernel_params.py reads both, so that
+       one parametric build serves the sizes on either side of the
+       threshold (a flag per size) */
+    if (k->nouter > 0) {
         kn_cg_ind(&g);
+        if (!par_outer)
+            kn_str_printf(s, "/* kn:serial ");
         if (k->nouter > 1)
-            kn_str_printf(s, "#pragma omp parallel for collapse(%d) schedule(static)\n", k->nouter);
+            kn_str_printf(s, "#pragma omp parallel for collapse(%d) schedule(static)", k->nouter);
         else
-            kn_str_printf(s, "#pragma omp parallel for schedule(static)\n");
+            kn_str_printf(s, "#pragma omp parallel for schedule(static)");
+        kn_str_printf(s, par_outer ? "\n" : " */\n");
     }
     kn_cg_open_loops(&g, k->nouter, k->outer, KN_VAR_O(0), 0, NULL);
     int m = 0;

@@ -4,7 +4,8 @@
  * index i").  Produces: hash-consed kn_expr nodes.  Identical expressions are
  * one node, so equality is pointer equality and CSE is free.  Index arithmetic
  * (int64 ADD/MUL by constant/IDIV/IMOD) is kept in a canonical form — a sum of
- * coefficient*atom terms sorted by atom id, constant last — and simplified with
+ * coefficient*atom terms in a fixed order (loop variables first, by number;
+ * other atoms by id), constant last — and simplified with
  * the ranges of loop variables, so that views compose into plain affine
  * indices and two spellings of the same index compare equal (a term that
  * cancels is kept, times 0, when it can raise: a CHECK or an integer division;
@@ -425,16 +426,33 @@ may_raise(kn_expr *e, int *budget)
     return 0;
 }
 
+/* The order of a sum's terms: loop variables first, by number (then
+   extent), other atoms after them by id.  Not plain creation order: a
+   variable's node is shared by every kernel where it has that extent, so
+   its id would depend on whether an earlier kernel happened to have a loop
+   of that size, and two sizes of one graph would print one index in two
+   orders (kiln/kernel_params.py matches sizes' sources token by token). */
+static int
+atom_before(const kn_expr *a, const kn_expr *b)
+{
+    int va = a->op == KN_S_VAR, vb = b->op == KN_S_VAR;
+    if (va != vb)
+        return va;
+    if (va)
+        return a->i != b->i ? a->i < b->i : a->ext < b->ext;
+    return a->id < b->id;
+}
+
 static kn_expr *
 build(kn_ctx *c, terms *t)
 {
     merge_divmod(t);
-    /* insertion sort by atom id */
+    /* insertion sort by atom_before */
     for (int x = 1; x < t->n; x++) {
         kn_expr *a = t->atom[x];
         int64_t k = t->k[x];
         int y = x - 1;
-        while (y >= 0 && t->atom[y]->id > a->id) {
+        while (y >= 0 && atom_before(a, t->atom[y])) {
             t->atom[y + 1] = t->atom[y];
             t->k[y + 1] = t->k[y];
             y--;

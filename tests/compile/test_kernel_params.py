@@ -64,6 +64,60 @@ def test_an_outer_loops_openmp_split_is_taken_at_run_time():
     assert b.match(_kernel(5, 64)) == ((5, 0), ())
 
 
+def test_a_split_not_taken_is_a_flag_of_the_build():
+    """The C core writes the outer split it does not take at a size as a
+    kn:serial comment, so a build made from small sizes alone serves the
+    sizes past the threshold (llama's sweep made a second build for them)."""
+    par = "  #pragma omp parallel for schedule(static)\n"
+    off = "  /* kn:serial #pragma omp parallel for schedule(static) */\n"
+    b = kp.make(_kernel(5, 64, pragma=off), [_kernel(6, 64, pragma=off)])
+    assert b is not None and "kn:serial" not in b.text
+    assert "#pragma omp parallel for schedule(static) if(kn_P[1])\n  for (int64_t v1" in b.text
+    assert b.match(_kernel(9, 64, pragma=off)) == ((9, 0), ())
+    assert b.match(_kernel(900, 64, pragma=par)) == ((900, 1), ())
+    assert b._match_tokens(_kernel(900, 64, pragma=par)) == ((900, 1), ())
+    assert b.match(_kernel(900, 64, pragma=par.replace("for", "for collapse(2)"))) is None
+    # a source with neither is another loop nest: no match
+    assert b.match(_kernel(9, 64)) is None or b.match(_kernel(9, 64)) == ((9, 0), ())
+
+
+def _two_kernels(n, first, second):
+    return _kernel(n, 64, name=first) + _kernel(n, 64, name=second).replace("kn_k0", "kn_k1")
+
+
+def test_local_names_are_renamed_per_kernel():
+    """Two kernels' locals are unrelated: a name one size's source uses in
+    both kernels may be two names in another size's (the C core numbers an
+    expression by creation, and a shared one is created once)."""
+    b = kp.make(_two_kernels(5, "t3", "t3"), [_two_kernels(6, "t4", "t7")])
+    assert b is not None and b.nints == 1   # (the two loop bounds agree: one parameter)
+    assert b.match(_two_kernels(7, "t9", "t2")) == ((7,), ())
+    assert b._match_tokens(_two_kernels(7, "t9", "t2")) == ((7,), ())
+    assert b.match(_two_kernels(7, "t9", "t9")) == ((7,), ())
+    # within one kernel, still one name for one local
+    src = _two_kernels(7, "t9", "t2").replace("(double)t9", "(double)t8", 1)
+    assert b.match(src) is None
+
+
+def test_an_index_prints_alike_when_two_sizes_coincide():
+    """A sum of index terms is ordered by loop variable, not by when the
+    variable's node was made: at seq == head dim a loop node an earlier
+    kernel made is reused, which used to reorder the terms (and give that
+    size a build of its own)."""
+    def f(x):
+        h = x.view(x.shape[0], x.shape[1], 4, 16)
+        r = torch.cat([-h[..., 8:], h[..., :8]], -1)
+        return (h * 2 + r).transpose(1, 2).contiguous(), x.sum(1)
+
+    cf = kiln.compile(f, dynamic=True)
+    for b, s in ((2, 5), (3, 16), (2, 64), (4, 9), (3, 64)):
+        x = torch.randn(b, s, 64)
+        for g, w in zip(cf(x), f(x)):
+            torch.testing.assert_close(g, w)
+    st = kiln.stats()
+    assert st["parametric_builds"] == 1 and st["parametric_hits"] == 4, st
+
+
 def test_a_pragmas_local_names_are_renamed_with_the_code():
     red = "  #pragma omp simd reduction(+:{})\n"
     b = kp.make(_kernel(5, 64, name="t3", pragma=red.format("t3")), [_kernel(6, 64, name="t4", pragma=red.format("t4"))])
