@@ -43,6 +43,7 @@ def reset():
     """Forget in-memory state and the counters (the disk cache stays)."""
     counters.reset()
     errors.forget_warnings()
+    _C.runtime_reset()
 
 
 try:

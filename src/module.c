@@ -12,6 +12,7 @@
  *   lowered_ops() -> list[str]                      ATen ops lowered in C (graph/ops.def)
  *   set_runtime(empty_strided, empty, as_strided, dtypes, uint8, Ref[, reorder, linear])
  *   set_linear_mode(-1 | 0 | 1)                     how linear layers choose oneDNN or ATen
+ *   runtime_reset()                                 forget linear choices and shared packed weights
  *   Library(path), Program, CompilerError, ToolchainMissing, CompilerTimeout, InternalError,
  *   Unsupported (src/error.h)
  *   DTYPES                                          dtype names in code order (kiln.h:
@@ -134,6 +135,8 @@ static PyMethodDef methods[] = {
      "Hand the C runtime a function: device index -> torch's current CUDA stream (an int)."},
     {"set_linear_mode", kn_py_set_linear_mode, METH_O,
      "Linear layers: -1 time oneDNN-packed against ATen per shape (default), 0 always ATen, 1 always packed."},
+    {"runtime_reset", kn_py_runtime_reset, METH_NOARGS,
+     "Forget the linear layers' timed choices and the packed weights shared between programs (kiln.reset)."},
     {"cuda_available", kn_py_cuda_available, METH_VARARGS,
      "cuda_available(nvrtc_path=None) -> (usable, reason, nvrtc_version): load the CUDA driver and NVRTC."},
     {NULL, NULL, 0, NULL},

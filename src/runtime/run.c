@@ -1133,9 +1133,100 @@ bytes_hash(const void *p, size_t n)
 
 /* oneDNN with the packed weight against ATen's addmm/mm, per shape, decided
    once per process by timing both on the first call (MKL's sgemm is fast on
-   some CPUs and slow on others): (M, K, N, bias, w_kn) -> False/True. */
+   some CPUs and slow on others): (rows bucket, K, N, bias, w_kn) ->
+   False/True.  Rows go by bucket (rows_bucket): a graph with a symbolic
+   batch or sequence length meets a new row count at every size, and the
+   two libraries' relative speed does not turn within a power of two. */
 static PyObject *linear_choice;
 static int linear_force = -1; /* -1: measure; 0: always ATen; 1: always packed */
+
+/* Packed weights shared by every program: the sizes of one symbolic graph
+   (each its own Program), two graphs over one model.  (weight's address,
+   N, K, w_kn, rows bucket) -> (hash of its bytes, packed, weak reference
+   to the weight tensor).  An entry serves a step whose weight has that
+   address, shape and hash (the same bytes: the packing is a function of
+   them); entries whose tensor is gone are swept whenever one is added,
+   and kiln.reset() clears them all (runtime_reset). */
+static PyObject *packed_shared;
+
+static int64_t
+rows_bucket(int64_t m)
+{
+    if (m <= 16)
+        return m;
+    int64_t b = 16;
+    while (b < m && b < ((int64_t)1 << 40))
+        b <<= 1;
+    return b;
+}
+
+PyObject *
+kn_py_runtime_reset(PyObject *self, PyObject *unused)
+{
+    Py_CLEAR(linear_choice);
+    Py_CLEAR(packed_shared);
+    Py_RETURN_NONE;
+}
+
+/* The shared packing of weight object w (address wp, n0 x n1, hash h) for
+   step st, or NULL (new reference; NULL with an error set on failure,
+   without one when there is none yet). */
+static PyObject *
+shared_packed(rstep *st, void *wp, int64_t n0, int64_t n1, uint64_t h, PyObject **keyp)
+{
+    *keyp = Py_BuildValue("(KLLiL)", (unsigned long long)(uintptr_t)wp, (long long)n0, (long long)n1, st->w_kn,
+                          (long long)rows_bucket(st->rows));
+    if (*keyp == NULL || packed_shared == NULL)
+        return NULL;
+    PyObject *e = PyDict_GetItemWithError(packed_shared, *keyp);   /* borrowed */
+    if (e == NULL)
+        return NULL;
+    uint64_t eh = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(e, 0));
+    if (eh == (uint64_t)-1 && PyErr_Occurred())
+        return NULL;
+    return eh == h ? Py_NewRef(PyTuple_GET_ITEM(e, 1)) : NULL;
+}
+
+static int
+weak_alive(PyObject *ref)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o = NULL;
+    if (PyWeakref_GetRef(ref, &o) < 0)
+        PyErr_Clear();
+    Py_XDECREF(o);
+    return o != NULL;
+#else
+    return PyWeakref_GET_OBJECT(ref) != Py_None;
+#endif
+}
+
+/* Keep `packed` as the shared packing under key (for weight object w):
+   best effort (a failure here only loses the sharing). */
+static void
+share_packed(PyObject *key, uint64_t h, PyObject *packed, PyObject *w)
+{
+    if (packed_shared == NULL && (packed_shared = PyDict_New()) == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    /* sweep the entries of tensors that are gone */
+    PyObject *dead = PyList_New(0), *k, *v;
+    Py_ssize_t pos = 0;
+    while (dead && PyDict_Next(packed_shared, &pos, &k, &v)) {
+        if (!weak_alive(PyTuple_GET_ITEM(v, 2)) && PyList_Append(dead, k) < 0)
+            Py_CLEAR(dead);
+    }
+    for (Py_ssize_t i = 0; dead && i < PyList_GET_SIZE(dead); i++)
+        PyDict_DelItem(packed_shared, PyList_GET_ITEM(dead, i));
+    Py_XDECREF(dead);
+    PyObject *ref = PyWeakref_NewRef(w, NULL);
+    PyObject *e = ref ? Py_BuildValue("(KOO)", (unsigned long long)h, packed, ref) : NULL;
+    if (e == NULL || PyDict_SetItem(packed_shared, key, e) < 0)
+        PyErr_Clear();
+    Py_XDECREF(e);
+    Py_XDECREF(ref);
+}
 
 PyObject *
 kn_py_set_linear_mode(PyObject *self, PyObject *arg)
@@ -1178,6 +1269,19 @@ run_packed(ProgramObject *p, frame *f, rstep *st)
     h = bytes_hash(wp, bytes);
     Py_END_ALLOW_THREADS
     if (st->packed == NULL || st->pack_ptr != wp || st->pack_hash != h) {
+        PyObject *key = NULL;
+        PyObject *packed = shared_packed(st, wp, n0, n1, h, &key);
+        if (packed == NULL && PyErr_Occurred()) {
+            Py_XDECREF(key);
+            return -1;
+        }
+        if (packed != NULL) {
+            Py_DECREF(key);
+            Py_XSETREF(st->packed, packed);
+            st->pack_ptr = wp;
+            st->pack_hash = h;
+            goto packed_ready;
+        }
         PyObject *wt = Py_NewRef(f->obj[wi]);
         if (st->w_kn) {
             /* [K, N] -> a contiguous [N, K] copy, made only when packing */
@@ -1185,19 +1289,27 @@ run_packed(ProgramObject *p, frame *f, rstep *st)
             Py_DECREF(wt);
             wt = t ? PyObject_CallMethod(t, "contiguous", NULL) : NULL;
             Py_XDECREF(t);
-            if (wt == NULL)
+            if (wt == NULL) {
+                Py_XDECREF(key);
                 return -1;
+            }
         }
-        PyObject *packed = PyObject_CallFunction(rt_reorder_linear, "OL", wt, (long long)st->rows);
+        packed = PyObject_CallFunction(rt_reorder_linear, "OL", wt, (long long)st->rows);
         Py_DECREF(wt);
-        if (packed == NULL)
+        if (packed == NULL) {
+            Py_XDECREF(key);
             return -1;
+        }
         if (st->packed)
             st->repacks++;
+        else if (key != NULL)
+            share_packed(key, h, packed, f->obj[wi]);
+        Py_XDECREF(key);
         Py_XSETREF(st->packed, packed);
         st->pack_ptr = wp;
         st->pack_hash = h;
     }
+packed_ready:;
     PyObject *x = buffer_object(p, f, xi);
     if (x == NULL)
         return -1;
@@ -1229,7 +1341,7 @@ run_linear(ProgramObject *p, frame *f, rstep *st)
         return run_extern(p, f, st);
     }
     rbuf *w = &p->bufs[st->in[1]], *x = &p->bufs[st->in[0]];
-    PyObject *key = Py_BuildValue("(LOOii)", (long long)st->rows, PyTuple_GET_ITEM(x->size, 1),
+    PyObject *key = Py_BuildValue("(LOOii)", (long long)rows_bucket(st->rows), PyTuple_GET_ITEM(x->size, 1),
                                   PyTuple_GET_ITEM(w->size, st->w_kn ? 1 : 0), st->has_bias, st->w_kn);
     if (key == NULL)
         return -1;

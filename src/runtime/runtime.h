@@ -34,6 +34,7 @@ PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);
 PyObject *kn_py_set_fast_runtime(PyObject *self, PyObject *args);
 PyObject *kn_py_set_cuda_stream(PyObject *self, PyObject *fn);
 PyObject *kn_py_set_linear_mode(PyObject *self, PyObject *arg);
+PyObject *kn_py_runtime_reset(PyObject *self, PyObject *unused);   /* linear choices, shared packings */
 int kn_runtime_packed_linear(void);    /* oneDNN's packed linear is available */
 
 /* ---------------------------------------------------------------- cuda.c */

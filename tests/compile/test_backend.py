@@ -479,6 +479,42 @@ def test_packed_linear_follows_weight_updates():
         _C.set_linear_mode(-1)
 
 
+@pytest.mark.skipif(not kiln.runtime._packed_linear_ops()[0], reason="this torch has no oneDNN linear")
+def test_packed_weights_are_shared_by_the_sizes_of_a_graph():
+    """Each size of a symbolic graph is its own program; they share one
+    packed copy of a weight (per bucket of row counts) instead of packing
+    it again at every size, and a weight changed in place is still seen at
+    every size (the sweep of issue 17 packed every weight at every size)."""
+    from kiln import fx_bridge
+    reorder, linear = kiln.runtime._packed_linear_ops()
+    packs = []
+
+    def counting(w, rows):
+        packs.append(rows)
+        return reorder(w, rows)
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.GELU()).eval()
+    _C.set_runtime(torch.empty_strided, torch.empty, torch.as_strided, fx_bridge.DTYPES, torch.uint8, fx_bridge.Ref,
+                   counting, linear)
+    _C.set_linear_mode(1)
+    try:
+        cm = kiln.compile(m, dynamic=True)
+        with torch.no_grad():
+            for n in (20, 24, 30, 17, 31):            # one bucket of rows (17..32)
+                x = torch.randn(n, 64)
+                torch.testing.assert_close(cm(x), m(x))
+            assert len(packs) == 1, packs
+            m[0].weight.data.mul_(-1.5)               # no version bump
+            for n in (24, 20, 19):                    # two sizes built, one new
+                x = torch.randn(n, 64)
+                torch.testing.assert_close(cm(x), m(x))
+        assert kiln.stats()["size_plans"] >= 3, kiln.stats()
+    finally:
+        _C.set_linear_mode(-1)
+        kiln.runtime.wire()
+
+
 def test_linear_choice_by_timing_matches_eager():
     m = torch.nn.Linear(48, 24).eval()
     x = torch.randn(32, 48)
