@@ -164,8 +164,10 @@ def _trace_plain(gm, example_inputs):
     decompositions and no functionalization (about half the time of AOT
     export).  In-place ops on fresh intermediates nobody reads afterwards
     (ReLU(inplace=True), `x += y` on a temporary) become their functional
-    forms; anything else that mutates, or outputs that alias inputs or each
-    other, raise _NeedsFunctionalization (the caller takes AOT export)."""
+    forms; anything else that mutates, or an output that aliases an input,
+    raises _NeedsFunctionalization (the caller takes AOT export).  Outputs
+    may alias each other, and a symbolic trace's size arithmetic
+    (operator.mul on SymInts) passes."""
     import contextlib
     import operator
 
@@ -197,6 +199,8 @@ def _trace_plain(gm, example_inputs):
         if n.op != "call_function" or tgt is operator.getitem:
             continue
         if not isinstance(tgt, torch._ops.OpOverload):
+            if sym is not None and _size_arithmetic(n):
+                continue   # (s0 * s1 in a symbolic trace: arithmetic on sizes, which writes nothing)
             raise _NeedsFunctionalization(f"call of {tgt}")
         schema = tgt._schema
         if not schema.is_mutable:
@@ -217,17 +221,27 @@ def _trace_plain(gm, example_inputs):
             raise _NeedsFunctionalization(str(tgt))
         n.target = functional
     out = next(n for n in reversed(nodes) if n.op == "output")
-    seen = {_storage(p.meta.get("val")) for p in nodes if p.op == "placeholder"} - {None}
+    # outputs may share memory with each other (one value twice, a view of
+    # another output: kiln's outputs are views of its buffers as eager's
+    # are), never with an input
+    inputs = {_storage(p.meta.get("val")) for p in nodes if p.op == "placeholder"} - {None}
     for v in out.args[0]:
         st = _storage(v.meta.get("val")) if isinstance(v, torch.fx.Node) else None
-        if st is None:
-            continue
-        if st in seen:
-            raise _NeedsFunctionalization("aliased output")
-        seen.add(st)
+        if st is not None and st in inputs:
+            raise _NeedsFunctionalization("output aliasing an input")
     aten.graph.eliminate_dead_code()
     aten.recompile()
     return aten
+
+
+def _size_arithmetic(n):
+    """Is fx node n arithmetic on symbolic sizes (operator.mul, torch.sym_max,
+    ...: a Python function whose value is a SymInt, SymFloat or SymBool)?"""
+    tgt = n.target
+    if getattr(tgt, "__module__", None) not in ("_operator", "math") and \
+            not getattr(tgt, "__name__", "").startswith("sym_"):
+        return False
+    return isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
 
 
 def _symbolic_mode(example_inputs):

@@ -282,3 +282,32 @@ def test_a_new_shape_in_a_new_process_starts_warm(tmp_path):
     warm = run("6,14,22")
     assert all(warm["equal"]) and warm["template_cache_hits"] == 1, warm
     assert warm["fallbacks"] == 0 and warm["template_failures"] == 0 and warm["direct_sizes"] == 2, warm
+
+
+def test_a_symbolic_lowering_is_one_plain_trace(monkeypatch):
+    """The symbolic lowering takes the plain trace (no functionalization)
+    where the graph writes nothing: its size arithmetic (operator.mul on
+    SymInts) and outputs that share memory with each other (a value twice,
+    a view of another output) do not send it to AOT export, which took
+    2-3x as long (half of a first symbolic compile of GPT-2)."""
+    import torch._functorch.aot_autograd as aa
+    monkeypatch.setattr(aa, "aot_export_joint_simple", lambda *a, **k: pytest.fail("AOT export was called"))
+
+    def f(x, y):
+        a = torch.relu(x) + y
+        b = a.view(x.shape[0] * x.shape[1])
+        return a, b, a, a[1:].t(), (a * 2).sum(0)
+
+    cf = kiln.compile(f, dynamic=True)
+    for shape in ((4, 8), (5, 9), (6, 11)):
+        x, y = torch.randn(shape), torch.randn(shape)
+        got, want = cf(x, y), f(x, y)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+        assert got[0] is got[2]
+        assert got[1].untyped_storage().data_ptr() == got[0].untyped_storage().data_ptr()
+        got[0].add_(1)                      # the views see it, as eager's do
+        torch.testing.assert_close(got[1], got[0].view(-1))
+        torch.testing.assert_close(got[3], got[0][1:].t())
+    st = kiln.stats()
+    assert st["templates"] == 1 and st["fallbacks"] == 0, st
