@@ -164,7 +164,9 @@ class PerSize:
         # options, max-autotune): the per-size compiles happen later
         self.settings = _settings()
         self.template = _UNTRIED
-        self.direct = False   # later sizes compiled by _direct (once one took the template)
+        # with tensorified floats: a lowering per tuple of their values (each
+        # with the values as constants; the sizes stay symbolic)
+        self.scalar_templates = {}
         self.kiln_stats = {"symbolic": True, "sizes_built": 0}
         counters.counts["symbolic_graphs"] += 1
         if logs.on("dynamic"):
@@ -186,7 +188,8 @@ class PerSize:
 
     def _build(self, args, key):
         shapes = tuple(tuple(args[i].shape) if isinstance(args[i], torch.Tensor) else None for i in self.tpos)
-        fn = self._direct(args, key) if self.direct else None
+        t = self._template_for(args, make=False)
+        fn = self._direct(args, key) if t is not None and t.direct else None
         compiled = fn is not None
         g = None
         if fn is None:
@@ -203,7 +206,9 @@ class PerSize:
                     fn = self.compile_fn(g, tensors)
             # the static path took the filled-in lowering: kiln's checks
             # passed on this graph, so later sizes may take it directly
-            self.direct = self.direct or (given.taken and config.direct_sizes)
+            t = self._template_for(args, make=False)
+            if t is not None and given.taken and config.direct_sizes:
+                t.direct = True
             compiled = True
         if compiled:   # (not the eager run of a size that could not be specialised)
             for wrap in self.post:
@@ -230,7 +235,7 @@ class PerSize:
         given = self._described(args, key)
         if given is None:
             return None
-        t = self.template
+        t = given[4]
         with _applied(self.settings), counters.timed(f"sizes {list(key)} of a symbolic graph"):
             cg = lowered_cache._from_template(given, None)
         if not isinstance(cg, runners.CompiledGraph):
@@ -248,19 +253,12 @@ class PerSize:
         (kiln/template.py, made at the first size that reaches the lowering,
         past kiln's checks), or None: the static path then traces the size
         on its own."""
-        if self.template is _UNTRIED:
-            self.template = None
-            # (inference graphs only: a training graph takes AOT autograd)
-            grads = torch.is_grad_enabled() and any(getattr(n.meta.get("example_value"), "requires_grad", False)
-                                                    for n in self.gm.graph.nodes if n.op == "placeholder")
-            # (nor a graph with tensorified floats, which each size's graph
-            # takes as constants)
-            if config.symbolic_lowering and not grads and not self.scalars:
-                self.template = _make_template(self.gm)
-        if self.template is None:
+        t = self._template_for(args, make=True)
+        if t is None:
             return None
+        targs = self._template_args(args)
         try:
-            desc = self.template.instantiate(args)
+            desc = t.instantiate(targs)
         except Exception as e:   # noqa: BLE001  (a kiln bug: the size is traced on its own)
             errors.internal(e, "filling in a symbolic lowering (kiln.template)")
             return None
@@ -268,10 +266,40 @@ class PerSize:
             counters.counts["template_mismatches"] += 1
             if logs.on("dynamic"):
                 logs.emit("dynamic", "sizes %s fail a relation the symbolic lowering relied on (%s): traced "
-                          "on their own", list(key), "; ".join(self.template.checks) or "input layout")
+                          "on their own", list(key), "; ".join(t.checks) or "input layout")
             return None
-        t = self.template
-        return desc, t.constants, t.single, t.device, t, t.values(args)
+        return desc, t.constants, t.single, t.device, t, t.values(targs)
+
+    def _template_for(self, args, make):
+        """The symbolic lowering for these arguments (made now where `make`
+        and none was tried yet), or None.  A graph with tensorified floats
+        has one per tuple of their values (a few at most), made from the
+        graph with those values as constants, as each size's graph takes
+        them."""
+        if self.scalars:
+            vals = tuple(args[i].item() for i in self.scalars)
+            t = self.scalar_templates.get(vals, _UNTRIED)
+            if t is _UNTRIED and make:
+                t = None
+                if len(self.scalar_templates) < _SCALAR_TEMPLATES and self._lowerable():
+                    t = _make_template(_with_scalars(self.gm, self.scalars, args))
+                self.scalar_templates[vals] = t
+            return None if t is _UNTRIED else t
+        if self.template is _UNTRIED and make:
+            self.template = _make_template(self.gm) if self._lowerable() else None
+        return None if self.template is _UNTRIED else self.template
+
+    def _lowerable(self):
+        # (inference graphs only: a training graph takes AOT autograd)
+        grads = torch.is_grad_enabled() and any(getattr(n.meta.get("example_value"), "requires_grad", False)
+                                                for n in self.gm.graph.nodes if n.op == "placeholder")
+        return config.symbolic_lowering and not grads
+
+    def _template_args(self, args):
+        """args as the symbolic lowering takes them: without the tensorified floats."""
+        if not self.scalars:
+            return args
+        return tuple(a for i, a in enumerate(args) if i not in self.scalars)
 
     def _eager(self, args):
         """A size whose graph could not be specialised: the captured graph
@@ -290,6 +318,29 @@ class PerSize:
 
 
 _UNTRIED = object()
+_SCALAR_TEMPLATES = 4     # symbolic lowerings per graph with tensorified floats, one per tuple of values
+
+
+def _with_scalars(gm, scalars, args):
+    """gm with its tensorified floats (placeholders at `scalars`, read only
+    by .item()) replaced by their values in args; every other node, and its
+    symbolic example value, as it was."""
+    graph = torch.fx.Graph()
+    env = {}
+    k = 0
+    for n in gm.graph.nodes:
+        if n.op == "placeholder" and k in scalars:
+            v = args[k]
+            for u in n.users:
+                env[u] = float(v.item()) if v.dtype.is_floating_point else v.item()
+            env[n] = None
+            k += 1
+            continue
+        if n.op == "placeholder":
+            k += 1
+        if n not in env:
+            env[n] = graph.node_copy(n, lambda a: env[a])
+    return torch.fx.GraphModule(gm, graph)
 
 
 def _make_template(gm):

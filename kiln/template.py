@@ -169,6 +169,10 @@ class Template:
     Raises (errors.Unsupported or whatever the trace raised) when the graph
     has none: the caller lowers each size on its own."""
 
+    # set by kiln/dynamic.py once a size took this lowering through the static
+    # path (kiln's checks passed): later sizes go straight to the C core
+    direct = False
+
     def __init__(self, g, fakes, lower):
         """g: the graph as the static path lowers it (after kiln/backends'
         front rewrites), fakes: its placeholders' symbolic example values,

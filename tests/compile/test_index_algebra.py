@@ -35,6 +35,10 @@ def flat(*pairs):
     (("%", J, 4), "p1"),                                           # within its range: itself
     (("//", J, 4), "0"),
     (("*", I, 0), "0"),
+    # terms in loop-variable order, not in the order their nodes were made
+    # (a variable's node is shared by every kernel with a loop of its extent)
+    (("+", ("*", K, 5), I), "ADD(p0, MUL(p2, 5))"),
+    (("+", ("+", ("*", K, 5), J), ("*", I, 7)), "ADD(ADD(MUL(p0, 7), p1), MUL(p2, 5))"),
 ])
 def test_canonical_forms(spec, want):
     assert _C.index_expr(spec) == want

@@ -89,17 +89,29 @@ def test_torch_compile_automatic_dynamic_uses_one_lowering():
     assert st["template_mismatches"] == 0, st
 
 
-def test_tensorified_floats_trace_each_size():
+def test_tensorified_floats_take_a_lowering_per_value():
     # dynamic=True passes the layer's float attributes (eps, dropout p) as
-    # 0-d tensors: each size's graph takes their values as constants
+    # 0-d tensors: the symbolic lowering takes their values as constants,
+    # one lowering per tuple of values (torch 2.11 does this under automatic
+    # dynamic too, where each size used to be traced on its own)
     m = _layer()
     cm = torch.compile(m, backend="kiln", dynamic=True)
     with torch.no_grad():
-        for b, s in SHAPES[:3]:
+        for b, s in SHAPES:
             x = torch.randn(b, s, 32)
             torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
     st = kiln.stats()
     assert st["fallbacks"] == 0 and st["template_mismatches"] == 0, st
+    assert st["templates"] == 1 and st["template_instances"] == 5 and st["direct_sizes"] == 4, st
+    # a new value of a tensorified float is a lowering of its own
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.LayerNorm):
+            mod.eps = 1e-3
+    with torch.no_grad():
+        for b, s in SHAPES[:3]:
+            x = torch.randn(b, s, 32)
+            torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
+    assert kiln.stats()["fallbacks"] == 0
 
 
 def test_off_traces_each_size(monkeypatch):
