@@ -285,6 +285,14 @@ class Template:
             vals = tuple(v + d for v in symvals)
             if min(vals) >= 2 and self.fill(vals)[1]:
                 yield vals
+        # and moved by multiples of their alignment (a GPU kernel's vector
+        # loads, taken where a size is a multiple of 8, change the kernel's
+        # shape at the unaligned neighbours)
+        if any(v % 2 == 0 for v in symvals):
+            for d in (1, 2, -1):
+                vals = tuple(v + d * _alignment(v) for v in symvals)
+                if min(vals) >= 2 and self.fill(vals)[1]:
+                    yield vals
 
     def instantiate(self, args):
         """The description for these arguments' sizes (nodes, inputs,
@@ -308,6 +316,14 @@ class Template:
         except fx_bridge.Unsupported:
             return None   # (the static path finds it too, and says why)
         return nodes, inputs, outputs, ref
+
+
+def _alignment(v):
+    """The largest power of two up to 16 dividing v."""
+    a = 1
+    while a < 16 and v % (2 * a) == 0:
+        a *= 2
+    return a
 
 
 def _filler(vals, ref):
