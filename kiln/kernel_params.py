@@ -155,18 +155,33 @@ def tokens(source):
 
 
 def _scopes(toks):
-    """The scope of each token: a number per top-level braced body (a
-    kernel: its local names are its own, so two kernels' renamings are
-    independent), 0 outside them."""
+    """The scope of each token: a number per top-level function, from the
+    first token of its declaration (a CUDA kernel's parameters are named
+    there) to its body's closing brace: its local names are its own, so two
+    kernels' renamings are independent.  0 for what is outside them (a
+    declaration ending in `;`)."""
     out, depth, n = [], 0, 0
-    for k, t, _, _ in toks:
-        if k == "p" and t == "{":
-            if depth == 0:
+    pending = []   # depth-0 tokens since the last top-level `}` or `;`
+    for i, (k, t, _, _) in enumerate(toks):
+        out.append(0)
+        if depth == 0:
+            if k == "p" and t == "{":
                 n += 1
+                for j in pending:
+                    out[j] = n
+                pending = []
+                depth = 1
+                out[i] = n
+            elif k == "p" and t == ";":
+                pending = []
+            else:
+                pending.append(i)
+            continue
+        out[i] = n
+        if k == "p" and t == "{":
             depth += 1
         elif k == "p" and t == "}":
             depth -= 1
-        out.append(n if depth or t == "}" else 0)
     return out
 
 

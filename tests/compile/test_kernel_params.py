@@ -118,6 +118,19 @@ def test_an_index_prints_alike_when_two_sizes_coincide():
     assert st["parametric_builds"] == 1 and st["parametric_hits"] == 4, st
 
 
+def test_a_kernels_parameters_are_renamed_with_its_body():
+    """A CUDA kernel names its buffers in its parameter list: they are the
+    body's names, so a body that reads another parameter is another kernel."""
+    def kernel(n, src="b0", dst="b1"):
+        return ('\nextern "C" __global__ void kn_k0(const float *__restrict__ b0, float *__restrict__ b1)\n{\n'
+                f'  for (int v1 = 0; v1 < {n}; v1++) {{\n    {dst}[v1] = {src}[v1] * 2.0f;\n  }}\n}}\n')
+    b = kp.make(kernel(5), [kernel(6)])
+    assert b is not None
+    assert b.match(kernel(7)) == ((7,), ())
+    assert b._match_tokens(kernel(7, src="b1", dst="b0")) is None
+    assert b.match(kernel(7, src="b1", dst="b0")) is None
+
+
 def test_a_pragmas_local_names_are_renamed_with_the_code():
     red = "  #pragma omp simd reduction(+:{})\n"
     b = kp.make(_kernel(5, 64, name="t3", pragma=red.format("t3")), [_kernel(6, 64, name="t4", pragma=red.format("t4"))])
