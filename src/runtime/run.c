@@ -1149,6 +1149,11 @@ static int linear_force = -1; /* -1: measure; 0: always ATen; 1: always packed *
    and kiln.reset() clears them all (runtime_reset). */
 static PyObject *packed_shared;
 
+/* the CPU arenas every program shares (arena_take, arena_give) */
+#define ARENA_POOL 4
+static PyObject *arena_pool[ARENA_POOL];
+static int64_t arena_pool_bytes[ARENA_POOL];
+
 static int64_t
 rows_bucket(int64_t m)
 {
@@ -1165,6 +1170,8 @@ kn_py_runtime_reset(PyObject *self, PyObject *unused)
 {
     Py_CLEAR(linear_choice);
     Py_CLEAR(packed_shared);
+    for (int i = 0; i < ARENA_POOL; i++)
+        Py_CLEAR(arena_pool[i]);
     Py_RETURN_NONE;
 }
 
@@ -1382,6 +1389,49 @@ run_linear(ProgramObject *p, frame *f, rstep *st)
     return choice == Py_True ? run_packed(p, f, st) : run_extern(p, f, st);
 }
 
+/* CPU arenas, shared by every program: a few, the largest kept.  A
+   program takes the smallest that holds its arena for the call and gives
+   it back after (a call inside another's takes another one), so the sizes
+   of a symbolic graph, each a program, share memory instead of holding an
+   arena each, and a new size's first call touches no fresh pages.  GPU
+   programs keep their own (the caching allocator's, on their stream). */
+static PyObject *
+arena_take(int64_t need, int64_t *have)
+{
+    int best = -1;
+    for (int i = 0; i < ARENA_POOL; i++)
+        if (arena_pool[i] && arena_pool_bytes[i] >= need && (best < 0 || arena_pool_bytes[i] < arena_pool_bytes[best]))
+            best = i;
+    if (best < 0)
+        return NULL;
+    PyObject *a = arena_pool[best];
+    *have = arena_pool_bytes[best];
+    arena_pool[best] = NULL;
+    return a;
+}
+
+static void
+arena_give(PyObject *arena, int64_t bytes)
+{
+    int slot = -1;
+    for (int i = 0; i < ARENA_POOL && slot < 0; i++)
+        if (arena_pool[i] == NULL)
+            slot = i;
+    if (slot < 0) {   /* full: it replaces the smallest, if it is larger */
+        slot = 0;
+        for (int i = 1; i < ARENA_POOL; i++)
+            if (arena_pool_bytes[i] < arena_pool_bytes[slot])
+                slot = i;
+        if (arena_pool_bytes[slot] >= bytes) {
+            Py_DECREF(arena);
+            return;
+        }
+        Py_DECREF(arena_pool[slot]);
+    }
+    arena_pool[slot] = arena;
+    arena_pool_bytes[slot] = bytes;
+}
+
 static PyObject *
 program_call(ProgramObject *self, PyObject *args, PyObject *kw)
 {
@@ -1417,6 +1467,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     f.ptr[n + 1] = self->size_ints;
     f.ptr[n + 2] = self->size_floats;
     PyObject *result = NULL, *arena = NULL;
+    int64_t arena_have = 0;
     uintptr_t stream = 0;
     int eslot = -1; /* CUDA: the index in errs of this call's error record */
     if (self->cuda && !self->emulated && self->nkernels > 0) {
@@ -1464,10 +1515,14 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         /* take the cached arena (re-entrant calls allocate their own); on a
            GPU only on the stream it was last used on, whose work is ordered
            before this call's */
-        if (self->arena_cache && (!self->cuda || self->arena_stream == stream)) {
+        if (!self->cuda) {
+            arena = arena_take(self->arena_bytes, &arena_have);
+        } else if (self->arena_cache && self->arena_stream == stream) {
             arena = self->arena_cache;
             self->arena_cache = NULL;
-        } else {
+        }
+        if (arena == NULL) {
+            arena_have = self->arena_bytes;
             PyObject *sz = Py_BuildValue("(L)", (long long)self->arena_bytes);
             arena = sz ? PyObject_Call(rt_empty, sz, self->kw[KN_U8] ? self->kw[KN_U8] : dtype_kwargs[KN_U8]) : NULL;
             Py_XDECREF(sz);
@@ -1615,7 +1670,9 @@ done:
         memcpy(self->emu_err, err, sizeof err); /* raised at the next call */
     for (int i = 0; i < n; i++)
         Py_XDECREF(f.obj[i]);
-    if (arena) {
+    if (arena && !self->cuda) {
+        arena_give(arena, arena_have);
+    } else if (arena) {
         if (self->arena_cache == NULL) {
             self->arena_cache = arena;
             self->arena_stream = stream;
