@@ -264,14 +264,14 @@ class Template:
         if not ok:
             return None
         nodes, inputs, outputs, ref = self.desc
-        makers = getattr(self, "_makers", None)
-        if makers is None:
-            # (each node with a hole somewhere, as a function of the values;
-            # the others are the same at every size)
-            makers = self._makers = [(i, m) for i, m in enumerate(map(_maker, nodes)) if m is not None]
+        made = getattr(self, "_made", None)
+        if made is None:
+            # (the nodes with a hole somewhere, made by one function of the
+            # values; the others are the same at every size)
+            made = self._made = _nodes_maker(nodes)
         nodes = list(nodes)
-        for i, make in makers:
-            nodes[i] = make(vals)
+        for i, node in zip(made[0], made[1](vals)):
+            nodes[i] = node
         fill = _filler(vals, ref)
         return nodes, inputs, [fill(o) for o in outputs], ref
 
@@ -338,6 +338,43 @@ def _filler(vals, ref):
             return {k: fill(x) for k, x in v.items()}
         return v
     return fill
+
+
+def _nodes_maker(nodes):
+    """([indices of the nodes with holes], a function of the values making
+    those nodes): one generated Python function building each such node as
+    one expression (`v[k]` at each hole, `c[j]` for each part without
+    one), planned once per template: a size then costs one call, not a
+    call per tuple."""
+    idx, exprs, consts = [], [], []
+
+    def const(x):
+        consts.append(x)
+        return f"c[{len(consts) - 1}]"
+
+    def expr(x, depth):
+        if type(x) is Hole:
+            return f"v[{x.k}]"
+        if depth > 12:
+            return None if _maker(x) is None else f"{const(_maker(x))}(v)"
+        if type(x) in (tuple, list):
+            parts = [expr(y, depth + 1) for y in x]
+            if all(p is None for p in parts) and type(x) is tuple:
+                return None
+            items = ", ".join(p if p is not None else const(y) for p, y in zip(parts, x))
+            return f"({items},)" if type(x) is tuple and x else "()" if type(x) is tuple else f"[{items}]"
+        m = _maker(x)
+        return None if m is None else f"{const(m)}(v)"
+
+    for i, n in enumerate(nodes):
+        e = expr(n, 0)
+        if e is not None:
+            idx.append(i)
+            exprs.append(e)
+    src = "def make(v):\n    return (" + "".join(e + ",\n" for e in exprs) + ")\n"
+    ns = {}
+    exec(compile(src, "<kiln.template: the nodes with holes>", "exec"), {"c": consts}, ns)
+    return idx, ns["make"]
 
 
 def _maker(v):
