@@ -1227,6 +1227,7 @@ share_packed(PyObject *key, uint64_t h, PyObject *packed, PyObject *w)
     for (Py_ssize_t i = 0; dead && i < PyList_GET_SIZE(dead); i++)
         PyDict_DelItem(packed_shared, PyList_GET_ITEM(dead, i));
     Py_XDECREF(dead);
+    PyErr_Clear();   /* (a failed sweep, out of memory, only keeps dead entries) */
     PyObject *ref = PyWeakref_NewRef(w, NULL);
     PyObject *e = ref ? Py_BuildValue("(KOO)", (unsigned long long)h, packed, ref) : NULL;
     if (e == NULL || PyDict_SetItem(packed_shared, key, e) < 0)
