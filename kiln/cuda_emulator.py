@@ -120,13 +120,21 @@ def _trampolines(source):
 def build(programs):
     """Compile CUDA Programs' kernels for the CPU emulator (through kiln's
     disk cache, with the system C++ compiler) and bind them."""
-    bodies, per_program = unique_kernels(programs)
-    kernels = "".join(body.replace("KN_FN", fn, 1) for body, fn in bodies.items())
-    unit = SHIM + _C.prelude("cuda") + kernels + _trampolines(kernels)
-    flags = "-O1 -std=c++17 -fPIC -pthread -fwrapv -w"
-    from .pipeline import cc
-    so, cached = cc([unit], config.cxx, flags, "kiln cuda emulator 1", 1)
-    lib = _C.Library(so)
+    lib, per_program, so, cached = compile_kernels(programs)
     for p, names in zip(programs, per_program):
         p.load_emulated(lib, names)
     return so, cached
+
+
+def compile_kernels(programs, decls=""):
+    """(library, per program its kernels' names, path, cached): the
+    distinct kernels of `programs` (anything with .source and .num_kernels)
+    compiled for the emulator, `decls` (a parametric build's declarations,
+    kiln/kernel_params.py) after the prelude."""
+    bodies, per_program = unique_kernels(programs)
+    kernels = "".join(body.replace("KN_FN", fn, 1) for body, fn in bodies.items())
+    unit = SHIM + _C.prelude("cuda") + decls + kernels + _trampolines(kernels)
+    flags = "-O1 -std=c++17 -fPIC -pthread -fwrapv -w"
+    from .pipeline import cc
+    so, cached = cc([unit], config.cxx, flags, "kiln cuda emulator 1", 1)
+    return _C.Library(so), per_program, so, cached

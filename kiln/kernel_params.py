@@ -31,12 +31,16 @@ kernels read the parameters from frame pointers nbufs + 1 (int64) and
 nbufs + 2 (double) (src/runtime/run.c, `set_size_params`).
 
 CUDA programs (`make(..., cuda=True)`): the same literals become reads of
-two `__constant__` arrays, kn_P and kn_F, declared before the first
-kernel; the build's distinct kernels are compiled as any CUDA program's
-(parallel NVRTC parts, cubins cached on disk by source), and each size
-loads its own modules from those cubins with its values set once
-(CudaModule.set_params), so the kernels' arguments and the program's
-launch sizes (planned per size by the C core) stay as they were.  Literals
+`kn_S`, one more argument of every kernel, passed by value (a `struct
+kn_sizes` of the ints and the doubles, declared before the first kernel:
+kernel arguments live in the constant bank, as fast to read as
+`__constant__` memory).  The build's distinct kernels are compiled and
+loaded once, as any CUDA program's (parallel NVRTC parts, cubins cached on
+disk by source); every size's program binds those same modules and passes
+its own values with each launch (src/runtime/run.c), so a new size loads
+nothing, and its launch sizes (planned per size by the C core) stay its
+own.  Under the CPU emulator (tests) the build compiles for the emulator.
+Literals
 that must stay constants (`__launch_bounds__`, a `__shared__` array's
 bound) are never parameters: a probe that moves one gives no build.
 
@@ -184,6 +188,12 @@ def _scopes(toks):
             depth -= 1
     return out
 
+
+# a CUDA kernel's head (kiln/cuda.py _KERNEL_HEAD), up to its parameters
+_CUDA_HEAD = re.compile(r'\nextern "C" __global__ void (?:__launch_bounds__\(\d+\) )?\w+\(')
+# size parameters a CUDA build passes by value (8 bytes each; a kernel's
+# arguments may take 4 KiB)
+_MOST_CUDA_PARAMS = 448
 
 _EXPR = {"int": "((int)kn_P[%d])", "long": "((long)kn_P[%d])", "i64": "((int64_t)kn_P[%d])",
          "f64": "kn_F[%d]", "f32": "((float)kn_F[%d])"}
@@ -398,8 +408,8 @@ def make(source, probes, cuda=False):
     """The parametric Build of `source` whose parameters are the literals
     and OpenMP splits that differ in any of `probes` (the same graph's
     sources at other sizes) that differ from it in those only; None when
-    none does.  cuda: a CUDA program's source, whose parameters are a
-    module's __constant__ arrays (set per size by CudaModule.set_params)."""
+    none does.  cuda: a CUDA program's source, whose parameters are every
+    kernel's last argument, kn_S."""
     a, a_splits = tokens(source)
     fixed = _fixed(a) if cuda else ()
     where = set()
@@ -435,7 +445,9 @@ def make(source, probes, cuda=False):
             counts[side] += 1
         holes.append((i, cls, j))
     # the edits to source: (start, end, text), in order
-    edits = [(a[i][2], a[i][3], _EXPR[cls] % j) for i, cls, j in holes]
+    # (a CUDA kernel reads them from its by-value argument kn_S)
+    expr = {c: e.replace("kn_", "kn_S.") for c, e in _EXPR.items()} if cuda else _EXPR
+    edits = [(a[i][2], a[i][3], expr[cls] % j) for i, cls, j in holes]
     splits = {}
     for p in sorted(lines):
         j = counts["i"]
@@ -458,12 +470,25 @@ def make(source, probes, cuda=False):
     pieces.append(source[pos:])
     text = "".join(pieces)
     if cuda:
-        # the parameters as module constants, declared before the first kernel
+        # the parameters as one more argument of every kernel, by value (a
+        # kernel's arguments live in its constant bank, as fast to read as
+        # __constant__ memory): one module serves every size, each size's
+        # program passing its own values (src/runtime/run.c)
         at = text.find('\nextern "C" __global__')
-        if at < 0 or counts["i"] + counts["f"] == 0:
+        if at < 0 or counts["i"] + counts["f"] == 0 or counts["i"] + counts["f"] > _MOST_CUDA_PARAMS:
             return None
-        text = (text[:at] + f"\n__constant__ long long kn_P[{max(1, counts['i'])}];\n"
-                f"__constant__ double kn_F[{max(1, counts['f'])}];\n" + text[at:])
+        pieces, pos = [], 0
+        for m in _CUDA_HEAD.finditer(text):
+            close = text.find(")", m.end())
+            if close < 0:
+                return None
+            pieces += [text[pos:close], ", const kn_sizes kn_S" if text[m.end():close].strip() else
+                       "const kn_sizes kn_S"]
+            pos = close
+        pieces.append(text[pos:])
+        text = "".join(pieces)
+        text = (text[:at] + f"\nstruct kn_sizes {{ long long P[{max(1, counts['i'])}]; "
+                f"double F[{max(1, counts['f'])}]; }};\n" + text[at:])
         return Build(a, holes, splits, text, source)
     # each kernel reads the parameters from the two frame pointers after its
     # error record (a kernel without the prologue cannot read them: no build)
@@ -516,8 +541,10 @@ def build(template, program, symvals, device=None):
         return None
     try:
         with pipeline.phase("cc"):
-            if cuda:
+            if cuda and device.type == "cuda":
                 so, cached = _cuda_module(made, device)
+            elif cuda:
+                so, cached = _emulated(made)
             else:
                 so, cached = pipeline.cc(pipeline._units(_C.prelude(), made.text), config.cc, config.cflags,
                                          pipeline._salt(), config.compile_jobs)
@@ -556,15 +583,26 @@ def _loaded(b, program, params, counters, hit):
         return None
 
 
+def _cuda_split(made):
+    """(declarations, kernels as a program-like object) of a CUDA build's text."""
+    import types
+
+    from . import cuda as kcuda
+    at = made.text.find('\nextern "C" __global__')
+    decls, kernels = made.text[:at], made.text[at:]
+    decls = decls[decls.find("\nstruct kn_sizes"):]
+    n = len(kcuda._KERNEL_HEAD.findall(kernels))
+    return decls, types.SimpleNamespace(source=kernels, num_kernels=n)
+
+
 def _cuda_module(made, device):
     """Compile a CUDA parametric build as kiln/cuda.py compiles a program:
     its distinct kernels split into NVRTC programs compiled on parallel
-    threads, each with the two __constant__ arrays, their cubins cached on
-    disk by source.  Sets made.parts ([(source, names, options, cubin)]),
-    made.kernels (kernel k's function name) and made.owner (that function's
-    part).  Returns (the cache folder, whether every part was cached)."""
+    threads, each with the size parameters' struct, their cubins cached on
+    disk by source.  Sets made.modules (kernel k's module) and made.kernels
+    (kernel k's function name): every size's program binds these.  Returns
+    (the cache folder, whether every part was cached)."""
     import os
-    import types
 
     import torch
 
@@ -572,34 +610,41 @@ def _cuda_module(made, device):
     index = device.index if device.index is not None else torch.cuda.current_device()
     arch, _ = kcuda._device_facts(index)
     _, _, version = kcuda.available()
-    at = made.text.find('\nextern "C" __global__')
-    decls, kernels = made.text[:at], made.text[at:]
-    decls = decls[decls.find("\n__constant__ long long kn_P"):]
-    n = len(kcuda._KERNEL_HEAD.findall(kernels))
-    bodies, per_program = kcuda.unique_kernels([types.SimpleNamespace(source=kernels, num_kernels=n)])
+    decls, kernels = _cuda_split(made)
+    bodies, per_program = kcuda.unique_kernels([kernels])
     prelude = _C.prelude("cuda")
     parts = [(src.replace(prelude, prelude + decls, 1), names, options) for src, names, options in
              kcuda.chunks(bodies, max(1, min(config.compile_jobs, len(bodies) // 2)))]
     results = kcuda.compile_parts(parts, index, arch, version)
-    made.parts = [(src, names, options, mod.cubin) for (src, names, options), (mod, _) in zip(parts, results)]
-    made.owner = {fn: k for k, (_, names, _) in enumerate(parts) for fn in names}
+    owner = {fn: mod for (_, names, _), (mod, _) in zip(parts, results) for fn in names}
     made.kernels, made.index = per_program[0], index
+    made.modules = [owner[fn] for fn in made.kernels]
     return os.path.join(config.cache_dir, "cuda"), all(c for _, c in results)
+
+
+def _emulated(made):
+    """A CUDA build compiled for the CPU emulator (kiln/cuda_emulator.py,
+    the tests' CUDA): sets made.library and made.kernels."""
+    from . import cuda_emulator
+    decls, kernels = _cuda_split(made)
+    made.library, per_program, so, cached = cuda_emulator.compile_kernels([kernels], decls)
+    made.kernels = per_program[0]
+    return so, cached
 
 
 def _load(b, program, params, counters, hit):
     if program.cuda:
-        # this size's own module from the shared cubin, its constants set
-        import torch
+        # the build's modules, this size's values passed with every launch
+        ints, floats = params
+        program.set_size_params(ints or (0,), floats or (0.0,))
+        if b.library is not None:
+            program.load_emulated(b.library, list(b.kernels))
+        else:
+            import torch
 
-        from . import _C, cuda as kcuda
-        kcuda.ensure_stream()
-        mods = [_C.CudaModule(src, names, b.index, kcuda.nvrtc_path(), cubin, options)
-                for src, names, options, cubin in b.parts]
-        for mod in mods:
-            mod.set_params(*params)
-        program.load_cuda([mods[b.owner[fn]] for fn in b.kernels], torch.device("cuda", b.index), b.index,
-                          list(b.kernels))
+            from . import cuda as kcuda
+            kcuda.ensure_stream()
+            program.load_cuda(list(b.modules), torch.device("cuda", b.index), b.index, list(b.kernels))
     else:
         program.set_size_params(*params)
         program.load(b.library)

@@ -165,11 +165,12 @@ def _from_template(given, path):
     t0 = time.perf_counter()
     build = None
     hit = []
-    if config.parametric_kernels and dev.type in ("cpu", "cuda") and not config.cuda_emulate:
+    if config.parametric_kernels and dev.type in ("cpu", "cuda"):
         from . import kernel_params
+        cuda = dev.type == "cuda" or bool(config.cuda_emulate)   # (the emulator's programs are CUDA's)
 
         def build(program):
-            if not program.num_kernels or bool(program.cuda) != (dev.type == "cuda"):
+            if not program.num_kernels or bool(program.cuda) != cuda:
                 return None
             got = kernel_params.build(template, program, symvals, dev)
             if got is None:

@@ -49,8 +49,6 @@ typedef int nvrtcResult;
     X(cuLaunchKernel, CUresult,                                                                            \
       (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, \
        void **))                                                                                           \
-    X(cuModuleGetGlobal_v2, CUresult, (unsigned long long *, size_t *, CUmodule, const char *))               \
-    X(cuMemcpyHtoD_v2, CUresult, (unsigned long long, const void *, size_t))                               \
     X(cuGetErrorString, CUresult, (CUresult, const char **))
 
 #define KN_NVRTC_FUNCS(X)                                                                                  \
@@ -380,56 +378,7 @@ cudamod_get_arch(PyObject *self, void *unused)
     return PyLong_FromLong(((kn_cudamod *)self)->arch);
 }
 
-/* set_params(ints, floats): a parametric module's size parameters
- * (kiln/kernel_params.py): its __constant__ arrays kn_P (int64) and kn_F
- * (double) set from the two tuples, once, before any of its kernels runs
- * (each size loads its own module from the shared cubin). */
-static PyObject *
-cudamod_set_params(PyObject *self, PyObject *args)
-{
-    kn_cudamod *m = (kn_cudamod *)self;
-    PyObject *ints, *floats;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &ints, &PyTuple_Type, &floats))
-        return NULL;
-    for (int which = 0; which < 2; which++) {
-        PyObject *t = which ? floats : ints;
-        Py_ssize_t n = PyTuple_GET_SIZE(t);
-        if (n == 0)
-            continue;
-        unsigned long long dptr = 0;
-        size_t bytes = 0;
-        const char *name = which ? "kn_F" : "kn_P";
-        if (cu_check(cu.cuModuleGetGlobal_v2(&dptr, &bytes, m->mod, name), "cuModuleGetGlobal") < 0)
-            return NULL;
-        if (bytes < (size_t)n * 8)
-            return PyErr_Format(PyExc_RuntimeError, "kiln: %s holds %zu bytes, %zd values given", name, bytes, n);
-        int64_t *buf = PyMem_Malloc((size_t)n * 8);
-        if (buf == NULL)
-            return PyErr_NoMemory();
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *v = PyTuple_GET_ITEM(t, i);
-            if (which) {
-                double d = PyFloat_AsDouble(v);
-                memcpy(&buf[i], &d, 8);
-            } else {
-                buf[i] = PyLong_AsLongLong(v);
-            }
-        }
-        if (PyErr_Occurred()) {
-            PyMem_Free(buf);
-            return NULL;
-        }
-        int rc = cu_check(cu.cuMemcpyHtoD_v2(dptr, buf, (size_t)n * 8), "cuMemcpyHtoD");
-        PyMem_Free(buf);
-        if (rc < 0)
-            return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef cudamod_methods[] = {
-    {"set_params", cudamod_set_params, METH_VARARGS,
-     "set_params(ints, floats): set a parametric module's size parameters (__constant__ kn_P, kn_F)."},
     {"launch", cudamod_launch, METH_VARARGS,
      "launch(name, grid, block, fmt, values, stream, shared=0): launch a kernel on a CUDA stream."},
     {NULL, NULL, 0, NULL},

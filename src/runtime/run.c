@@ -283,7 +283,9 @@ typedef struct {
     int64_t *host_ns;
     long host_calls;
     /* the values of a parametric build's size holes (kiln/kernel_params.py):
-       frame pointers nbufs + 1 (int64) and nbufs + 2 (double) */
+       frame pointers nbufs + 1 (int64) and nbufs + 2 (double); a CUDA
+       program's are one block (the ints, then the doubles' bits) in
+       size_ints, passed by value as every kernel's last argument */
     int64_t *size_ints;
     double *size_floats;
 } ProgramObject;
@@ -1559,13 +1561,15 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         } else if (st->kind == KN_ST_KERNEL && self->cuda) {
             int k = st->kernel, np = self->knparams[k];
             void *params_small[128];
-            void **params = np <= 128 ? params_small : malloc(sizeof(void *) * (size_t)np);
+            void **params = np < 128 ? params_small : malloc(sizeof(void *) * (size_t)(np + 1));
             if (params == NULL) {
                 PyErr_NoMemory();
                 goto done;
             }
             for (int j = 0; j < np; j++)
                 params[j] = &f.ptr[self->kparams[k][j]];
+            /* a parametric build's kernels take this size's values last */
+            params[np] = self->size_ints;
             int rc = 0;
             if (self->emulated) {
                 /* kernels stride over their space by the grid: a small grid
@@ -1864,18 +1868,41 @@ program_check_errors(ProgramObject *self, PyObject *args)
 }
 
 /* set_size_params(ints, floats): the values of the size holes of a
- * parametric build (kiln/kernel_params.py), before load(). */
+ * parametric build (kiln/kernel_params.py), before load() (a CUDA
+ * program's: before load_cuda / load_emulated, each tuple as long as the
+ * build's struct kn_sizes declares it). */
 static PyObject *
 program_set_size_params(ProgramObject *self, PyObject *args)
 {
     PyObject *ints, *floats;
     if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &ints, &PyTuple_Type, &floats))
         return NULL;
-    if (self->cuda) {
-        PyErr_SetString(PyExc_ValueError, "kiln: size parameters are for CPU programs");
-        return NULL;
-    }
     Py_ssize_t ni = PyTuple_GET_SIZE(ints), nf = PyTuple_GET_SIZE(floats);
+    if (self->cuda) {
+        /* one block, laid out as the build's struct kn_sizes: the ints, then the doubles */
+        int64_t *blk = malloc(sizeof(int64_t) * (size_t)(ni + nf + 1));
+        if (blk == NULL)
+            return PyErr_NoMemory();
+        for (Py_ssize_t i = 0; i < ni + nf; i++) {
+            if (i < ni) {
+                blk[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(ints, i));
+                if (blk[i] == -1 && PyErr_Occurred()) {
+                    free(blk);
+                    return NULL;
+                }
+            } else {
+                double d = PyFloat_AsDouble(PyTuple_GET_ITEM(floats, i - ni));
+                if (d == -1.0 && PyErr_Occurred()) {
+                    free(blk);
+                    return NULL;
+                }
+                memcpy(&blk[i], &d, sizeof d);
+            }
+        }
+        free(self->size_ints);
+        self->size_ints = blk;
+        return Py_NewRef(Py_None);
+    }
     int64_t *iv = malloc(sizeof(int64_t) * (size_t)(ni + 1));
     double *fv = malloc(sizeof(double) * (size_t)(nf + 1));
     if (iv == NULL || fv == NULL) {

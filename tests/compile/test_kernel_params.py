@@ -205,13 +205,15 @@ def _cuda_kernel(n, threads=256, shared=32):
             % (threads, shared, threads, n, threads))
 
 
-def test_cuda_parameters_are_module_constants():
-    # (CPU-checkable: the text; the GPU run is test_cuda_sizes_share_one_cubin)
+def test_cuda_parameters_are_a_kernel_argument():
+    # (CPU-checkable: the text; the runs are test_cuda_sizes_share_one_module
+    # here on the emulator and test_cuda_sizes_share_one_cubin on a GPU)
     b = kp.make(_cuda_kernel(500), [_cuda_kernel(600)], cuda=True)
     assert b is not None and len(b.holes) == 1
-    assert "__constant__ long long kn_P[1];" in b.text and "__constant__ double kn_F[1];" in b.text
-    assert b.text.index("__constant__") < b.text.index('extern "C"')
-    assert "v1 < ((int)kn_P[0])" in b.text and "B[" not in b.text
+    assert "struct kn_sizes { long long P[1]; double F[1]; };" in b.text
+    assert b.text.index("struct kn_sizes") < b.text.index('extern "C"')
+    assert "float *__restrict__ b1, const kn_sizes kn_S)" in b.text
+    assert "v1 < ((int)kn_S.P[0])" in b.text and "B[" not in b.text and "__constant__" not in b.text
     assert b.match(_cuda_kernel(900)) == ((900,), ())
     # a launch bound or a shared array's bound stays a constant: no build
     # from a probe that moves one
@@ -228,6 +230,23 @@ def test_cuda_sizes_share_one_cubin():
     with torch.no_grad():
         for b in (3, 5, 7, 9, 12, 17, 5):
             x = torch.randn(b, 32, device="cuda")
+            torch.testing.assert_close(cm(x), m(x), atol=1e-4, rtol=1e-4)
+    st = kiln.stats()
+    assert st["fallbacks"] == 0, st
+    assert st["parametric_builds"] >= 1 and st["parametric_hits"] >= 3, st
+
+
+def test_cuda_sizes_share_one_module(monkeypatch):
+    # the CUDA path end to end on the CPU emulator: one build, every size's
+    # values passed with its launches (two programs alive at once, called
+    # alternately, each computing its own size)
+    monkeypatch.setattr(config, "cuda_emulate", True)
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b in (3, 5, 7, 9, 12, 5, 3, 12):
+            x = torch.randn(b, 8)
             torch.testing.assert_close(cm(x), m(x), atol=1e-4, rtol=1e-4)
     st = kiln.stats()
     assert st["fallbacks"] == 0, st
@@ -259,9 +278,10 @@ def test_a_cuda_build_compiles_its_distinct_kernels_in_parts(monkeypatch):
     prelude = _C.prelude("cuda")
     assert len(seen) == 1 and len(b.kernels) == 2 and b.kernels[0] == b.kernels[1]
     for src, names, _ in seen:
-        assert src.startswith(prelude + "\n__constant__ long long kn_P[1];\n__constant__ double kn_F[1];\n")
+        assert src.startswith(prelude + "\nstruct kn_sizes { long long P[1]; double F[1]; };\n")
         assert src.count('extern "C" __global__') == len(names)
-    assert {b.owner[fn] for fn in b.kernels} == {0} and len(b.parts) == 1
+    # one module for both kernels, bound by every size's program
+    assert len(b.modules) == 2 and b.modules[0] is b.modules[1]
 
 
 def test_literals_that_agree_everywhere_share_a_parameter():
