@@ -10,6 +10,7 @@ running).  Prints the means per new size and kiln's size counters.
     python benchmarks/dynamic_per_size.py            # MODEL=gpt2
     KILN_DIRECT_SIZES=0 python benchmarks/dynamic_per_size.py   # every size through the static path
     DEVICE=cuda DTYPE=bfloat16 MODEL=bert python benchmarks/dynamic_per_size.py
+    PROFILE=25 python benchmarks/dynamic_per_size.py   # and _build's top 25 functions (cProfile)
 """
 import os
 import random
@@ -33,11 +34,23 @@ spent = [0.0]
 build = dynamic.PerSize._build
 
 
+prof = None
+if os.environ.get("PROFILE"):
+    # (inside _build only: kiln runs the model's frames as Python while a
+    # profiler is set, so the model itself cannot be profiled this way)
+    import cProfile
+    prof = cProfile.Profile()
+
+
 def timed_build(self, *args):
     t0 = time.perf_counter()
+    if prof is not None:
+        prof.enable()
     try:
         return build(self, *args)
     finally:
+        if prof is not None:
+            prof.disable()
         spent[0] += time.perf_counter() - t0
 
 
@@ -66,3 +79,6 @@ print(f"{spec.name}: per new size {1e3 * total / len(new):.1f} ms, of it kiln's 
       f"{1e3 * spent[0] / len(new):.1f} ms; the same sizes again {1e3 * again / len(new):.1f} ms ({len(new)} sizes)")
 print({k: st[k] for k in ("recompiles", "specializations", "direct_sizes", "size_plans", "compiles",
                           "parametric_builds", "parametric_hits", "templates", "template_cache_hits")})
+if prof is not None:
+    import pstats
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(int(os.environ["PROFILE"]))

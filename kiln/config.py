@@ -91,6 +91,12 @@ nvrtc_fast_compile = "" if _ofc in ("", "0", "off") else _ofc
 # RMSNorm) keep each row in registers, loaded once as 16-byte vectors, across
 # all their passes (codegen/cuda.c: gen_rows_regs)
 cuda_row_registers = os.environ.get("KILN_CUDA_ROW_REGISTERS", "1") not in ("0", "")
+# kiln::attention on a GPU where scaled_dot_product_attention would pick
+# cuDNN's kernel: "cudnn" keeps it, "fused" calls flash attention (no mask)
+# or the memory-efficient kernel instead.  cuDNN plans each new shape (about
+# 70 ms per shape on an H100, torch 2.11: benchmarks/diag/attention_new_shapes.py),
+# which a sweep over sizes pays at every one; the other two plan nothing
+cuda_attention = os.environ.get("KILN_CUDA_ATTENTION", "fused")
 # max-autotune modes on a GPU: timed launches per candidate launch size
 autotune_reps = 20
 # the plain trace with torch's Python dispatcher on (as AOT export): slower,

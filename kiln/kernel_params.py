@@ -213,42 +213,58 @@ class Build:
         self.scopes = _scopes(toks)
         self.nfloats = len({j for _, c, j in holes if c in ("f64", "f32")})
         self.nints = len({j for _, c, j in holes if c not in ("f64", "f32")}) + len(splits)
-        self.pattern, self.groups, self.kernel_of = _pattern(toks, self.at, splits, source)
+        self.plan = _plan(toks, self.at, splits, source)
 
     def match(self, source):
-        """(ints, floats) making this build compute what `source` does, or None."""
-        got = self._match_text(source)
-        if got is None:
-            return self._match_tokens(source)
+        """(ints, floats) making this build compute what `source` does, or
+        None.  The C core writes a kernel the same way at every size, its
+        local names numbered within the kernel (src/codegen/emit.c
+        kn_cg_canon_locals), so the text is compared as it is; under
+        KILN_DEBUG the token match (local names renamed consistently,
+        whitespace free) checks every answer."""
+        got = self._match_plain(source)
         from . import config, errors
-        if config.debug and self._match_tokens(source) != got:
-            errors.internal("kiln.kernel_params: the text match and the token match of a source disagree")
+        if config.debug:
+            by_tokens = self._match_tokens(source)
+            if got is not None and by_tokens != got:
+                errors.internal("kiln.kernel_params: the text match and the token match of a source disagree")
         return got
 
-    def _match_text(self, source):
+    def _match_plain(self, source):
         """match() for a source that is this build's own text but for its
-        parameters' literals and splits (local names as they were: the
-        common case), by one regular expression; None otherwise."""
-        m = self.pattern.fullmatch(source)
-        if m is None:
-            return None
-        seen = set()
-        for g, name in m.groupdict().items():
-            key = (self.kernel_of[g], name)
-            if key in seen:
-                return None   # (two local names of a kernel became one: not a renaming)
-            seen.add(key)
+        parameters' literals and splits, local names and comments as they
+        were (the common case: the C core writes them the same at every
+        size): the text between the holes compared as it is; None
+        otherwise."""
         ints = [None] * self.nints
         floats = [None] * self.nfloats
-        texts = m.groups()
-        for k, cls, j in self.groups:
-            text = texts[k]
-            if cls == "split":
-                ints[j] = int(text is not None)
-                continue
-            lit = _literal("i64" if cls == "i64" else "num", f"INT64_C({text})" if cls == "i64" else text)
-            if lit is None or lit[0] != cls or not _put(floats if cls in ("f64", "f32") else ints, j, lit[1]):
-                return None
+        pos = 0
+        for kind, a, j in self.plan:
+            if kind == "text":
+                if not source.startswith(a, pos):
+                    return None
+                pos += len(a)
+            elif kind == "split":
+                pos = _WS.match(source, pos).end()
+                if source.startswith(a, pos):
+                    ints[j] = 1
+                    pos += len(a)
+                else:
+                    ints[j] = 0
+                    if source.startswith("/* kn:serial " + a + " */", pos):
+                        pos += len(a) + 16
+                pos = _WS.match(source, pos).end()
+            else:
+                m = _LIT_MATCH[a].match(source, pos)
+                if m is None:
+                    return None
+                text = m.group(1)
+                lit = _literal("i64" if a == "i64" else "num", f"INT64_C({text})" if a == "i64" else text)
+                if lit is None or lit[0] != a or not _put(floats if a in ("f64", "f32") else ints, j, lit[1]):
+                    return None
+                pos = m.end()
+        if pos != len(source):
+            return None
         return _filled(ints, 0), _filled(floats, 0.0)
 
     def _match_tokens(self, source):
@@ -280,54 +296,34 @@ class Build:
         return _filled(ints, 0), _filled(floats, 0.0)
 
 
-# a parameter's literal in _pattern: its class's C spelling (a token of its
+# a parameter's literal in _match_plain: its class's C spelling (a token of its
 # own: no word character or point may follow)
-_LIT_RE = {"int": r"(\d+)(?![\w.])", "long": r"(\d+)(?![\w.])", "i64": r"INT64_C\((-?\d+)\)",
-           "f64": r"((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)(?![\w.])",
-           "f32": r"((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fF])(?![\w.])"}
+_LIT_MATCH = {c: re.compile(r) for c, r in {
+    "int": r"(\d+)(?![\w.])", "long": r"(\d+)(?![\w.])", "i64": r"INT64_C\((-?\d+)\)",
+    "f64": r"((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)(?![\w.])",
+    "f32": r"((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fF])(?![\w.])"}.items()}
+_WS = re.compile(r"\s*")
 
 
-def _pattern(toks, at, splits, source):
-    """A regular expression matching `source` (whose tokens are toks) with
-    each parameter's literal any literal of its class, each split's pragma
-    present or not, and each local name another one, the same at each of
-    its uses (`_match_text` checks that no two share one); and
-    [(group index, class or "split", parameter index)] of the groups that
-    hold parameters; and {local name group: its kernel's scope}.
-    Everything else must be source's own text, whitespace included (the C
-    core writes it the same way at every size)."""
-    parts, groups, pos = [], [], 0
-    names, kernel_of = {}, {}
-    n = 0   # groups so far
-    for i, ((kind, text, start, end), sc) in enumerate(zip(toks, _scopes(toks))):
+def _plan(toks, at, splits, source):
+    """_match_plain's steps: [("text", text, None) | ("split", pragma, j) |
+    (class, class, j)] in source order: the text between holes as it is,
+    a split (the pragma, its kn:serial comment or nothing, with the
+    whitespace around it), a parameter's literal."""
+    out, pos = [], 0
+    for i in sorted(set(at) | set(splits)):
         if i in splits:
-            line, j = splits[i]
-            parts.append(r"\s*(?:(?:(" + re.escape(line) + r")|/\* kn:serial " + re.escape(line) + r" \*/)\s*)?")
-            groups.append((n, "split", j))
-            n += 1
-        else:
-            parts.append(re.escape(source[pos:start]))
+            end = toks[i - 1][3] if i > 0 else 0
+            out.append(("text", source[pos:end], None))
+            out.append(("split", splits[i][0], splits[i][1]))
+            pos = toks[i][2] if i < len(toks) else len(source)
         h = at.get(i)
         if h is not None:
-            parts.append(_LIT_RE[h[0]])
-            groups.append((n, h[0], h[1]))
-            n += 1
-        elif kind == "comment":
-            parts.append(r"(?:/\*.*?\*/|//[^\n]*)")
-        elif kind == "id" and _LOCAL.fullmatch(text):
-            g = names.get((sc, text))
-            if g is None:
-                g = names[sc, text] = f"n{len(names)}"
-                kernel_of[g] = sc
-                parts.append(f"(?P<{g}>[a-z]{{1,2}}\\d+(?:_\\d+)?)(?!\\w)")
-                n += 1
-            else:
-                parts.append(f"(?P={g})(?!\\w)")
-        else:
-            parts.append(re.escape(text))
-        pos = end
-    parts.append(re.escape(source[pos:]))
-    return re.compile("".join(parts), re.S), groups, kernel_of
+            out.append(("text", source[pos:toks[i][2]], None))
+            out.append((h[0], h[0], h[1]))
+            pos = toks[i][3]
+    out.append(("text", source[pos:], None))
+    return [step for step in out if step[0] != "text" or step[1]]
 
 
 def _put(values, j, v):

@@ -13,6 +13,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from . import config
+
 
 def aligned_mask(m, q):
     """`m` as the fused CUDA attention kernels accept it.  The memory-efficient
@@ -61,12 +63,43 @@ def _attention_fake(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     return q.new_empty(shape)
 
 
+def _backend_value(name):
+    b = getattr(getattr(getattr(torch.nn, "attention", None), "SDPBackend", None), name, None)
+    return getattr(b, "value", None)
+
+
+_CUDNN = _backend_value("CUDNN_ATTENTION")
+_choice = getattr(torch, "_fused_sdp_choice", None)
+
+
 def call_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     """What a compiled graph calls for kiln::attention (no dispatcher hop)."""
     if attn_mask is not None:
         attn_mask = aligned_mask(attn_mask, q)
+    if q.is_cuda and _CUDNN is not None and _choice is not None and config.cuda_attention != "cudnn" and \
+            not enable_gqa and dropout_p == 0.0:
+        if _choice(q, k, v, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa) == _CUDNN:
+            out = _without_cudnn(q, k, v, attn_mask, is_causal, scale)
+            if out is not None:
+                return out
     return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale=scale,
                                                      enable_gqa=enable_gqa)
+
+
+def _without_cudnn(q, k, v, m, is_causal, scale):
+    """Flash attention (no mask) or the memory-efficient kernel (a mask,
+    broadcast over batch and heads as scaled_dot_product_attention
+    broadcasts it), or None where the kernel refuses these inputs (its
+    checks run before it launches anything)."""
+    aten = torch.ops.aten
+    try:
+        if m is None and q.dtype in (torch.float16, torch.bfloat16):
+            return aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, False, scale=scale)[0]
+        if m is not None and q.dim() == 4:
+            m = m.expand(q.size(0), q.size(1), q.size(2), k.size(2))   # (right-aligned, as SDPA's)
+        return aten._scaled_dot_product_efficient_attention(q, k, v, m, False, 0.0, is_causal, scale=scale)[0]
+    except RuntimeError:
+        return None
 
 
 def bias_aligned(op):

@@ -164,6 +164,31 @@ def _added(env, before):
     return out
 
 
+class _SymbolicLinear(torch.overrides.TorchFunctionMode):
+    """F.linear, during a symbolic lowering, as the ops its C++ composite
+    makes (addmm on the rows, a view back), written with symbolic sizes:
+    some torch versions' composite (2.11's) reads the input's concrete
+    sizes, which specialises the batch symbol to its example value, and
+    the lowering then serves no other size."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch._C._nn.linear or func is torch.nn.functional.linear:
+            return _linear(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def _linear(input, weight, bias=None):   # noqa: A002  (F.linear's own parameter names)
+    x = input
+    if x.dim() == 2 and bias is not None:
+        return torch.addmm(bias, x, weight.t())
+    if bias is not None and x.dim() == 3 and x.is_contiguous():
+        out = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight.t())
+        return out.view(x.shape[0], x.shape[1], out.shape[1])
+    out = torch.matmul(x, weight.t())
+    return out if bias is None else out + bias
+
+
 class Template:
     """A graph's symbolic lowering and description; see the module doc.
     Raises (errors.Unsupported or whatever the trace raised) when the graph
@@ -181,7 +206,8 @@ class Template:
         if env is None:
             raise fx_bridge.Unsupported("no ShapeEnv")
         before = _state(env)
-        aten = lower(g, fakes)
+        with _SymbolicLinear():
+            aten = lower(g, fakes)
         self.device = fx_bridge.graph_device(aten)
         holes = Holes()
         self.desc, self.constants, self.single = fx_bridge.describe(aten, self.device.type, holes=holes)
@@ -215,6 +241,9 @@ class Template:
                 extra.append(sympy.Eq(s, r, evaluate=False))
         used = set().union(*(e.free_symbols for e in holes.exprs + extra)) if holes.exprs or extra else set()
         for s in used - set(names):
+            r = env.replacements.get(s)
+            if r is not None and r.is_number:
+                raise fx_bridge.Unsupported(f"the lowering specialised size {s} to {r}")
             raise fx_bridge.Unsupported(f"size {s} has no source among the graph's inputs")
         try:
             self.fill, self.source = _function(holes.exprs, extra, names)

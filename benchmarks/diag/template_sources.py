@@ -27,9 +27,26 @@ def main():
             env = template._shape_env(fakes)
             for n in g.graph.nodes:
                 if n.op == "placeholder":
-                    print("  placeholder", n.name, n.meta.get("example_value", n.meta.get("val")))
+                    v = n.meta.get("example_value", n.meta.get("val"))
+                    print("  placeholder", n.name, type(v).__name__, getattr(v, "shape", v))
             for i, f in enumerate(fakes):
-                print("  fake", i, type(f).__name__, getattr(f, "shape", f))
+                if isinstance(f, torch.SymInt):
+                    print("  fake", i, "SymInt expr", repr(f.node.expr), type(f.node.expr).__name__,
+                          "same env", f.node.shape_env is env, "hint", f.node.hint)
+                elif isinstance(f, torch.Tensor):
+                    print("  fake", i, "tensor", [(type(s).__name__, repr(s.node.expr) if isinstance(s, torch.SymInt)
+                                                   else s) for s in f.shape])
+            print("  replacements", dict(env.replacements))
+            print("  ranges", {str(s): (r.lower, r.upper) for s, r in env.var_to_range.items()})
+            for x in env.guards[-3:]:
+                print("  guard", x.expr)
+                st = getattr(x, "stack", None)
+                if st is not None:
+                    frames = st.summary() if hasattr(st, "summary") else st
+                    for fr in list(frames)[-14:]:
+                        print("    ", getattr(fr, "filename", "?")[-60:], getattr(fr, "lineno", "?"),
+                              getattr(fr, "name", "?"), (getattr(fr, "line", "") or "")[:100])
+                print("    sloc", getattr(x, "sloc", None))
             for s, srcs in getattr(env, "var_to_sources", {}).items():
                 print("  source", s, [x.name() for x in srcs], "->", env.replacements.get(s))
             raise

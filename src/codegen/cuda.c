@@ -1283,8 +1283,12 @@ int
 kn_codegen_cuda(kn_ctx *c, kn_str *out)
 {
     KN_ASSERT(c->cuda);
-    for (int k = 0; k < c->nkernels; k++)
+    for (int k = 0; k < c->nkernels; k++) {
+        size_t from = out->n;
         if (gen_kernel(c, k, out) < 0)
             return -1;
+        if (kn_cg_canon_locals(out, from) < 0)
+            return PyErr_NoMemory(), -1;
+    }
     return 0;
 }

@@ -638,3 +638,126 @@ kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k)
     }
     return used;
 }
+
+/* ------------------------------------------------- local names, canonical */
+
+/* the prefixes of the locals the renderers name by graph ids (temporaries,
+   accumulators, argmax pairs, index checks, NaN flags, rows, register
+   loads, shared arrays); buffers (b<n>, named by their frame slot) and loop variables
+   (v<n>, by depth) keep their names.  Longer prefixes first. */
+static const char *const local_prefixes[] = {"kb", "kv", "vl", "sm", "sa", "t", "a", "m", "n", "p", "q", "r", "w", NULL};
+
+static int
+ident_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+int
+kn_cg_canon_locals(kn_str *s, size_t from)
+{
+    if (s->oom || from >= s->n)
+        return 0;
+    /* (prefix, old number) -> new number: open addressing, grown as needed */
+    size_t cap = 256, used = 0;
+    long long *keys = malloc(sizeof(long long) * cap);
+    int *vals = malloc(sizeof(int) * cap);
+    int next[16] = {0};
+    kn_str out = {0};
+    if (keys == NULL || vals == NULL)
+        goto oom;
+    memset(keys, -1, sizeof(long long) * cap);
+    const char *p = s->p + from, *end = s->p + s->n, *copied = p;
+    while (p < end) {
+        if (!ident_char(*p)) {
+            p++;
+            continue;
+        }
+        const char *q = p;
+        while (q < end && ident_char(*q))
+            q++;
+        /* an identifier (not a number's tail): a local's prefix, <digits>, and an optional _<digits> */
+        int which = -1, plen = 0;
+        for (int w = 0; which < 0 && local_prefixes[w]; w++) {
+            size_t l = strlen(local_prefixes[w]);
+            if ((size_t)(q - p) > l && !memcmp(p, local_prefixes[w], l) && p[l] >= '0' && p[l] <= '9') {
+                which = w;
+                plen = (int)l;
+            }
+        }
+        if (which >= 0) {
+            const char *d = p + plen;
+            long long num = 0;
+            while (d < q && *d >= '0' && *d <= '9' && num < (1LL << 40))
+                num = num * 10 + (*d++ - '0');
+            int ok = d == q;
+            if (!ok && *d == '_' && d + 1 < q) {
+                const char *e = d + 1;
+                while (e < q && *e >= '0' && *e <= '9')
+                    e++;
+                ok = e == q;
+            }
+            if (ok) {
+                long long key = num * 16 + which;
+                if (2 * (used + 1) > cap) {
+                    size_t ncap = cap * 2;
+                    long long *nk = malloc(sizeof(long long) * ncap);
+                    int *nv = malloc(sizeof(int) * ncap);
+                    if (nk == NULL || nv == NULL) {
+                        free(nk);
+                        free(nv);
+                        goto oom;
+                    }
+                    memset(nk, -1, sizeof(long long) * ncap);
+                    for (size_t i = 0; i < cap; i++) {
+                        if (keys[i] < 0)
+                            continue;
+                        size_t h = (size_t)(keys[i] * 0x9E3779B97F4A7C15ULL) & (ncap - 1);
+                        while (nk[h] >= 0)
+                            h = (h + 1) & (ncap - 1);
+                        nk[h] = keys[i];
+                        nv[h] = vals[i];
+                    }
+                    free(keys);
+                    free(vals);
+                    keys = nk;
+                    vals = nv;
+                    cap = ncap;
+                }
+                size_t h = (size_t)(key * 0x9E3779B97F4A7C15ULL) & (cap - 1);
+                while (keys[h] >= 0 && keys[h] != key)
+                    h = (h + 1) & (cap - 1);
+                if (keys[h] < 0) {
+                    keys[h] = key;
+                    vals[h] = next[which]++;
+                    used++;
+                }
+                kn_str_printf(&out, "%.*s%.*s%d", (int)(p - copied), copied, plen, p, vals[h]);
+                copied = d;   /* (the _<digits> suffix, if any, is copied as it is) */
+            }
+        }
+        p = q;
+    }
+    if (copied == s->p + from) {   /* nothing renamed */
+        free(keys);
+        free(vals);
+        kn_str_free(&out);
+        return 0;
+    }
+    kn_str_printf(&out, "%.*s", (int)(end - copied), copied);
+    if (out.oom)
+        goto oom;
+    s->n = from;
+    s->p[s->n] = 0;
+    kn_str_printf(s, "%.*s", (int)out.n, out.p);
+    free(keys);
+    free(vals);
+    kn_str_free(&out);
+    return s->oom ? -1 : 0;
+oom:
+    free(keys);
+    free(vals);
+    kn_str_free(&out);
+    s->oom = 1;
+    return -1;
+}

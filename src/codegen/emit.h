@@ -84,5 +84,12 @@ int kn_cg_is_outer_member(const kn_kernel *k, const kn_buf *b);
    (those share one inner loop) */
 int kn_cg_inner_run(kn_ctx *c, const kn_kernel *k, int m);
 uint8_t *kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k);  /* 1 read, 2 stored; caller frees */
+/* Number a kernel's locals named by graph ids (temporaries t<n>,
+   accumulators a<n>, ...: emit.c local_prefixes), the text of
+   s from `from` on, by their first use: names made from graph ids shift
+   when another part of the graph changes, so the same kernel at two sizes
+   reads the same but for its size literals (kiln/kernel_params.py matches
+   a size's source against a parametric build's text as it is). */
+int kn_cg_canon_locals(kn_str *s, size_t from);
 int kn_cg_scan(kn_gen *g, kn_buf *b);
 #endif

@@ -323,3 +323,20 @@ def test_a_symbolic_lowering_is_one_plain_trace(monkeypatch):
         torch.testing.assert_close(got[3], got[0][1:].t())
     st = kiln.stats()
     assert st["templates"] == 1 and st["fallbacks"] == 0, st
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (3, 5, 8), (2, 3, 5, 8), "strided"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_symbolic_linear_computes_linear(shape, bias):
+    # F.linear as the symbolic lowering writes it (kiln/template.py
+    # _SymbolicLinear): the ops of torch's composite, with symbolic sizes
+    from kiln import template
+    torch.manual_seed(0)
+    x = torch.randn(3, 8, 5).transpose(1, 2) if shape == "strided" else torch.randn(shape)
+    w, b = torch.randn(6, 8), torch.randn(6) if bias else None
+    with template._SymbolicLinear():
+        got = torch.nn.functional.linear(x, w, b)
+        got_kw = torch.nn.functional.linear(input=x, weight=w, bias=b)
+    want = torch.nn.functional.linear(x, w, b)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_kw, want)

@@ -245,6 +245,35 @@ def test_boolean_attention_mask_takes_a_fused_kernel_and_keeps_empty_rows_zero()
         _close(got, f(q, k, v, m), torch.bfloat16)
 
 
+@pytest.mark.parametrize("mask", [None, "2d", "batch", "full"])
+def test_attention_where_sdpa_picks_cudnn_calls_a_kernel_that_plans_nothing(mask, monkeypatch):
+    """kiln::attention calls flash or memory-efficient attention where
+    scaled_dot_product_attention would plan cuDNN's kernel per shape: the
+    same result as SDPA's math path at every mask shape, and the same as
+    with KILN_CUDA_ATTENTION=cudnn."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from kiln import config, ops
+    torch.manual_seed(0)
+    b, h, s, d = 3, 4, 70, 64
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    m = None
+    if mask is not None:
+        shape = {"2d": (s, s), "batch": (b, 1, 1, s), "full": (b, h, s, s)}[mask]
+        m = torch.zeros(shape, device="cuda", dtype=torch.bfloat16)
+        m[..., -7:] = float("-inf")
+    with sdpa_kernel(SDPBackend.MATH):
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=m is None)
+    seen = []
+    monkeypatch.setattr(ops, "_without_cudnn", lambda *a, f=ops._without_cudnn: seen.append(1) or f(*a))
+    got = ops.call_attention(q, k, v, m, 0.0, m is None, None, False)
+    _close(got, want, torch.bfloat16)
+    if torch._fused_sdp_choice(q, k, v, m, 0.0, m is None) == SDPBackend.CUDNN_ATTENTION.value:
+        assert seen   # (this machine's SDPA would have planned cuDNN)
+    monkeypatch.setattr(config, "cuda_attention", "cudnn")
+    _close(ops.call_attention(q, k, v, m, 0.0, m is None, None, False), want, torch.bfloat16)
+
+
 def test_matmul_activations_become_cublaslt_epilogues():
     """GPT-2's MLP (tanh-GELU spelt out) and a ReLU MLP without bias: the
     activations run inside the GEMMs (aten._addmm_activation), and the
