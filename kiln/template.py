@@ -173,9 +173,24 @@ class _SymbolicLinear(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch._C._nn.linear or func is torch.nn.functional.linear:
+        if func is torch._C._nn.linear or func is _F_LINEAR:
             return _linear(*args, **kwargs)
         return func(*args, **kwargs)
+
+    # A mode is off while it handles a call, so the linears inside a
+    # function it passes on (F.multi_head_attention_forward's) never reach
+    # it: torch.nn.functional's own name `linear`, which those functions
+    # call, is this lowering's too, while it runs.
+    def __enter__(self):
+        torch.nn.functional.linear = _linear
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        torch.nn.functional.linear = _F_LINEAR
+        return super().__exit__(*exc)
+
+
+_F_LINEAR = torch.nn.functional.linear
 
 
 def _linear(input, weight, bias=None):   # noqa: A002  (F.linear's own parameter names)
