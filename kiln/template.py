@@ -164,46 +164,6 @@ def _added(env, before):
     return out
 
 
-class _SymbolicLinear(torch.overrides.TorchFunctionMode):
-    """F.linear, during a symbolic lowering, as the ops its C++ composite
-    makes (addmm on the rows, a view back), written with symbolic sizes:
-    some torch versions' composite (2.11's) reads the input's concrete
-    sizes, which specialises the batch symbol to its example value, and
-    the lowering then serves no other size."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch._C._nn.linear or func is _F_LINEAR:
-            return _linear(*args, **kwargs)
-        return func(*args, **kwargs)
-
-    # A mode is off while it handles a call, so the linears inside a
-    # function it passes on (F.multi_head_attention_forward's) never reach
-    # it: torch.nn.functional's own name `linear`, which those functions
-    # call, is this lowering's too, while it runs.
-    def __enter__(self):
-        torch.nn.functional.linear = _linear
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        torch.nn.functional.linear = _F_LINEAR
-        return super().__exit__(*exc)
-
-
-_F_LINEAR = torch.nn.functional.linear
-
-
-def _linear(input, weight, bias=None):   # noqa: A002  (F.linear's own parameter names)
-    x = input
-    if x.dim() == 2 and bias is not None:
-        return torch.addmm(bias, x, weight.t())
-    if bias is not None and x.dim() == 3 and x.is_contiguous():
-        out = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight.t())
-        return out.view(x.shape[0], x.shape[1], out.shape[1])
-    out = torch.matmul(x, weight.t())
-    return out if bias is None else out + bias
-
-
 class Template:
     """A graph's symbolic lowering and description; see the module doc.
     Raises (errors.Unsupported or whatever the trace raised) when the graph
@@ -221,8 +181,7 @@ class Template:
         if env is None:
             raise fx_bridge.Unsupported("no ShapeEnv")
         before = _state(env)
-        with _SymbolicLinear():
-            aten = lower(g, fakes)
+        aten = lower(g, fakes)
         self.device = fx_bridge.graph_device(aten)
         holes = Holes()
         self.desc, self.constants, self.single = fx_bridge.describe(aten, self.device.type, holes=holes)

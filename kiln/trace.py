@@ -188,8 +188,12 @@ def _trace_plain(gm, example_inputs):
     # Without the Python dispatcher (2-3x faster to trace a convolutional
     # network), composite ops pick a device kernel at trace time: on a GPU,
     # batch_norm becomes cudnn_batch_norm, which kiln's table decomposes.
-    # KILN_TRACE_PYTHON_DISPATCHER=1 traces as AOT export does instead.
-    pyd = enable_python_dispatcher() if config.trace_python_dispatcher else contextlib.nullcontext()
+    # KILN_TRACE_PYTHON_DISPATCHER=1 traces as AOT export does instead.  A
+    # symbolic trace always does: some composites' C++ (torch 2.11's linear
+    # and matmul) read concrete sizes, which specialises a size symbol to
+    # its example value; their Python decompositions keep sizes symbolic.
+    pyd = enable_python_dispatcher() if config.trace_python_dispatcher or sym is not None else \
+        contextlib.nullcontext()
     with mode, pyd:
         aten = make_fx(gm, decomposition_table=decompositions(), tracing_mode="real")(*fake)
     nodes = list(aten.graph.nodes)

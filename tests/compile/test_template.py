@@ -324,36 +324,3 @@ def test_a_symbolic_lowering_is_one_plain_trace(monkeypatch):
     st = kiln.stats()
     assert st["templates"] == 1 and st["fallbacks"] == 0, st
 
-
-@pytest.mark.parametrize("shape", [(5, 8), (3, 5, 8), (2, 3, 5, 8), "strided"])
-@pytest.mark.parametrize("bias", [True, False])
-def test_symbolic_linear_computes_linear(shape, bias):
-    # F.linear as the symbolic lowering writes it (kiln/template.py
-    # _SymbolicLinear): the ops of torch's composite, with symbolic sizes
-    from kiln import template
-    torch.manual_seed(0)
-    x = torch.randn(3, 8, 5).transpose(1, 2) if shape == "strided" else torch.randn(shape)
-    w, b = torch.randn(6, 8), torch.randn(6) if bias else None
-    with template._SymbolicLinear():
-        got = torch.nn.functional.linear(x, w, b)
-        got_kw = torch.nn.functional.linear(input=x, weight=w, bias=b)
-    want = torch.nn.functional.linear(x, w, b)
-    torch.testing.assert_close(got, want)
-    torch.testing.assert_close(got_kw, want)
-
-
-def test_symbolic_linear_reaches_the_linears_inside_torch_functions(monkeypatch):
-    # F.multi_head_attention_forward calls its own module's `linear`, which
-    # a torch function mode never sees (it is off while it passes that call
-    # on): the lowering's F.linear is that name too, and only while it runs
-    from kiln import template
-    seen = []
-    monkeypatch.setattr(template, "_linear", lambda *a, f=template._linear, **k: seen.append(1) or f(*a, **k))
-    torch.manual_seed(0)
-    m = torch.nn.MultiheadAttention(32, 4, batch_first=True)
-    x = torch.randn(2, 5, 32)
-    with template._SymbolicLinear():
-        got = m(x, x, x, need_weights=False)[0]
-    assert len(seen) == 2   # the packed in-projection and the out-projection
-    assert torch.nn.functional.linear is template._F_LINEAR
-    torch.testing.assert_close(got, m(x, x, x, need_weights=False)[0])
