@@ -95,26 +95,7 @@ def specialize(gm, args, positions):
     placeholders), and every node's example_value propagated again from fake
     copies of the tensor arguments.  Returns (graph module, tensor
     arguments)."""
-    k = 0
-    graph = torch.fx.Graph()
-    env = {}
-    tensors = []
-    for n in gm.graph.nodes:
-        if n.op == "placeholder":
-            if k in positions:
-                v = args[k]
-                if isinstance(v, torch.Tensor):   # a tensorified float: its .item() users get the value
-                    for u in n.users:
-                        env[u] = float(v.item()) if v.dtype.is_floating_point else v.item()
-                    env[n] = None
-                else:
-                    env[n] = bool(v) if isinstance(v, (bool, torch.SymBool)) else int(v)
-            else:
-                env[n] = graph.node_copy(n, lambda a: env[a])
-                tensors.append(args[k])
-            k += 1
-        elif n not in env:
-            env[n] = graph.node_copy(n, lambda a: env[a])
+    graph, tensors = _substituted(gm, args, positions)
     for n in graph.nodes:
         n.meta = {key: v for key, v in n.meta.items() if key not in ("example_value", "val", "grapharg")}
     g = torch.fx.GraphModule(gm, graph)
@@ -325,22 +306,34 @@ def _with_scalars(gm, scalars, args):
     """gm with its tensorified floats (placeholders at `scalars`, read only
     by .item()) replaced by their values in args; every other node, and its
     symbolic example value, as it was."""
+    return torch.fx.GraphModule(gm, _substituted(gm, args, scalars)[0])
+
+
+def _substituted(gm, args, positions):
+    """(gm's graph copied with the placeholders at `positions` replaced by
+    their values in args: a tensorified float's .item() users by its value,
+    an int or bool argument by itself; the other placeholders' arguments)."""
+    k = 0
     graph = torch.fx.Graph()
     env = {}
-    k = 0
+    tensors = []
     for n in gm.graph.nodes:
-        if n.op == "placeholder" and k in scalars:
-            v = args[k]
-            for u in n.users:
-                env[u] = float(v.item()) if v.dtype.is_floating_point else v.item()
-            env[n] = None
-            k += 1
-            continue
         if n.op == "placeholder":
+            if k in positions:
+                v = args[k]
+                if isinstance(v, torch.Tensor):   # a tensorified float: its .item() users get the value
+                    for u in n.users:
+                        env[u] = float(v.item()) if v.dtype.is_floating_point else v.item()
+                    env[n] = None
+                else:
+                    env[n] = bool(v) if isinstance(v, (bool, torch.SymBool)) else int(v)
+            else:
+                env[n] = graph.node_copy(n, lambda a: env[a])
+                tensors.append(args[k])
             k += 1
-        if n not in env:
+        elif n not in env:
             env[n] = graph.node_copy(n, lambda a: env[a])
-    return torch.fx.GraphModule(gm, graph)
+    return graph, tensors
 
 
 def _make_template(gm):

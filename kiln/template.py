@@ -365,7 +365,7 @@ def _nodes_maker(nodes):
             if all(p is None for p in parts) and type(x) is tuple:
                 return None
             items = ", ".join(p if p is not None else const(y) for p, y in zip(parts, x))
-            return f"({items},)" if type(x) is tuple and x else "()" if type(x) is tuple else f"[{items}]"
+            return f"({items},)" if type(x) is tuple else f"[{items}]"   # (an empty tuple has no hole)
         m = _maker(x)
         return None if m is None else f"{const(m)}(v)"
 
