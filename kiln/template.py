@@ -283,7 +283,10 @@ class Template:
         little, so that the C core's size-dependent decisions rarely
         change), for kiln/kernel_params.py to tell which literals are sizes
         (the outer loops' thread splits need none: the C core writes the
-        ones it does not take as comments)."""
+        ones it does not take as comments).  None for a lowering without
+        symbols (the capture specialised every size it had)."""
+        if not symvals:
+            return
         for d in (1, -1, 2, 3, -2):
             vals = tuple(v + d for v in symvals)
             if min(vals) >= 2 and self.fill(vals)[1]:

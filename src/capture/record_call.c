@@ -819,14 +819,34 @@ const_containers(kn_val **args, int n)
     return 1;
 }
 
+/* len: its answer does not depend on the sizes inside its argument (a
+ * torch.Size of symbols has its length), so the argument goes to it as it
+ * is; any other real call sees concrete sizes (their values guarded). */
+static int
+size_blind(PyObject *f)
+{
+    static PyObject *len_fn;
+    if (len_fn == NULL) {
+        PyObject *b = PyImport_ImportModule("builtins");
+        len_fn = b ? PyObject_GetAttrString(b, "len") : NULL;   /* (kept for the process) */
+        Py_XDECREF(b);
+        if (len_fn == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return f == len_fn;
+}
+
 int
 kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames, kn_val **out)
 {
     PyObject *small[16] = {0};
     if (nargs > 16)
         return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
+    int blind = size_blind(f);
     for (int i = 0; i < nargs; i++) {
-        small[i] = kn_const_real(r, args[i]);
+        small[i] = blind ? kn_const_of(r, args[i]) : kn_const_real(r, args[i]);
         if (small[i] == NULL) {
             for (int j = 0; j < i; j++)
                 Py_DECREF(small[j]);

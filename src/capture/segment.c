@@ -77,6 +77,25 @@ emit_sizes(kn_rec *r, emitter *e, PyObject *o, int depth)
                 return -1;
         return emit(e, KN_P_TUPLE, (int)PyTuple_GET_SIZE(o));
     }
+    if (PyTuple_Check(o) && !strcmp(Py_TYPE(o)->tp_name, "torch.Size")) {
+        /* a torch.Size (x.shape held in a local across a break): its
+           entries as above, the Size made around them */
+        PyObject *sym = PyObject_CallOneArg(kn_cenv.is_symbolic, o);
+        int is = sym == Py_True;
+        Py_XDECREF(sym);
+        if (sym == NULL)
+            return -1;
+        if (!is)
+            return emit_const(e, o);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
+            if (emit_sizes(r, e, PyTuple_GET_ITEM(o, i), depth + 1) < 0)
+                return -1;
+        Py_ssize_t ci = PyList_GET_SIZE(e->consts);
+        if (emit(e, KN_P_TUPLE, (int)PyTuple_GET_SIZE(o)) < 0 ||
+            PyList_Append(e->consts, (PyObject *)Py_TYPE(o)) < 0)
+            return -1;
+        return emit(e, KN_P_WRAP, (int)ci);
+    }
     if (PyObject_TypeCheck(o, (PyTypeObject *)kn_cenv.sym_int)) {
         PyObject *p = PyObject_CallFunctionObjArgs(kn_cenv.size_program, o, r->symslots, NULL);
         if (p == NULL)
@@ -131,14 +150,11 @@ emit_val(kn_rec *r, emitter *e, kn_val *v)
         if (v->src >= 0 && !value_like(v->obj))
             return emit(e, KN_P_SRC, v->src);
         if (r->symbolic) {
-            /* a size that reaches the frame is a Python int there: its value,
-             * guarded (the recording is specialised to it) */
-            PyObject *c = PyObject_CallOneArg(kn_cenv.concrete, v->obj);
-            if (c == NULL)
-                return -1;
-            int rc = emit_const(e, c);
-            Py_DECREF(c);
-            return rc;
+            /* a size that reaches the frame is a Python int there, computed
+             * from this call's sizes where kiln can (a SymInt, a tuple or a
+             * torch.Size of them: emit_sizes); otherwise its value, guarded
+             * (the recording is specialised to it) */
+            return emit_sizes(r, e, v->obj, 0);
         }
         return emit_const(e, v->obj);
     case V_TENSOR:

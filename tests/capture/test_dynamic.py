@@ -103,8 +103,14 @@ def _view_of_a_result(x):
     return y.view(-1, 2)[1:], y
 
 
+def _len_of_shape(x):
+    # len of a Size of symbols is its length: no size is made concrete
+    # (transformers' GPT-2 and BERT take len(input_shape))
+    return x.sum(len(x.shape) - 1) * len(x.size())
+
+
 @pytest.mark.parametrize("fn", [_view_of_size, _reshape_halves, _zeros_like_rows, _slice_half, _numel,
-                                _view_returned, _view_of_a_result])
+                                _view_returned, _view_of_a_result, _len_of_shape])
 def test_data_independent_size_computations_record_once(fn):
     st = _run(fn, SIZES, dynamic=True)
     assert st["captures"] == 1, st
@@ -440,3 +446,19 @@ def test_int_arguments_under_dynamic_true_and_false():
     kiln.reset()
     st = _run_int(_scaled, (0, 1, 0, 1), dynamic=True)   # 0 and 1: constants, as sizes
     assert st["captures"] == 2, st
+
+
+def _shape_across_a_break(x):
+    s = x.shape
+    y = x * 2
+    torch._dynamo.graph_break()
+    return y.reshape(s[0], -1) + s[1], s
+
+
+def test_a_shape_held_across_a_break_is_computed_not_specialised():
+    # the Size a local holds at a break is rebuilt from this call's sizes
+    # (src/capture/segment.c emit_sizes), so the recording before the break
+    # serves every size
+    st = _run(_shape_across_a_break, SIZES, dynamic=True)
+    assert st["fallbacks"] == 0, st
+    assert st["captures"] <= 3, st      # before the break, after it; not one per size

@@ -324,3 +324,11 @@ def test_a_symbolic_lowering_is_one_plain_trace(monkeypatch):
     st = kiln.stats()
     assert st["templates"] == 1 and st["fallbacks"] == 0, st
 
+
+
+def test_a_lowering_without_symbols_has_no_probes():
+    # (a recording whose capture specialised every size still reaches the
+    # symbolic path: its parametric build has nothing to probe, not an error)
+    from kiln import template
+    t = object.__new__(template.Template)
+    assert list(t.probes(())) == []
