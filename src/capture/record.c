@@ -1420,7 +1420,9 @@ compare(kn_rec *r, int which, kn_val *a, kn_val *b, kn_val **out)
         return rc;
     }
     PyObject *x = kn_const_of(r, a), *y = x ? kn_const_of(r, b) : NULL;
-    if (x && y && r->symbolic && !(kn_numeric(x) && kn_numeric(y))) {
+    /* two tuples (a Size against the shape a model expects) compare item
+     * by item: symbolic items give relations, guarded as such, not values */
+    if (x && y && r->symbolic && !(kn_numeric(x) && kn_numeric(y)) && !(PyTuple_Check(x) && PyTuple_Check(y))) {
         x = kn_concrete_obj(r, x);
         y = x ? kn_concrete_obj(r, y) : (Py_DECREF(y), NULL);
         if (x == NULL || y == NULL) {

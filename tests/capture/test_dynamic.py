@@ -109,8 +109,16 @@ def _len_of_shape(x):
     return x.sum(len(x.shape) - 1) * len(x.size())
 
 
+def _shape_compared(x):
+    # a Size against the tuple a model expects compares item by item: a
+    # relation between symbols, not their values (XGLM's attention checks)
+    if x.size() != (x.shape[0], x.shape[1]) or x.shape[1:] != (x.size(1),):
+        raise ValueError("not the shape expected")
+    return x * 2
+
+
 @pytest.mark.parametrize("fn", [_view_of_size, _reshape_halves, _zeros_like_rows, _slice_half, _numel,
-                                _view_returned, _view_of_a_result, _len_of_shape])
+                                _view_returned, _view_of_a_result, _len_of_shape, _shape_compared])
 def test_data_independent_size_computations_record_once(fn):
     st = _run(fn, SIZES, dynamic=True)
     assert st["captures"] == 1, st
