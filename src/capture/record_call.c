@@ -819,23 +819,40 @@ const_containers(kn_val **args, int n)
     return 1;
 }
 
-/* len: its answer does not depend on the sizes inside its argument (a
- * torch.Size of symbols has its length), so the argument goes to it as it
- * is; any other real call sees concrete sizes (their values guarded). */
+/* Builtins that take sizes as they are: len (a torch.Size of symbols has
+ * its length), and max / min over numbers (their comparisons of symbols
+ * are relations, guarded as such, and the answer is one of the symbols).
+ * Any other real call sees concrete sizes (their values guarded). */
 static int
-size_blind(PyObject *f)
+size_blind(PyObject *f, PyObject **consts, int n)
 {
-    static PyObject *len_fn;
-    if (len_fn == NULL) {
+    static PyObject *fns[3];
+    if (fns[0] == NULL) {
         PyObject *b = PyImport_ImportModule("builtins");
-        len_fn = b ? PyObject_GetAttrString(b, "len") : NULL;   /* (kept for the process) */
+        static const char *names[3] = {"len", "max", "min"};
+        for (int i = 0; b && i < 3; i++)
+            fns[i] = PyObject_GetAttrString(b, names[i]);   /* (kept for the process) */
         Py_XDECREF(b);
-        if (len_fn == NULL) {
+        if (fns[0] == NULL || fns[1] == NULL || fns[2] == NULL) {
             PyErr_Clear();
             return 0;
         }
     }
-    return f == len_fn;
+    if (f == fns[0])
+        return 1;
+    if (f != fns[1] && f != fns[2])
+        return 0;
+    for (int i = 0; i < n; i++) {
+        PyObject *o = consts[i];
+        if (PyTuple_Check(o)) {
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(o); j++)
+                if (!kn_numeric(PyTuple_GET_ITEM(o, j)))
+                    return 0;
+        } else if (!kn_numeric(o)) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 int
@@ -844,13 +861,23 @@ kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
     PyObject *small[16] = {0};
     if (nargs > 16)
         return kn_brk(r, KN_BRK_CALL_TOO_MANY_ARGUMENTS);
-    int blind = size_blind(f);
     for (int i = 0; i < nargs; i++) {
-        small[i] = blind ? kn_const_of(r, args[i]) : kn_const_real(r, args[i]);
+        small[i] = kn_const_of(r, args[i]);
         if (small[i] == NULL) {
             for (int j = 0; j < i; j++)
                 Py_DECREF(small[j]);
             return kn_brk(r, KN_BRK_NON_CONSTANT_ARGUMENT);
+        }
+    }
+    if (r->symbolic && !(kwnames == NULL && size_blind(f, small, nargs))) {
+        for (int i = 0; i < nargs; i++) {
+            if ((small[i] = kn_concrete_obj(r, small[i])) == NULL) {
+                for (int j = 0; j < nargs; j++)
+                    if (j != i)
+                        Py_XDECREF(small[j]);
+                PyErr_Clear();
+                return kn_brk(r, KN_BRK_NON_CONSTANT_ARGUMENT);
+            }
         }
     }
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
@@ -872,7 +899,8 @@ kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
             res = l;
         }
     }
-    *out = kn_wrap(r, res, -1);
+    /* (a number of symbols, max or min's answer: a size like any other) */
+    *out = kn_numeric(res) ? kn_v_const(r, res) : kn_wrap(r, res, -1);
     Py_DECREF(res);
     return *out ? 0 : KN_FAIL;
 }
