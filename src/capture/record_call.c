@@ -900,7 +900,10 @@ kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
         }
     }
     /* (a number of symbols, max or min's answer: a size like any other) */
-    *out = kn_numeric(res) ? kn_v_const(r, res) : kn_wrap(r, res, -1);
+    int sym = PyObject_TypeCheck(res, (PyTypeObject *)kn_cenv.sym_int) ||
+              PyObject_TypeCheck(res, (PyTypeObject *)kn_cenv.sym_float) ||
+              PyObject_TypeCheck(res, (PyTypeObject *)kn_cenv.sym_bool);
+    *out = sym ? kn_v_const(r, res) : kn_wrap(r, res, -1);
     Py_DECREF(res);
     return *out ? 0 : KN_FAIL;
 }

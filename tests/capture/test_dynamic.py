@@ -123,9 +123,16 @@ def _max_of_sizes(x):
     return x[max(0, 1 - x.shape[0]):] * 2 + min(x.shape[0], x.shape[0] + 1) - max((x.shape[0], 1))
 
 
+def _numpy_scalar(x):
+    # a real call's plain number (numpy.float64, CTRL's sqrt of its width)
+    # stays a Python number to torch; only a symbolic answer is a size
+    import numpy as np
+    return x * np.sqrt(16.0) + max(x.shape[0], 1)
+
+
 @pytest.mark.parametrize("fn", [_view_of_size, _reshape_halves, _zeros_like_rows, _slice_half, _numel,
                                 _view_returned, _view_of_a_result, _len_of_shape, _shape_compared,
-                                _max_of_sizes])
+                                _max_of_sizes, _numpy_scalar])
 def test_data_independent_size_computations_record_once(fn):
     st = _run(fn, SIZES, dynamic=True)
     assert st["captures"] == 1, st
