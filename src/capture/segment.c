@@ -64,7 +64,10 @@ emit_sizes(kn_rec *r, emitter *e, PyObject *o, int depth)
 {
     if (!r->symbolic || depth > 8)
         return emit_const(e, o);
-    if (PyTuple_CheckExact(o)) {
+    /* a tuple, or a torch.Size (x.shape held in a local across a break):
+       its symbolic entries as below, the tuple (and the Size) made around them */
+    int size = (PyObject *)Py_TYPE(o) == kn_cenv.torch_size;
+    if (PyTuple_CheckExact(o) || size) {
         PyObject *sym = PyObject_CallOneArg(kn_cenv.is_symbolic, o);
         int is = sym == Py_True;
         Py_XDECREF(sym);
@@ -75,24 +78,12 @@ emit_sizes(kn_rec *r, emitter *e, PyObject *o, int depth)
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
             if (emit_sizes(r, e, PyTuple_GET_ITEM(o, i), depth + 1) < 0)
                 return -1;
-        return emit(e, KN_P_TUPLE, (int)PyTuple_GET_SIZE(o));
-    }
-    if (PyTuple_Check(o) && !strcmp(Py_TYPE(o)->tp_name, "torch.Size")) {
-        /* a torch.Size (x.shape held in a local across a break): its
-           entries as above, the Size made around them */
-        PyObject *sym = PyObject_CallOneArg(kn_cenv.is_symbolic, o);
-        int is = sym == Py_True;
-        Py_XDECREF(sym);
-        if (sym == NULL)
+        if (emit(e, KN_P_TUPLE, (int)PyTuple_GET_SIZE(o)) < 0)
             return -1;
-        if (!is)
-            return emit_const(e, o);
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
-            if (emit_sizes(r, e, PyTuple_GET_ITEM(o, i), depth + 1) < 0)
-                return -1;
+        if (!size)
+            return 0;
         Py_ssize_t ci = PyList_GET_SIZE(e->consts);
-        if (emit(e, KN_P_TUPLE, (int)PyTuple_GET_SIZE(o)) < 0 ||
-            PyList_Append(e->consts, (PyObject *)Py_TYPE(o)) < 0)
+        if (PyList_Append(e->consts, (PyObject *)Py_TYPE(o)) < 0)
             return -1;
         return emit(e, KN_P_WRAP, (int)ci);
     }
