@@ -5,6 +5,7 @@ an internal error shows) and called at SHAPES (batch, sequence) in a fixed
 order; every output checked against eager's at the same inputs.
 
     python benchmarks/dynamic_zoo.py [name ...]
+    MISSES=1 python benchmarks/dynamic_zoo.py NAME   # and why a size got a build of its own
 
 A model's example inputs are resized generically: dim 0 of every tensor
 that has the zoo's batch becomes the shape's batch, dim 1 of every tensor
@@ -19,6 +20,7 @@ templates made / failed, seconds; then the first mismatch or error.  A
 summary line follows: the models with every output equal and at most 3
 compiles, and the worst counts.
 """
+import contextlib
 import os
 import sys
 import time
@@ -31,6 +33,11 @@ import torch  # noqa: E402
 
 import kiln  # noqa: E402
 from tests.models import zoo  # noqa: E402
+
+misses = None
+if os.environ.get("MISSES"):
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks", "diag"))
+    import parametric_misses as misses  # noqa: E402
 
 SHAPES = [(2, 8), (3, 11), (5, 16), (2, 23), (4, 7), (3, 11), (6, 19), (2, 8)]
 # models whose code takes another branch when compiled (tests/models/test_zoo.py)
@@ -67,8 +74,10 @@ def run(name):
     fast = kiln.compile(model)
     row = {"name": name, "shapes": 0, "equal": 0, "note": ""}
     t0 = time.perf_counter()
-    with torch.no_grad():
+    current = [None]
+    with torch.no_grad(), (misses.watching(current) if misses else contextlib.nullcontext()) as seen:
         for b, s in SHAPES if text else [(b, zoo.S) for b, _ in SHAPES]:
+            current[0] = (b, s)
             torch.manual_seed(b * 100 + s)
             a, kw = resized(args, kwargs, b, s, text)
             try:
@@ -86,6 +95,8 @@ def run(name):
         row["note"] = "(takes another branch when compiled, as under torch.compile: not compared) " + row["note"]
         row["equal"] = row["shapes"]
     row["seconds"] = time.perf_counter() - t0
+    if misses:
+        misses.report(seen)
     st = kiln.stats()
     for k in ("compiles", "size_plans", "recompiles", "fallbacks", "frames_run_as_python", "templates",
               "template_failures"):

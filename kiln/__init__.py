@@ -320,8 +320,10 @@ class Explanation:
     graph, its ops and (with the kiln backend) kernels, extern calls and
     fallbacks."""
 
-    def __init__(self, graphs, breaks, guards, marked_dynamic=()):
+    def __init__(self, graphs, breaks, guards, marked_dynamic=(), specialised=()):
         self.marked_dynamic = list(marked_dynamic)   # [(argument, dims)] marked by mark_dynamic
+        # [(input size, value, where)]: symbolic sizes the recorded code specialised
+        self.specialised = list(specialised)
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.breaks = breaks
@@ -351,6 +353,9 @@ class Explanation:
         for arg, dims in self.marked_dynamic:
             lines.append(f"  argument {arg}: dims {dims} marked dynamic: symbols in the recording, unless "
                          "the code takes their values (a guard then holds each value)")
+        for size, value, where in self.specialised:
+            lines.append(f"  size {size} specialised to {value} at {where or 'torch code outside the recorded frames'}"
+                         ": each other value records again")
         if self.guards:
             lines.append(f"  guards ({len(self.guards)}):")
             lines.extend(f"    {g}" for g in self.guards)
@@ -378,6 +383,6 @@ def explain(fn, backend="kiln"):
         if code is not None:
             for seg in _C.capture_guards(code):
                 guards.extend(seg)
-        return Explanation(graphs, breaks, guards, _marked_dynamic(args, kwargs))
+        return Explanation(graphs, breaks, guards, _marked_dynamic(args, kwargs), counters.specialised)
 
     return run

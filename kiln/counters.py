@@ -27,9 +27,13 @@ build_counts = {"compiled": 0, "cached": 0}
 
 _ZERO = {"graph_breaks": 0, "compiles": 0, "fallbacks": 0, "extern_ops": 0, "cache_hits": 0,
          "lowering_cache_hits": 0, "compile_seconds": 0.0, "symbolic_graphs": 0, "specializations": 0, "dynamic_dims": 0,
+         "sizes_specialised": 0,
          "templates": 0, "template_instances": 0, "direct_sizes": 0, "size_plans": 0, "template_cache_hits": 0, "template_mismatches": 0, "template_failures": 0,
          "parametric_builds": 0, "parametric_hits": 0}
 counts = dict(_ZERO)
+# the last sizes symbolic recordings specialised (kiln/symbolic.py), at most 32:
+# (input size, value, where in the recorded code)
+specialised = []
 
 
 def stats():
@@ -48,6 +52,9 @@ def stats():
                     on first use)
     dynamic_dims    input dims kiln's capture made symbols because their size changed
                     (automatic dynamic) or mark_dynamic marked them
+    sizes_specialised  symbolic sizes a recording specialised to one value (a branch or
+                    a call that needs the exact size; each makes the next size record
+                    again): KILN_LOGS=dynamic says where, kiln.explain lists the last ones
     symbolic_graphs graphs with symbolic sizes the backend took (kiln's capture or TorchDynamo's)
     specializations sizes of a symbolic graph compiled (each also counted in compiles, or in
                     size_plans; kiln/dynamic.py)
@@ -78,6 +85,7 @@ def stats():
 
 def reset():
     compiled_graphs.clear()
+    specialised.clear()
     counts.update(_ZERO)
 
 

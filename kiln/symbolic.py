@@ -50,12 +50,59 @@ class _SymbolicFakeMode(FakeTensorMode):
             self._kiln_pd.pop().__exit__(None, None, None)
 
 
+class _NotingShapeEnv(ShapeEnv):
+    """torch's ShapeEnv, noting each symbol that a recording specialises to
+    one value (`_specialised`): the code the recorder was running, and
+    which input size it was.  A specialised size makes the next size record
+    again, so this is what KILN_LOGS=dynamic prints and kiln.explain lists."""
+
+    def _set_replacement(self, a, tgt, msg):
+        was = self.replacements.get(a)
+        super()._set_replacement(a, tgt, msg)
+        now = self.replacements.get(a)
+        if now is not None and now.is_number and not (was is not None and was.is_number):
+            _specialised(self, a, now)
+
+
+def _source_name(env, expr):
+    """An input size's name (L['x'].size()[1]) for a symbol; an expression's
+    text, its symbols named, for other expressions."""
+    names = {}
+    for sym in expr.free_symbols:
+        for src in env.var_to_sources.get(sym, ()):
+            name = src.name
+            names[sym] = name() if callable(name) else name
+            break
+    if isinstance(expr, sympy.Symbol):
+        return names.get(expr, str(expr))
+    return f"{expr} ({', '.join(f'{k} = {v}' for k, v in sorted(names.items(), key=str))})" if names else str(expr)
+
+
+def _where():
+    """'file:line in function' of the user code being recorded (innermost
+    first, at most 3 frames), or '' outside a recording."""
+    from . import _C
+    return " < ".join(f"{f}:{line} in {fn}" for f, line, fn in _C.capture_where()[:3])
+
+
+def _specialised(env, expr, value):
+    from . import counters, logs
+    counters.counts["sizes_specialised"] += 1
+    where = _where()
+    note = (_source_name(env, expr), int(value), where)
+    counters.specialised.append(note)
+    del counters.specialised[:-32]
+    if logs.on("dynamic"):
+        logs.emit("dynamic", "size %s specialised to %d by the recorded code at %s", note[0], note[1],
+                  where or "(torch's own code, outside the recorded frames)")
+
+
 def new_mode():
     """The fake mode of a recording with symbolic sizes."""
     # data-dependent outputs (nonzero, .item()) raise as in a static recording
     # (the recorder breaks there) instead of making unbacked symbols
-    return _SymbolicFakeMode(shape_env=ShapeEnv(specialize_zero_one=True, duck_shape=False, allow_scalar_outputs=False,
-                                             allow_dynamic_output_shape_ops=False))
+    return _SymbolicFakeMode(shape_env=_NotingShapeEnv(specialize_zero_one=True, duck_shape=False,
+                                                       allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False))
 
 
 # ------------------------------------------------------------------ policy
@@ -195,7 +242,11 @@ def concrete(obj, _depth=0):
     adds a guard that the value holds): for a value leaving the symbolic
     world (formatted, hashed, handed to Python code, returned)."""
     if isinstance(obj, torch.SymInt):
-        return int(obj)
+        e = _sym_value(obj)
+        v = int(obj)
+        if not e.is_number and not isinstance(e, sympy.Symbol):   # (a symbol: the ShapeEnv notes its replacement)
+            _specialised(obj.node.shape_env, e, v)
+        return v
     if isinstance(obj, torch.SymBool):
         return bool(obj)
     if isinstance(obj, torch.SymFloat):

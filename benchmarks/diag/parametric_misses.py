@@ -5,9 +5,10 @@ existing build, and for each new build after a graph's first prints the
 lines where its source differs from the first build's source (numbers and
 local names blanked, so only the C core's other decisions remain).
 
-    python benchmarks/diag/parametric_misses.py [MODEL] [--device cuda] [--dtype bfloat16] [--shapes 40]
+    python benchmarks/diag/parametric_misses.py [MODEL] [--device cuda] [--dtype bfloat16] [--shapes 40] [--list 6x384,8x32]
 """
 import argparse
+import contextlib
 import difflib
 import random
 import re
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--shapes", type=int, default=40)
     ap.add_argument("--lines", type=int, default=60)
+    ap.add_argument("--list", default="", help="the shapes in this order instead, e.g. 6x384,8x32,4x256")
     a = ap.parse_args()
     spec = zoo.MODELS[a.model]
     model, _, _ = zoo.build_model(spec, zoo.BuildConfig(device=a.device, dtype=getattr(torch, a.dtype)))
@@ -38,8 +40,25 @@ def main():
     shapes = [(b, s) for b in range(2, 17, 2) for s in range(32, 513, 32)]
     random.Random(0).shuffle(shapes)
     shapes = shapes[:a.shapes]
+    if a.list:
+        shapes = [tuple(int(v) for v in item.split("x")) for item in a.list.split(",")]
 
-    seen = []   # (shape, template id, source, hit)
+    current = [None]
+    with watching(current) as seen:
+        f = kiln.compile(model)
+        with torch.no_grad():
+            for shape in shapes:
+                current[0] = shape
+                f(torch.randint(0, vocab, shape, device=a.device))
+    print({k: v for k, v in kiln.stats().items() if v and isinstance(v, int)})
+    report(seen, a.lines)
+
+
+@contextlib.contextmanager
+def watching(current):
+    """Records each parametric build kiln makes or matches while entered:
+    yields a list of (current[0] at the time, template id, source, hit)."""
+    seen = []
     real = kernel_params.build
 
     def build(template, program, symvals, device=None):
@@ -48,13 +67,15 @@ def main():
         return got
 
     kernel_params.build = build
-    current = [None]
-    f = kiln.compile(model)
-    with torch.no_grad():
-        for shape in shapes:
-            current[0] = shape
-            f(torch.randint(0, vocab, shape, device=a.device))
-    print({k: v for k, v in kiln.stats().items() if v and isinstance(v, int)})
+    try:
+        yield seen
+    finally:
+        kernel_params.build = real
+
+
+def report(seen, lines=60):
+    """For each build after a graph's first: the lines where its source
+    differs from the first build's (numbers and local names blanked)."""
     first = {}
     for shape, tid, source, hit in seen:
         if hit:
@@ -69,7 +90,7 @@ def main():
                                          f"{shape0}", f"{shape}", lineterm="", n=1))
         print(f"-- a build of its own at {shape} ({'new build' if hit is False else 'no build'}): "
               f"{len(diff)} diff lines against {shape0}")
-        print("\n".join(diff[:a.lines]))
+        print("\n".join(diff[:lines]))
 
 
 if __name__ == "__main__":

@@ -398,6 +398,9 @@ struct kn_capctx {
 kn_seg *kn_record(kn_capctx *ctx, kn_codeinfo *info, PyCodeObject *code, PyObject *func,
                   PyObject *globals, PyObject *builtins, PyObject **locals, PyObject **stack, int nstack,
                   int offset, int *abort_kind);
+/* [(filename, line, function)] of the instruction being recorded, innermost
+ * first; empty outside a recording (record.c) */
+PyObject *kn_record_where(void);
 
 int kn_capture_init(PyObject *module);
 

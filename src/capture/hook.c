@@ -1272,6 +1272,14 @@ py_opcode_table(PyObject *self, PyObject *unused)
     return d;
 }
 
+static PyObject *
+py_capture_where(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return kn_record_where();
+}
+
 static PyMethodDef capture_methods[] = {
     {"capture_setup", py_capture_setup, METH_VARARGS, "capture_setup(module, rules): hand capture its Python helpers and its path rules ((prefix, skip), ...)."},
     {"capture_reset", py_capture_reset, METH_NOARGS, "Drop every cached segment of every code object."},
@@ -1281,6 +1289,9 @@ static PyMethodDef capture_methods[] = {
     {"capture_stats", py_capture_stats, METH_NOARGS, "Counters of the capture stage."},
     {"capture_guards", py_capture_guards, METH_O, "Readable guards of each cached segment of a code object."},
     {"opcode_table", py_opcode_table, METH_NOARGS, "The recorder's opcode table: name -> HANDLED or BREAK."},
+    {"capture_where", py_capture_where, METH_NOARGS,
+     "[(filename, line, function)] of the instruction being recorded, innermost first (empty outside a "
+     "recording): where kiln.symbolic says a size was made concrete."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -202,6 +202,25 @@ kn_numeric(PyObject *o)
            PyObject_TypeCheck(o, (PyTypeObject *)kn_cenv.sym_bool);
 }
 
+/* 1 when o is a number (kn_numeric) or a tuple or list of numbers */
+int
+kn_numeric_items(PyObject *o)
+{
+    if (PyTuple_Check(o)) {
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(o); j++)
+            if (!kn_numeric(PyTuple_GET_ITEM(o, j)))
+                return 0;
+        return 1;
+    }
+    if (PyList_Check(o)) {
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(o); j++)
+            if (!kn_numeric(PyList_GET_ITEM(o, j)))
+                return 0;
+        return 1;
+    }
+    return kn_numeric(o);
+}
+
 int
 kn_rebuildable(kn_val *v)
 {
@@ -1595,7 +1614,19 @@ contains(kn_rec *r, rframe *fr, kn_val *item, kn_val *c, int *out)
         }
         return 0;
     }
-    PyObject *x = kn_const_real(r, item), *y = x ? kn_const_real(r, c) : NULL;
+    /* `n in shape`, `0 in sizes`: numbers against numbers compare as
+     * relations of the sizes (the ShapeEnv decides each from the ranges,
+     * or guards it), not their values */
+    PyObject *x = NULL, *y = NULL;
+    if (r->symbolic && (x = kn_const_of(r, item)) != NULL && (y = kn_const_of(r, c)) != NULL &&
+        (PyTuple_Check(y) || PyList_Check(y)) && kn_numeric(x) && kn_numeric_items(y)) {
+        /* (x, y as they are) */
+    } else {
+        Py_XDECREF(x);
+        Py_XDECREF(y);
+        x = kn_const_real(r, item);
+        y = x ? kn_const_real(r, c) : NULL;
+    }
     if (x && y) {
         int e = PySequence_Contains(y, x);
         Py_DECREF(x);
@@ -1816,9 +1847,16 @@ load_fast(kn_rec *r, rframe *fr, int i, int clear)
 /* Runs fr until it returns (0) or breaks (KN_BREAK: the frame's pc is the
  * instruction that could not be recorded and its stack is as it was before
  * that instruction, so CPython or the segment's terminal can run it). */
+/* The frame being recorded, innermost (NULL outside a recording): where a
+ * size was made concrete is read from it (kn_record_where).  Recording
+ * holds the GIL, so one pointer serves. */
+static rframe *recording_top;
+
 int
 kn_run_frame(kn_rec *r, rframe *fr)
 {
+    rframe *outer = recording_top;
+    recording_top = fr;
     for (;;) {
         int sp0 = fr->sp;
         int rc = run_one(r, fr);
@@ -1828,8 +1866,25 @@ kn_run_frame(kn_rec *r, rframe *fr)
         }
         if (rc == KN_BREAK)
             fr->sp = sp0;
+        recording_top = outer;
         return rc;
     }
+}
+
+/* The source lines of the instruction being recorded, innermost first: a
+ * list of (filename, line, function name); empty outside a recording. */
+PyObject *
+kn_record_where(void)
+{
+    PyObject *out = PyList_New(0);
+    for (rframe *fr = recording_top; out != NULL && fr != NULL; fr = fr->parent) {
+        PyObject *item = Py_BuildValue("(OiO)", fr->code->co_filename, PyCode_Addr2Line(fr->code, fr->lastpc * 2),
+                                       fr->code->co_qualname);
+        if (item == NULL || PyList_Append(out, item) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    return out;
 }
 
 /* One instruction: KN_NEXT done, 0 the frame returned, KN_BREAK, KN_ERR.

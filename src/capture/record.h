@@ -208,8 +208,9 @@ kn_val *kn_as_tuple(kn_rec *r, kn_val *a);                  /* tuple(a) for a li
 int kn_store_subscr(kn_rec *r, kn_val *c, kn_val *k, kn_val *v);
 PyObject *kn_pin(kn_rec *r, PyObject *o);
 PyObject *kn_concrete_obj(kn_rec *r, PyObject *o);      /* steals o: symbolic sizes -> ints (guarded) */
-PyObject *kn_const_real(kn_rec *r, kn_val *v);
-int kn_numeric(PyObject *o);                            /* int, float, bool or a SymInt/SymFloat/SymBool */          /* kn_const_of, sizes concrete: for real Python */                   /* borrows o; kept alive by the recording */
+PyObject *kn_const_real(kn_rec *r, kn_val *v);          /* kn_const_of, sizes concrete: for real Python */
+int kn_numeric_items(PyObject *o);                      /* a number (kn_numeric), or a tuple or list of them */
+int kn_numeric(PyObject *o);                            /* int, float, bool or a SymInt/SymFloat/SymBool */
 
 /* record_ops.c: opcode families of run_one (0, KN_BREAK or KN_ERR) */
 int kn_op_attr(kn_rec *r, rframe *fr, int op, int arg);      /* LOAD_ATTR, LOAD_METHOD, LOAD_SUPER_ATTR, STORE_ATTR */

@@ -820,39 +820,48 @@ const_containers(kn_val **args, int n)
 }
 
 /* Builtins that take sizes as they are: len (a torch.Size of symbols has
- * its length), and max / min over numbers (their comparisons of symbols
- * are relations, guarded as such, and the answer is one of the symbols).
- * Any other real call sees concrete sizes (their values guarded). */
+ * its length), and over numbers (or tuples and lists of numbers) max / min
+ * (their comparisons of symbols are relations, guarded as such, and the
+ * answer is one of the symbols), all / any (a size's truth is a relation
+ * the ShapeEnv decides from its range, >= 2), sum and abs (symbolic
+ * arithmetic), slice (a slice of sizes, as BUILD_SLICE makes).  Any other
+ * real call sees concrete sizes (their values guarded).  A row per builtin:
+ * its name, and the arguments it takes as they are: 1 any, 0 numbers (or
+ * tuples and lists of them), 2 numbers or None. */
+static const struct { const char *name; int any_args; } blind_builtins[] = {
+    {"len", 1}, {"max", 0}, {"min", 0}, {"all", 0}, {"any", 0}, {"sum", 0}, {"abs", 0}, {"slice", 2},
+};
+#define KN_NBLIND ((int)(sizeof blind_builtins / sizeof blind_builtins[0]))
+
 static int
 size_blind(PyObject *f, PyObject **consts, int n)
 {
-    static PyObject *fns[3];
-    if (fns[0] == NULL) {
+    static PyObject *fns[KN_NBLIND];
+    static int bound = 0;   /* 1 bound, -1 failed */
+    if (bound == 0) {
         PyObject *b = PyImport_ImportModule("builtins");
-        static const char *names[3] = {"len", "max", "min"};
-        for (int i = 0; b && i < 3; i++)
-            fns[i] = PyObject_GetAttrString(b, names[i]);   /* (kept for the process) */
+        bound = b ? 1 : -1;
+        for (int i = 0; b && i < KN_NBLIND; i++)
+            if ((fns[i] = PyObject_GetAttrString(b, blind_builtins[i].name)) == NULL)   /* (kept for the process) */
+                bound = -1;
         Py_XDECREF(b);
-        if (fns[0] == NULL || fns[1] == NULL || fns[2] == NULL) {
+        if (bound < 0)
             PyErr_Clear();
-            return 0;
-        }
     }
-    if (f == fns[0])
-        return 1;
-    if (f != fns[1] && f != fns[2])
+    if (bound < 0)
         return 0;
-    for (int i = 0; i < n; i++) {
-        PyObject *o = consts[i];
-        if (PyTuple_Check(o)) {
-            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(o); j++)
-                if (!kn_numeric(PyTuple_GET_ITEM(o, j)))
-                    return 0;
-        } else if (!kn_numeric(o)) {
-            return 0;
-        }
+    for (int k = 0; k < KN_NBLIND; k++) {
+        if (f != fns[k])
+            continue;
+        if (blind_builtins[k].any_args == 1)
+            return 1;
+        for (int i = 0; i < n; i++)
+            if (blind_builtins[k].any_args == 2 ? !(consts[i] == Py_None || kn_numeric(consts[i]))
+                                                : !kn_numeric_items(consts[i]))
+                return 0;
+        return 1;
     }
-    return 1;
+    return 0;
 }
 
 int
@@ -899,8 +908,9 @@ kn_call_real(kn_rec *r, PyObject *f, kn_val **args, int nargs, PyObject *kwnames
             res = l;
         }
     }
-    /* (a number of symbols, max or min's answer: a size like any other) */
-    int sym = PyObject_TypeCheck(res, (PyTypeObject *)kn_cenv.sym_int) ||
+    /* (a number of symbols, max or min's answer: a size like any other; a
+     * slice, as BUILD_SLICE's) */
+    int sym = PySlice_Check(res) || PyObject_TypeCheck(res, (PyTypeObject *)kn_cenv.sym_int) ||
               PyObject_TypeCheck(res, (PyTypeObject *)kn_cenv.sym_float) ||
               PyObject_TypeCheck(res, (PyTypeObject *)kn_cenv.sym_bool);
     *out = sym ? kn_v_const(r, res) : kn_wrap(r, res, -1);

@@ -130,14 +130,37 @@ def _numpy_scalar(x):
     return x * np.sqrt(16.0) + max(x.shape[0], 1)
 
 
+def _truth_of_sizes(x):
+    # all/any over a Size, and `0 in shape`: each size's truth is a relation
+    # the ShapeEnv decides from its range (>= 2), not its value (LongT5
+    # pads and splits its sequence into blocks so)
+    if not all(x.shape) or 0 in x.shape or not any([x.shape[0], 0]):
+        return x.new_zeros(())
+    return x * 2 + (x.shape[0] in (x.size(0), 1))
+
+
+def _sum_abs_of_sizes(x):
+    # sum and abs of sizes are size arithmetic
+    return x.reshape(sum((x.shape[0], x.shape[1])) - x.shape[1], -1) * abs(x.shape[0] - 1)
+
+
+def _slice_builtin(x):
+    # slice() of sizes, as BUILD_SLICE makes (LongT5 concatenates 3 blocks
+    # through x[slice(i, i + n)])
+    n = x.shape[0] - 1
+    return torch.cat([x[(slice(i, i + n), slice(None))] for i in range(2)])
+
+
 @pytest.mark.parametrize("fn", [_view_of_size, _reshape_halves, _zeros_like_rows, _slice_half, _numel,
                                 _view_returned, _view_of_a_result, _len_of_shape, _shape_compared,
-                                _max_of_sizes, _numpy_scalar])
+                                _max_of_sizes, _numpy_scalar, _truth_of_sizes, _sum_abs_of_sizes,
+                                _slice_builtin])
 def test_data_independent_size_computations_record_once(fn):
     st = _run(fn, SIZES, dynamic=True)
     assert st["captures"] == 1, st
     assert st["symbolic_graphs"] == 1 and st["fallbacks"] == 0, st
     assert st["specializations"] == 4          # 3, 5, 7, 4 (5 again: a hit)
+    assert st["sizes_specialised"] == 0, kiln.counters.specialised
 
 
 def test_a_transformer_layer_over_batch_and_length():
@@ -220,6 +243,20 @@ def _branch(x):
 def test_sizes_that_escape_take_their_values(fn):
     st = _run(fn, SIZES, dynamic=True)
     assert st["fallbacks"] == 0, st
+
+
+def test_a_specialised_size_is_named_with_the_line_that_took_it():
+    # KILN_LOGS=dynamic and kiln.explain say which size the recorded code
+    # took the value of, and where: what makes each new size record again
+    cf = kiln.compile(_fstring, dynamic=True)
+    cf(torch.randn(5, 6))
+    assert kiln.stats()["sizes_specialised"] == 1
+    [(size, value, where)] = kiln.counters.specialised
+    line = _fstring.__code__.co_firstlineno + 1
+    assert (size, value) == ("L['x'].size()[0]", 5), size
+    assert where.startswith(f"{__file__}:{line} in _fstring"), where
+    kiln.reset()
+    assert kiln.counters.specialised == []
 
 
 def test_a_branch_on_a_size_records_each_side_once():
