@@ -64,8 +64,9 @@ def stats():
     template_cache_hits  symbolic lowerings read from the disk cache (not traced again)
     direct_sizes    sizes filled in from a symbolic lowering straight to the C core
     size_plans      sizes of a symbolic graph whose kernels came from an existing
-                    parametric build (the C core planned them, nothing was built):
-                    not counted in compiles
+                    parametric build, or that have none (every op an extern call):
+                    the C core planned them, nothing was traced or built; not
+                    counted in compiles
     parametric_builds, parametric_hits  CPU builds with sizes as parameters, and sizes
                     that reused one (kiln/kernel_params.py)
     frames_run_as_python  frames kiln handed to CPython: cache_size_limit reached, too deep

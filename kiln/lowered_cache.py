@@ -170,7 +170,13 @@ def _from_template(given, path):
         cuda = dev.type == "cuda" or bool(config.cuda_emulate)   # (the emulator's programs are CUDA's)
 
         def build(program):
-            if not program.num_kernels or bool(program.cuda) != cuda:
+            if not program.num_kernels:
+                # every op an extern call: nothing to build; after the
+                # lowering's first size (its compile), a size is a plan
+                template.extern_sizes += 1
+                hit.append(template.extern_sizes > 1)
+                return None
+            if bool(program.cuda) != cuda:
                 return None
             got = kernel_params.build(template, program, symvals, dev)
             if got is None:

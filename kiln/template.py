@@ -232,6 +232,7 @@ class Template:
         self.builds = []      # kiln/kernel_params.py's parametric builds of this lowering
         self.recent = []      # and the C of its latest sizes built on their own
         self.build_failures = 0
+        self.extern_sizes = 0  # sizes filled in whose programs have no kernels (all extern calls)
 
     # the disk cache (kiln/dynamic.py keys it by the symbolic graph): what a
     # new process needs to fill the lowering in without tracing it again

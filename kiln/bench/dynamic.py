@@ -514,7 +514,8 @@ def legend() -> str:
         "sweep s: sum of the calls of one pass over every shape in the random order, first calls "
         "(compiles) included; compiles: torch.compile counters['stats']['unique_graphs'], kiln "
         "stats()['compiles'] (graphs traced or natively built); plans: kiln sizes whose kernels came "
-        "from an earlier size's parametric build, the C core run for them but nothing traced or built "
+        "from an earlier size's parametric build (or that have none), the C core run for them but nothing "
+        "traced or built "
         "(stats()['size_plans']); recordings: frames TorchDynamo converted / kiln captures",
         "fallbacks: torch.compile recompile-limit hits (frame then eager) / kiln graphs run through "
         "ATen; py frames: frames kiln handed to CPython (cache_size_limit recordings of the frame "

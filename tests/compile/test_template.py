@@ -243,6 +243,19 @@ def test_stats_name_the_counters():
         assert k in st
 
 
+def test_sizes_of_a_graph_without_kernels_are_plans():
+    # every op an extern call (two matmuls): a new size builds nothing, so
+    # after the lowering's first size each one is a plan, not a compile
+    w1, w2 = torch.randn(8, 16), torch.randn(16, 4)
+    cf = kiln.compile(lambda x: torch.mm(torch.mm(x, w1), w2), dynamic=True)
+    for n in (3, 5, 7, 9):
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(cf(x), x @ w1 @ w2)
+    st = kiln.stats()
+    assert st["templates"] == 1 and st["fallbacks"] == 0, st
+    assert st["compiles"] == 1 and st["size_plans"] == 3, st
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_sizes_from_one_lowering():
     m = _layer().cuda()
