@@ -54,8 +54,11 @@ def _meta_of(val, device="cpu", holes=None):
             return None
         if holes is not None:   # symbolic sizes become holes (kiln/template.py)
             h = holes.hole
-            return (tuple(h(s) for s in val.shape), tuple(h(s) for s in val.stride()), DTYPE_CODE[val.dtype],
-                    h(val.storage_offset()))
+            shape = tuple(h(s) for s in val.shape)
+            # (and a flag for the C core: a size is a symbol, so it takes the
+            # same decisions for this tensor at every size: kn_meta.sym)
+            sym = int(any(not isinstance(s, int) for s in shape))
+            return (shape, tuple(h(s) for s in val.stride()), DTYPE_CODE[val.dtype], h(val.storage_offset()), sym)
         try:
             return (tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride()), DTYPE_CODE[val.dtype],
                     int(val.storage_offset()))

@@ -41,7 +41,7 @@ def _recipe(gm):
     h.update(pipeline._salt().encode())
     # (not the size of the decomposition table: importing torch._inductor
     # adds entries to it, and the key must not depend on what was imported)
-    h.update(f"lowering recipe 19 packed {config.packed_linear} emulate {config.cuda_emulate} "
+    h.update(f"lowering recipe 20 packed {config.packed_linear} emulate {config.cuda_emulate} "
              f"fast {config.fast_lowering} lt {config.lt_epilogues} pyd {config.trace_python_dispatcher}".encode())
     # (the device index too: a lowered graph carries its device in its ops)
     h.update(gm.code.encode())

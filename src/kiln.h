@@ -213,6 +213,8 @@ typedef struct {
     kn_dtype dt;
     int valid;
     int64_t offset;       /* storage offset torch traced (elements) */
+    int sym;              /* a size is a symbol of the graph (one size of a symbolic lowering,
+                             kiln/template.py): it differs between the sizes compiled */
 } kn_meta;
 
 typedef struct {
@@ -289,6 +291,9 @@ struct kn_buf {
     int input_index;      /* INPUT: position in the argument list */
     int needs_tensor;     /* intermediate consumed by an extern: needs a torch tensor */
     int inplace_of;       /* stored into the tensor of this dying extern result (-1: no) */
+    int sym;              /* made for a node whose sizes (its own or its inputs') are symbols
+                             (kn_meta.sym): its size differs between the sizes compiled, so a
+                             decision taken by its size would differ too (lower_buf.c) */
 };
 
 /* ---------------------------------------------------------------- schedule */
@@ -363,6 +368,7 @@ struct kn_ctx {
     /* options */
     int nthreads_hint;
     int packed_linear;        /* oneDNN packed linear is available */
+    int cur_sym;              /* lowering a node whose sizes are symbols: new buffers' sym */
     const char *prefix;       /* symbol prefix for generated functions */
     int dump_loops;
     int cuda;                 /* target: 0 C for the CPU, 1 CUDA C */

@@ -288,6 +288,40 @@ lower_node(kn_ctx *c, int ni)
     return 0;
 }
 
+/* Does arg a refer to a node whose sizes are symbols? */
+static int
+arg_sym(kn_ctx *c, const kn_arg *a, int depth)
+{
+    if (a->kind == KN_A_REF) {
+        kn_node *n = node(c, (int)a->i);
+        for (int k = 0; k < n->nout; k++)
+            if (n->out[k].sym)
+                return 1;
+        return 0;
+    }
+    if (a->kind == KN_A_LIST && depth < 4)
+        for (int j = 0; j < a->n; j++)
+            if (arg_sym(c, &a->items[j], depth + 1))
+                return 1;
+    return 0;
+}
+
+/* Are node ni's sizes, or its inputs', symbols (kn_meta.sym)?  The buffers
+   its lowering makes then have sizes that differ between the sizes of a
+   symbolic graph (kn_buf.sym), even where its own result's do not. */
+static int
+node_sym(kn_ctx *c, int ni)
+{
+    kn_node *n = node(c, ni);
+    for (int k = 0; k < n->nout; k++)
+        if (n->out[k].sym)
+            return 1;
+    for (int j = 0; j < n->nargs; j++)
+        if (arg_sym(c, &n->args[j], 0))
+            return 1;
+    return 0;
+}
+
 static int
 lower_graph(kn_ctx *c)
 {
@@ -301,6 +335,7 @@ lower_graph(kn_ctx *c)
         int ni = g->inputs[k];
         kn_node *n = node(c, ni);
         const kn_meta *m = out_meta(c, ni, 0);
+        c->cur_sym = m && m->sym;
         kn_buf *b = kn_buf_new(c, KN_B_INPUT, m ? m->dt : KN_NDTYPES, m ? m->ndim : 0, m ? m->size : NULL);
         if (b == NULL)
             return -1;
@@ -328,11 +363,13 @@ lower_graph(kn_ctx *c)
                 return -1;
             continue;
         }
+        c->cur_sym = node_sym(c, ni);
         if (lower_node(c, ni) < 0)
             return -1;
         if (bases[ni] && kn_store_output_base(c, ni) < 0)
             return -1;
     }
+    c->cur_sym = 0;
     return kn_lower_outputs(c, bases);
 }
 

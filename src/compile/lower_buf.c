@@ -51,6 +51,7 @@ kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *siz
     b->inplace_of = -1;
     b->extern_index = -1;
     b->uses = 1;
+    b->sym = c->cur_sym;
     b->first = b->last = -1;
     c->bufs[c->nbufs++] = b;
     return b;
@@ -160,7 +161,9 @@ big_reads(kn_ctx *c, kn_expr *e, int *seen, int *nseen, int depth)
         int dup = 0;
         for (int k = 0; k < *nseen; k++)
             dup |= seen[k] == b->id;
-        if (!dup && b->kind != KN_B_REDUCTION && numel >= 4096) {
+        /* (a buffer of symbolic size counts as large at every size: the
+           decision is then the same for every size of the graph) */
+        if (!dup && b->kind != KN_B_REDUCTION && (numel >= 4096 || b->sym)) {
             seen[(*nseen)++] = b->id;
             n++;
         }

@@ -83,8 +83,8 @@ parse_meta(PyObject *o, kn_meta *m)
         return 0;
     PyObject *sz, *st;
     int dt;
-    long long offset = 0;
-    if (!PyArg_ParseTuple(o, "OOi|L", &sz, &st, &dt, &offset))
+    long long offset = 0, sym = 0;
+    if (!PyArg_ParseTuple(o, "OOi|LL", &sz, &st, &dt, &offset, &sym))
         return -1;
     Py_ssize_t n = PyTuple_Size(sz);
     if (n < 0 || n > KN_MAXDIM || PyTuple_Size(st) != n || dt < 0 || dt >= KN_NDTYPES) {
@@ -99,6 +99,7 @@ parse_meta(PyObject *o, kn_meta *m)
     }
     m->dt = (kn_dtype)dt;
     m->offset = offset;
+    m->sym = sym != 0;
     m->valid = 1;
     return PyErr_Occurred() ? -1 : 0;
 }

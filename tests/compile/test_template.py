@@ -256,6 +256,23 @@ def test_sizes_of_a_graph_without_kernels_are_plans():
     assert st["compiles"] == 1 and st["size_plans"] == 3, st
 
 
+def test_a_size_threshold_in_the_c_core_takes_one_side_for_every_size():
+    # t = x * y is read by three kernels: the C core stores it where it
+    # reads two large tensors, and a tensor of symbolic size counts as
+    # large at every size (kn_buf.sym), so sizes on both sides of the
+    # threshold (numel 4096) share one parametric build
+    def f(x, y):
+        t = x * y
+        return t.sum(0), t.amax(1), t.transpose(0, 1).contiguous()
+    cf = kiln.compile(f, dynamic=True)
+    for n in (3, 20, 100, 200, 7):
+        x, y = torch.randn(n, 64), torch.randn(n, 64)
+        for got, want in zip(cf(x, y), f(x, y)):
+            torch.testing.assert_close(got, want)
+    st = kiln.stats()
+    assert st["parametric_builds"] == 1 and st["compiles"] == 1 and st["size_plans"] == 4, st
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_sizes_from_one_lowering():
     m = _layer().cuda()
