@@ -82,14 +82,14 @@ def kiln(gm, example_inputs, mode=None, options=None):
         # sizes as symbols (TorchDynamo's automatic dynamic, dynamic=True,
         # mark_dynamic): compiled per size when first called (kiln/dynamic.py)
         return dynamic.PerSize(gm, example_inputs, _static)
-    with counters.timed(_graph_name(gm)), phase("backend"):
+    with counters.timed(_graph_name(gm)), phase("backend"), pipeline.no_collection():
         return _checked(gm, example_inputs)
 
 
 def _static(gm, example_inputs):
     """kiln() for a graph of concrete sizes, compiled at its first call (a
     symbolic graph specialised by kiln/dynamic.py)"""
-    with counters.timed(_graph_name(gm)), phase("backend"):
+    with counters.timed(_graph_name(gm)), phase("backend"), pipeline.no_collection():
         return _checked(gm, example_inputs)
 
 

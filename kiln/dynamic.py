@@ -33,7 +33,7 @@ import pickle
 
 import torch
 
-from . import config, counters, errors, logs, lowered_cache
+from . import config, counters, errors, logs, lowered_cache, pipeline
 
 # non-tensor inputs a graph may take per size (floats would specialise per
 # value: a symbolic float graph keeps the old path)
@@ -162,7 +162,8 @@ class PerSize:
             key = tuple(args[i].item() if i in self.scalars else args[i] for i in self.pos)
         entry = self.built.get(key)
         if entry is None:
-            entry = self._build(args, key)
+            with pipeline.no_collection():
+                entry = self._build(args, key)
         elif config.debug:
             _check_shapes(entry[1], args, self.tpos, key)
         return entry[0](*self._tensors(args))

@@ -65,6 +65,23 @@ def phase(name):
     return stack
 
 
+@contextlib.contextmanager
+def no_collection():
+    """The cyclic garbage collector paused while kiln compiles: a compile
+    (a trace, sympy's expressions, the description) allocates objects by
+    the hundred thousand, and each full collection it triggers walks the
+    whole heap of a process that imported transformers (half a million
+    objects).  What the compile leaves is collected once it is back."""
+    import gc
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _phased(name, fn):
     """fn, run as phase `name` (a CompiledGraph's first run)."""
     def run(*args):

@@ -230,6 +230,8 @@ def _trace_plain(gm, example_inputs):
     # are), never with an input
     inputs = {_storage(p.meta.get("val")) for p in nodes if p.op == "placeholder"} - {None}
     for v in out.args[0]:
+        if isinstance(v, torch.fx.Node) and v.op == "placeholder":
+            continue   # (an input itself, as `x.to(x.dtype)` returns it: the run returns that tensor)
         st = _storage(v.meta.get("val")) if isinstance(v, torch.fx.Node) else None
         if st is not None and st in inputs:
             raise _NeedsFunctionalization("output aliasing an input")

@@ -738,9 +738,16 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
             int abort_kind = 0;
             long epoch = reset_epoch;
             kn_hook_off++;
+            /* the cyclic collector paused while recording, as while compiling
+             * (kiln/pipeline.py no_collection: fake tensors and sympy's
+             * expressions by the hundred thousand, each full collection a
+             * walk over the whole heap) */
+            int gc_was = PyGC_Disable();
             seg = kn_record(ctx, info, code, (PyObject *)FRAME_FUNC(f), f->f_globals, f->f_builtins, f->localsplus,
                             f->localsplus + code->co_nlocalsplus, f->stacktop - code->co_nlocalsplus, off,
                             &abort_kind);
+            if (gc_was)
+                PyGC_Enable();
             kn_hook_off--;
             if (seg && epoch != reset_epoch) {
                 /* kiln.reset() ran meanwhile: this frame uses the segment, the

@@ -256,6 +256,24 @@ def test_sizes_of_a_graph_without_kernels_are_plans():
     assert st["compiles"] == 1 and st["size_plans"] == 3, st
 
 
+def test_an_input_returned_as_it_is_keeps_the_symbolic_lowering():
+    # `m.to(m.dtype)` is m itself (CTRL returns its mask so): the lowered
+    # graph returns that input, as eager does, and needs no AOT wrappers,
+    # so its sizes still come from one symbolic lowering
+    def f(x, m):
+        m = m.to(torch.float32)
+        return m, x * m
+    cf = kiln.compile(f, dynamic=True)
+    for n in (3, 5, 7, 9):
+        x, m = torch.randn(n, 4), torch.randn(n, 4)
+        got = cf(x, m)
+        assert got[0] is m
+        torch.testing.assert_close(got[1], x * m)
+    st = kiln.stats()
+    assert st["templates"] == 1 and st["template_failures"] == 0, st
+    assert st["compiles"] == 1 and st["size_plans"] == 3, st
+
+
 def test_a_size_threshold_in_the_c_core_takes_one_side_for_every_size():
     # t = x * y is read by three kernels: the C core stores it where it
     # reads two large tensors, and a tensor of symbolic size counts as
