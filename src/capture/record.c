@@ -1844,14 +1844,14 @@ load_fast(kn_rec *r, rframe *fr, int i, int clear)
     return 0;
 }
 
-/* Runs fr until it returns (0) or breaks (KN_BREAK: the frame's pc is the
- * instruction that could not be recorded and its stack is as it was before
- * that instruction, so CPython or the segment's terminal can run it). */
 /* The frame being recorded, innermost (NULL outside a recording): where a
  * size was made concrete is read from it (kn_record_where).  Recording
  * holds the GIL, so one pointer serves. */
 static rframe *recording_top;
 
+/* Runs fr until it returns (0) or breaks (KN_BREAK: the frame's pc is the
+ * instruction that could not be recorded and its stack is as it was before
+ * that instruction, so CPython or the segment's terminal can run it). */
 int
 kn_run_frame(kn_rec *r, rframe *fr)
 {
