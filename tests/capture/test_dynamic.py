@@ -257,6 +257,12 @@ def test_a_specialised_size_is_named_with_the_line_that_took_it():
     assert where.startswith(f"{__file__}:{line} in _fstring"), where
     kiln.reset()
     assert kiln.counters.specialised == []
+    # kiln.explain lists it (a dim maybe_mark_dynamic marked: symbolic from
+    # the first recording, specialised silently)
+    x = torch.randn(4, 6)
+    torch._dynamo.maybe_mark_dynamic(x, 0)
+    text = str(kiln.explain(_fstring)(x))
+    assert f"size L['x'].size()[0] specialised to 4 at {__file__}:{line} in _fstring" in text, text
 
 
 def test_a_branch_on_a_size_records_each_side_once():
