@@ -14,10 +14,13 @@ random order that is the same for every compiler:
    call of each compiler, then ``--dyn-repeat`` timed calls of each in
    interleaved rounds; the median per shape and compiler.
 3. kiln static (``--dyn-static N`` shapes spread over the order, 0 = skip):
-   after ``kiln.reset()``, a fresh ``kiln.compile(model)`` called at one shape
-   only, its steady-state time interleaved with eager's: what kiln does with
-   that shape when it sees no other.  Its disk cache is the sweep's, so a
-   shape the sweep compiled costs no new native build.
+   ``kiln.compile(copy, dynamic=False)`` of a deep copy of the model (its own
+   guards, so the sweep's symbolic entry does not serve it) called at one
+   shape: what kiln does with that shape when it sees no other.  Its
+   steady-state time is measured in the same interleaved rounds as eager's
+   and the sweep's kiln function at that shape, so the kiln/static ratio is
+   not two phases' noise apart.  Its disk cache is the sweep's, so a shape
+   the sweep compiled costs no new native build.
 
 Compile counts: torch.compile's are TorchDynamo's
 ``counters["stats"]["unique_graphs"]`` (graphs handed to inductor) and its
@@ -32,6 +35,7 @@ checked per model and printed as met / NOT MET.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import random
@@ -327,36 +331,44 @@ def static_sample(order: list, count: int) -> list:
     return order[::step][:count]
 
 
-def run_static(spec, model, example, shapes, session, bar) -> dict:
-    """Phase 3: kiln compiled afresh for each shape alone (kiln.reset() first);
-    steady-state time interleaved with eager's."""
+def run_static(spec, model, example, shapes, session, bar, dynamic_fn=None) -> dict:
+    """Phase 3: kiln compiled with ``dynamic=False`` on a deep copy of the model
+    for each shape alone; its steady-state time interleaved with eager's and
+    with ``dynamic_fn``'s (the sweep's kiln function) at that shape.  At least
+    5 rounds: a ratio of two kiln times is the target here."""
     kiln = session.kiln.module
-    repeat = max(1, session.args.dyn_repeat)
+    repeat = max(5, session.args.dyn_repeat)
     out = {}
     for shape in shapes:
         key = shape_key(shape)
         inputs = make_inputs(spec, model, example, shape, session.cfg, session.args.dyn_seed)
         try:
-            reset_compilers(session.kiln)
-            fn = kiln.compile(model)
+            before = kiln_counts(kiln)
+            fn = kiln.compile(copy.deepcopy(model), dynamic=False)
             ref = model(*inputs)
             first_ms, got = time_first_call(fn, inputs, session.sync)
             cmp = compare_outputs(ref, got, session.dtype)
             del got, ref
             fn(*inputs)
             model(*inputs)
-            ks, es = [], []
+            if dynamic_fn is not None:
+                dynamic_fn(*inputs)
+            ks, es, ds = [], [], []
             for _ in range(repeat):
                 es.append(time_first_call(model, inputs, session.sync)[0])
                 ks.append(time_first_call(fn, inputs, session.sync)[0])
-            counts = kiln_counts(kiln)
+                if dynamic_fn is not None:
+                    ds.append(time_first_call(dynamic_fn, inputs, session.sync)[0])
+            counts = delta(kiln_counts(kiln), before)
             out[key] = {"ms": median(ks), "eager_ms": median(es), "first_call_ms": first_ms,
                         "ok": cmp["ok"], "compiles": counts["compiles"],
                         "fallbacks": counts["fallbacks"]}
+            if ds:
+                out[key]["dynamic_ms"] = median(ds)
+            del fn
         except Exception as exc:
             out[key] = {"error": describe_exception(exc)}
         bar.update(1)
-    reset_compilers(session.kiln)
     return out
 
 
@@ -390,7 +402,10 @@ def summarize_model(row: dict) -> None:
             summ["vs_torch_compile_worst"] = max(r.values()) if r else None
             row.setdefault("ratios", {})[f"{name}/torch.compile"] = r
         if name == "kiln" and static:
-            r = ratios(static)
+            # the sweep's kiln function timed in the static phase's own rounds
+            # where it was (the same-round ratio); else the steady phase's time
+            r = {k: (s["dynamic_ms"] if s.get("dynamic_ms") else _ms(recs.get(k))) / s["ms"]
+                 for k, s in static.items() if _ms(s) and (s.get("dynamic_ms") or _ms(recs.get(k)))}
             summ["vs_static_geomean"] = geomean(r.values())
             summ["vs_static_worst"] = max(r.values()) if r else None
             row.setdefault("ratios", {})["kiln/static"] = r
@@ -525,8 +540,9 @@ def legend() -> str:
         "each one counted in compiles or plans); recordings: frames TorchDynamo converted",
         "equal: sweep outputs within atol + rtol * max|eager| of eager; steady ms: geomean over "
         "shapes of the per-shape median; /eager, /t.compile, /static: geomean over shapes of the "
-        "time ratio (< 1 = faster), worst = the largest; /static: kiln against a fresh kiln.compile "
-        "that saw that shape alone (sampled shapes)",
+        "time ratio (< 1 = faster), worst = the largest; /static: the sweep's kiln function against "
+        "kiln.compile(copy of the model, dynamic=False) that saw that shape alone, timed in the same "
+        "interleaved rounds (sampled shapes)",
     ])
 
 
@@ -591,10 +607,10 @@ def run_model(spec: zoo.ModelSpec, session) -> dict:
             row["after_steady"] = {n: comps.counts(n) for n in comps.fns if n != "eager"}
         except Exception as exc:
             row["errors"]["sweep"] = describe_exception(exc)
-        del comps
         if static:
             bar.set_description(f"{spec.name}: kiln static")
-            row["static"] = run_static(spec, model, example, static, session, bar)
+            row["static"] = run_static(spec, model, example, static, session, bar, comps.fns.get("kiln"))
+        del comps
     unique = list(dict.fromkeys(kiln_warnings))
     row["warnings"], row["kiln_warning_count"] = unique[:5], len(kiln_warnings)
     summarize_model(row)

@@ -57,7 +57,10 @@ def test_smoke_sweep_reports_every_shape_and_kiln_equals_eager(tmp_path, capsys)
         assert set(row["sweep"]["per_shape"][name]) == set(row["order"])
         assert all(rec["ms"] > 0 for rec in row["steady"][name].values())
     (static,) = row["static"].values()
-    assert static["ok"] and static["ms"] > 0
+    assert static["ok"] and static["ms"] > 0 and static["dynamic_ms"] > 0
+    # the copy got a static compile of its own (not the sweep's symbolic entry)
+    assert static["compiles"] == 1 and static["fallbacks"] == 0
+    assert row["ratios"]["kiln/static"]
     assert row["summary"]["kiln"]["steady_geomean_ms"] > 0
     assert set(row["targets"]) >= {"compiles <= 3", "no fallback", "every output equal"}
     assert row["targets"]["every output equal"][0] is True
