@@ -71,6 +71,9 @@ def stats():
                     that reused one (kiln/kernel_params.py)
     frames_run_as_python  frames kiln handed to CPython: cache_size_limit reached, too deep
                     in the recursion limit, or a capture failure
+    frames_without_torch  code kiln runs as Python from now on: a recording of it ended the
+                    call with no tensor operation in any of its recordings and no tensor
+                    or module in the frame (a dataclass's __init__ torch's code calls)
     and the capture's own counters by name (kiln._C.capture_stats)."""
     from . import _C
     cap = _C.capture_stats() or {}

@@ -679,6 +679,63 @@ failed_guard(kn_codeinfo *info, _PyInterpreterFrame *f, int off)
                             f->f_builtins, KN_FRAME_CODE(f));
 }
 
+/* Does v hold a tensor or a module (itself, a cell's content, or an item
+   of a tuple, list or dict, two levels deep)?  1 yes, 0 no (an error is
+   cleared and read as yes). */
+static int
+holds_torch(PyObject *v, int depth)
+{
+    if (v == NULL)
+        return 0;
+    if (PyCell_Check(v))
+        return holds_torch(PyCell_GET(v), depth);
+    int r = PyObject_IsInstance(v, kn_cenv.torch_tensor);
+    if (r == 0)
+        r = PyObject_IsInstance(v, kn_cenv.nn_module);
+    if (r != 0) {
+        if (r < 0)
+            PyErr_Clear();
+        return 1;
+    }
+    if (depth <= 0)
+        return 0;
+    if (PyTuple_Check(v) || PyList_Check(v)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++)
+            if (holds_torch(PySequence_Fast_GET_ITEM(v, i), depth - 1))
+                return 1;
+    } else if (PyDict_Check(v)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(v, &pos, &key, &item))
+            if (holds_torch(item, depth - 1))
+                return 1;
+    }
+    return 0;
+}
+
+/* A fresh recording that ends the call (it returns) in code where nothing
+   of torch happens: no recording of this code has a tensor operation, and
+   no tensor or module is among the frame's locals and stack (a dataclass's
+   __init__ that torch's code calls, a helper of plain values).  As
+   TorchDynamo skips a frame with no ops, such code runs as Python from now
+   on: its recordings would only add guards on plain values, and a new
+   recording for each new value (a timestamp) until the cache limit.  Not
+   the code kiln.compile was given. */
+static int
+nothing_of_torch(kn_capctx *ctx, _PyInterpreterFrame *f, kn_codeinfo *info, kn_seg *seg)
+{
+    PyCodeObject *code = KN_FRAME_CODE(f);
+    if (seg->term != KN_T_RETURN || (PyObject *)code == ctx->root_code)
+        return 0;
+    for (kn_seg *s = info->segs; s; s = s->next)
+        if (s->graph != NULL)
+            return 0;
+    for (int i = 0; i < f->stacktop; i++)
+        if (holds_torch(f->localsplus[i], 2))
+            return 0;
+    return 1;
+}
+
 static PyObject *
 run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo *info)
 {
@@ -786,6 +843,10 @@ run_frame(kn_capctx *ctx, PyThreadState *ts, _PyInterpreterFrame *f, kn_codeinfo
                 goto out;
             }
             stat_add("segments_recorded", 1);
+            if (nothing_of_torch(ctx, f, info, seg)) {
+                info->eager = 1;   /* (this call still runs its recording) */
+                stat_add("frames_without_torch", 1);
+            }
             if (kn_cenv.dump_guards) {   /* KILN_DUMP=guards */
                 PyObject *gl = kn_guard_describe(seg, code);
                 PyObject *x = gl ? PyObject_CallFunction(kn_cenv.dump_guards, "OiO", code, off, gl) : NULL;
@@ -1287,7 +1348,26 @@ py_capture_where(PyObject *self, PyObject *noargs)
     return kn_record_where();
 }
 
+/* unhooked(fn, *args): fn(*args) with the frame hook off on this thread, as
+   while a graph runs: what kiln itself runs there (a compiled backward that
+   autograd calls from the user's frame, its compile on first use) is not
+   the user's code to record. */
+static PyObject *
+py_unhooked(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs < 1)
+        return PyErr_Format(PyExc_TypeError, "unhooked(fn, *args): fn missing");
+    kn_hook_off++;
+    PyObject *r = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
+    kn_hook_off--;
+    return r;
+}
+
 static PyMethodDef capture_methods[] = {
+    {"unhooked", (PyCFunction)(void (*)(void))py_unhooked, METH_FASTCALL,
+     "unhooked(fn, *args): fn(*args) with kiln's frame hook off on this thread (kiln's own work inside a "
+     "compiled call: a backward graph, its compile)."},
     {"capture_setup", py_capture_setup, METH_VARARGS, "capture_setup(module, rules): hand capture its Python helpers and its path rules ((prefix, skip), ...)."},
     {"capture_reset", py_capture_reset, METH_NOARGS, "Drop every cached segment of every code object."},
     {"sizes_eval", py_sizes_eval, METH_VARARGS,

@@ -703,6 +703,20 @@ wrap_tensor(kn_rec *r, PyObject *t, int src)
     return v;
 }
 
+/* Is source src a value the frame was given: a local (an argument), a stack
+ * entry at a resume point, or an item of a list, tuple or dict, or a cell's
+ * content, under one?  Its ints may become symbols (automatic dynamic), as
+ * TorchDynamo's do; an int read from a module's attribute or a global stays
+ * a constant (configuration, not data). */
+static int
+frame_value(kn_rec *r, int src)
+{
+    while (src >= 0 && (r->srcs[src].kind == KN_SRC_ITEM || r->srcs[src].kind == KN_SRC_DICT ||
+                        r->srcs[src].kind == KN_SRC_CELL))
+        src = r->srcs[src].parent;
+    return src >= 0 && (r->srcs[src].kind == KN_SRC_LOCAL || r->srcs[src].kind == KN_SRC_STACK);
+}
+
 /* Turn a real object read from source src (or -1: no source, unguarded)
  * into a symbolic value, adding the guards that make the recording valid. */
 kn_val *
@@ -738,7 +752,7 @@ kn_wrap(kn_rec *r, PyObject *obj, int src)
         v = wrap_tensor(r, obj, src);
     } else if (kn_is_simple_const(obj)) {
         int sym = 0;
-        if (src >= 0 && PyLong_CheckExact(obj) && r->srcs[src].kind == KN_SRC_LOCAL && r->info &&
+        if (src >= 0 && PyLong_CheckExact(obj) && frame_value(r, src) && r->info &&
             r->info->dynstate && (sym = wrap_int(r, obj, src, &v)) < 0)
             return NULL;
         if (!sym) {
