@@ -20,7 +20,7 @@ import os
 
 import torch
 
-from . import _C, config, counters, dynamic, errors, fx_bridge, pipeline, trace
+from . import _C, config, counters, dynamic, errors, fx_bridge, logs, pipeline, trace
 from .captured import _writes_inputs  # noqa: F401  (_writes_inputs: kiln/_capture.py)
 from .cudagraphs import CudaGraphed
 from .autotune import _autotuning
@@ -81,9 +81,66 @@ def kiln(gm, example_inputs, mode=None, options=None):
     if dynamic.symbolic_graph(gm, example_inputs):
         # sizes as symbols (TorchDynamo's automatic dynamic, dynamic=True,
         # mark_dynamic): compiled per size when first called (kiln/dynamic.py)
-        return dynamic.PerSize(gm, example_inputs, _static)
+        fn = _symbolic_training(gm, example_inputs)
+        return fn if fn is not None else dynamic.PerSize(gm, example_inputs, _static)
     with counters.timed(_graph_name(gm)), phase("backend"), pipeline.no_collection():
         return _checked(gm, example_inputs)
+
+
+def _symbolic_training(gm, example_inputs):
+    """A symbolic graph that needs grad (training): AOT autograd traces it
+    once, on its placeholders' symbolic fake values (the capture's ShapeEnv),
+    and the forward and backward ATen graphs it makes, symbolic too, are
+    each served per size from their own symbolic lowering
+    (dynamic.PerSize(aten=True)): a new batch size is a size plan, not a
+    trace of the joint graph.  None where this does not apply (inference, a
+    graph the static path would not compile, a symbolic trace that fails:
+    then every size is specialised and compiled on its own)."""
+    if not (config.symbolic_training and torch.is_grad_enabled()):
+        return None
+    fakes = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(fakes) != len(example_inputs) or not all(isinstance(f, (torch.Tensor, torch.SymInt)) for f in fakes) or \
+            not any(isinstance(f, torch.Tensor) and f.requires_grad for f in fakes):
+        return None
+    if _non_cpu(example_inputs) is not None and _non_cpu(example_inputs).type != "cuda":
+        return None
+    if _eager_only(gm, example_inputs) is not None or _eager_rejects(gm, example_inputs) is not None:
+        return None   # (the static path says why, per size)
+
+    def each(g, e):
+        if not dynamic.symbolic_graph(g, e):
+            return compile_graph(g, e)
+        per_size = dynamic.PerSize(g, e, lambda gs, ts: _Flat(compile_graph(gs, ts)), aten=True)
+
+        # (AOT autograd's convention: one list, emptied so inputs die early;
+        # TorchDynamo off: autograd runs the backward from the user's frame,
+        # which TorchDynamo may be capturing, and kiln's Python is not theirs)
+        @torch._dynamo.disable
+        def boxed(args):
+            flat = tuple(args)
+            args.clear()
+            return per_size(*flat)
+        boxed._boxed_call = True
+        return boxed
+
+    try:
+        with counters.timed(_graph_name(gm)), phase("backend"), pipeline.no_collection():
+            g, unwrap = _tupled(gm)
+            fn = _aot(g, fakes, each)
+    except Exception as e:   # noqa: BLE001  (each size then takes the static path, which classifies it)
+        # (what AOT autograd refuses on symbolic sizes: a data-dependent
+        # size, an op without a symbolic meta function)
+        counters.counts["template_failures"] += 1
+        if logs.on("dynamic"):
+            logs.emit("dynamic", "a symbolic training graph did not trace once (%s: %s): each size is traced on "
+                      "its own", type(e).__name__, str(e).split("\n")[0][:200])
+        return None
+    if logs.on("dynamic"):
+        logs.emit("dynamic", "a symbolic training graph traced once by AOT autograd: its forward and backward "
+                  "are served per size")
+    if unwrap:
+        return lambda *args: fn(*args)[0]
+    return fn
 
 
 def _static(gm, example_inputs):

@@ -108,6 +108,10 @@ chunk_kernels = 48
 compile_jobs = max(1, os.cpu_count() or 1)
 # graphs with symbolic sizes (kiln/dynamic.py): the compiled sizes kept per
 # graph, least recently used first out
+# a symbolic graph that needs grad (training) traced once by AOT autograd on
+# its symbolic sizes, its forward and backward served per size from their own
+# symbolic lowerings; off: each size is specialised and traced on its own
+symbolic_training = os.environ.get("KILN_SYMBOLIC_TRAINING", "1") not in ("0", "")
 dynamic_specializations = int(os.environ.get("KILN_DYNAMIC_SPECIALIZATIONS", "64") or 64)
 # kiln.compile(dynamic=None): a recording made because an input's size
 # changed records the sizes that changed as symbols ("automatic dynamic", as

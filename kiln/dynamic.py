@@ -33,7 +33,7 @@ import pickle
 
 import torch
 
-from . import config, counters, errors, logs, lowered_cache, pipeline
+from . import _C, config, counters, errors, logs, lowered_cache, pipeline
 
 # non-tensor inputs a graph may take per size (floats would specialise per
 # value: a symbolic float graph keeps the old path)
@@ -96,30 +96,38 @@ def specialize(gm, args, positions):
     copies of the tensor arguments.  Returns (graph module, tensor
     arguments)."""
     graph, tensors = _substituted(gm, args, positions)
+    # an ATen graph of AOT autograd (a symbolic training graph's forward or
+    # backward) keeps its values as meta "val", which kiln's describe reads
+    aten = any("val" in n.meta for n in gm.graph.nodes if n.op == "placeholder")
     for n in graph.nodes:
         n.meta = {key: v for key, v in n.meta.items() if key not in ("example_value", "val", "grapharg")}
     g = torch.fx.GraphModule(gm, graph)
-    _propagate(g, tensors)
+    _propagate(g, tensors, "val" if aten else "example_value")
     return g, tensors
 
 
 class _Prop(torch.fx.Interpreter):
     """Runs a graph on fake tensors, keeping each node's result as its
-    example_value (the metadata TorchDynamo's graphs carry)."""
+    example_value (the metadata TorchDynamo's graphs carry) or, for an ATen
+    graph, its val."""
+
+    key = "example_value"
 
     def run_node(self, n):
         out = super().run_node(n)
         if n.op != "output":
-            n.meta["example_value"] = out
+            n.meta[self.key] = out
         return out
 
 
-def _propagate(g, tensors):
+def _propagate(g, tensors, key="example_value"):
     from torch._subclasses.fake_tensor import FakeTensorMode
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fakes = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in tensors]
+    prop = _Prop(g)
+    prop.key = key
     with mode:
-        _Prop(g).run(*fakes)
+        prop.run(*fakes)
 
 
 class PerSize:
@@ -128,8 +136,12 @@ class PerSize:
     `compile_fn(graph, tensor_args)` is the backend's static path; `post`
     wrappers (a CUDA graph) are applied to each compiled size."""
 
-    def __init__(self, gm, example_inputs, compile_fn):
+    def __init__(self, gm, example_inputs, compile_fn, aten=False):
         self.gm = gm
+        # aten: gm is an ATen graph of AOT autograd (a symbolic training
+        # graph's forward or backward; `compile_fn` kiln.pipeline's): its
+        # symbolic lowering is itself, described as it is (_make_aten_template)
+        self.aten = aten
         self.positions = frozenset(i for i, a in enumerate(example_inputs)
                                    if not isinstance(a, torch.Tensor)) | _scalar_positions(gm)
         self.scalars = tuple(i for i in sorted(self.positions) if isinstance(example_inputs[i], torch.Tensor))
@@ -163,14 +175,16 @@ class PerSize:
         entry = self.built.get(key)
         if entry is None:
             with pipeline.no_collection():
-                entry = self._build(args, key)
+                # (with kiln's frame hook off: a backward graph's sizes are
+                # built while autograd runs it from the user's frame)
+                entry = _C.unhooked(self._build, args, key)
         elif config.debug:
             _check_shapes(entry[1], args, self.tpos, key)
         return entry[0](*self._tensors(args))
 
     def _build(self, args, key):
         shapes = tuple(tuple(args[i].shape) if isinstance(args[i], torch.Tensor) else None for i in self.tpos)
-        t = self._template_for(args, make=False)
+        t = self._template_for(args, make=self.aten)
         fn = self._direct(args, key) if t is not None and t.direct else None
         compiled = fn is not None
         g = None
@@ -222,6 +236,8 @@ class PerSize:
             cg = lowered_cache._from_template(given, None)
         if not isinstance(cg, runners.CompiledGraph):
             return None
+        if self.aten:
+            cg.fresh, cg.fresh_of_input = t.fresh   # (as kiln.pipeline.compile_graph's)
         fn = runners._Flat(cg)
         if t.unwrap:
             fn = runners._Unwrap(fn)
@@ -268,7 +284,10 @@ class PerSize:
                 self.scalar_templates[vals] = t
             return None if t is _UNTRIED else t
         if self.template is _UNTRIED and make:
-            self.template = _make_template(self.gm) if self._lowerable() else None
+            if self.aten:
+                self.template = _make_aten_template(self.gm) if config.symbolic_lowering else None
+            else:
+                self.template = _make_template(self.gm) if self._lowerable() else None
         return None if self.template is _UNTRIED else self.template
 
     def _lowerable(self):
@@ -370,6 +389,38 @@ def _make_template(gm):
         logs.emit("dynamic", "a symbolic lowering: %d size expressions, %d relations checked per size%s",
                   t.nexprs, len(t.checks),
                   "".join(f"\n  {c}" for c in t.checks))
+    return t
+
+
+def _make_aten_template(gm):
+    """The symbolic lowering of an ATen graph of AOT autograd (its values'
+    symbolic sizes in meta "val"): the graph itself, described with its size
+    expressions as holes.  Its sizes go straight to the C core
+    (Template.direct): kiln's checks ran on the graph AOT autograd traced,
+    and kiln.pipeline.compile_graph adds none.  None where it has none."""
+    from . import runners, template
+    fakes = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    if not all(isinstance(f, (torch.Tensor, torch.SymInt)) for f in fakes):
+        return None
+    try:
+        with counters.timed(f"a symbolic lowering of {sum(1 for _ in gm.graph.nodes)} nodes"):
+            path = _template_path(gm, fakes)
+            t = _read_template(path)
+            if t is None:
+                t = template.Template(gm, fakes, lambda g, _: g)
+                lowered_cache._cache_write(path, lambda: pickle.dumps(t.state()))
+    except Exception as e:   # noqa: BLE001  (each size is compiled on its own, as without one)
+        counters.counts["template_failures"] += 1
+        if logs.on("dynamic"):
+            logs.emit("dynamic", "no symbolic lowering of an ATen graph (%s: %s): each size is compiled on its own",
+                      type(e).__name__, str(e).split("\n")[0][:200])
+        return None
+    t.finish, t.unwrap, t.direct = (lambda fn, eager=None: fn), False, True
+    t.fresh = runners._fresh_outputs(gm)
+    counters.counts["templates"] += 1
+    if logs.on("dynamic"):
+        logs.emit("dynamic", "a symbolic lowering of an ATen graph: %d size expressions, %d relations checked "
+                  "per size", t.nexprs, len(t.checks))
     return t
 
 

@@ -16,7 +16,7 @@ import warnings
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from . import _saved, config, counters, fx_bridge
+from . import _C, _saved, config, counters, fx_bridge
 from .captured import _inputs_share_storage, _storage
 from .decomp import decompositions
 from .pipeline import phase
@@ -25,7 +25,14 @@ from .counters import count_ops as _count_ops
 
 
 def _aot(gm, example_inputs, fw):
+    @torch._dynamo.disable
     def bw(g, e):
+        # (with kiln's frame hook off, and TorchDynamo's: autograd compiles
+        # it when the user's frame first runs backward, a frame either may
+        # be capturing)
+        return _C.unhooked(_bw, g, e)
+
+    def _bw(g, e):
         # (called when backward first runs) a backward graph that eager's
         # kernels reject runs through them, so they raise eager's error there
         from . import validate

@@ -513,6 +513,60 @@ def test_int_arguments_under_dynamic_true_and_false():
     assert st["captures"] == 2, st
 
 
+def _plain(v):
+    return v * 2 + 1
+
+
+def _ints_in_a_list_across_a_break(x, n):
+    # tree_map is torch's (not recorded): a break, and the recording after it
+    # reads the ints from a list on the stack
+    vals = torch.utils._pytree.tree_map(_plain, [n, n + 1])
+    return x * vals[0] + vals[1]
+
+
+def test_ints_in_a_list_at_a_resume_point_become_symbols():
+    # automatic dynamic for an int in a container on the stack (a resume
+    # point), as for an argument: not one recording per value
+    st = _run_int(_ints_in_a_list_across_a_break, INTS)
+    assert st["frames_run_as_python"] == 0 and st["fallbacks"] == 0, st
+    assert st["captures"] <= 6, st
+    # _plain (entered from torch's code, plain ints in, no tensor op): run
+    # as Python after its first recording, not recorded per value
+    assert st["frames_without_torch"] == 1, st
+
+
+def test_code_with_nothing_of_torch_runs_as_python_after_one_recording():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Stamp:        # a dataclass's __init__ (file "<string>") that torch's code calls
+        t: float
+
+    made = {}
+    clock = iter([0.5 + i / 7 for i in range(12)])
+
+    def fn(x):
+        # the lambda, entered from torch's code, makes a Stamp of a new
+        # float each call: recorded once, then run as Python
+        made["last"] = torch.utils._pytree.tree_map(lambda _: Stamp(next(clock)), [0])[0]
+        return x + 1
+
+    cf = kiln.compile(fn)
+    x = torch.randn(4)
+    captures = []
+    for i in range(12):
+        assert torch.equal(cf(x), x + 1) and made["last"] == Stamp(0.5 + i / 7)
+        captures.append(kiln.stats()["captures"])
+    st = kiln.stats()
+    assert st["frames_without_torch"] >= 1 and st["frames_run_as_python"] == 0, st
+    assert captures[3:] == [captures[3]] * 9, captures     # nothing recorded after the first calls
+    # a function kiln.compile was given is recorded, even with nothing of torch
+    kiln.reset()
+    cg = kiln.compile(_plain)
+    assert [cg(v) for v in (1, 2, 3)] == [3, 5, 7]
+    assert kiln.stats().get("frames_without_torch", 0) == 0
+
+
 def _shape_across_a_break(x):
     s = x.shape
     y = x * 2
@@ -527,3 +581,42 @@ def test_a_shape_held_across_a_break_is_computed_not_specialised():
     st = _run(_shape_across_a_break, SIZES, dynamic=True)
     assert st["fallbacks"] == 0, st
     assert st["captures"] <= 3, st      # before the break, after it; not one per size
+
+
+def _train_step(model, x, y):
+    out = model(x)
+    loss = torch.nn.functional.cross_entropy(out, y) + out.mean(0).pow(2).sum() * 0.1
+    loss.backward()
+    return loss
+
+
+@pytest.mark.parametrize("capture", ["kiln", "dynamo"])
+def test_a_training_step_over_batch_sizes_traces_once_and_plans_each_size(capture):
+    # a symbolic graph that needs grad: AOT autograd traces it once on its
+    # symbolic sizes; the forward and backward are each one parametric build,
+    # every later batch size a size plan; losses and grads equal eager's
+    import copy
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 5))
+    ref = copy.deepcopy(model)
+    step = kiln.compile(_train_step) if capture == "kiln" else torch.compile(_train_step, backend="kiln")
+    sizes = (6, 9, 4, 12, 7, 10, 5)
+    for b in sizes:
+        x, y = torch.randn(b, 16), torch.randint(0, 5, (b,))
+        got, want = step(model, x, y), _train_step(ref, x, y)
+        assert torch.allclose(got, want, atol=1e-5), b
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert torch.allclose(p.grad, q.grad, atol=1e-5), b
+            p.grad = q.grad = None
+    st = kiln.stats()
+    assert st["fallbacks"] == 0, st
+    # forward and backward: static at the first size, one parametric build
+    # each for the symbolic graph; the other sizes are plans (one more build
+    # where the C core's kernels differ at a small size: batch 5 here)
+    assert st["compiles"] <= 5, st
+    assert st["size_plans"] >= len(sizes) * 2 - 5, st
+    if capture == "kiln":
+        # the step, its recompile, the resume after backward (and code with
+        # nothing of torch in it, recorded once: frames_without_torch)
+        assert st["captures"] - st.get("frames_without_torch", 0) <= 3, st
