@@ -98,12 +98,17 @@ def _symbolic_training(gm, example_inputs):
     then every size is specialised and compiled on its own)."""
     if not (config.symbolic_training and torch.is_grad_enabled()):
         return None
-    fakes = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    # (the soundness rewrites first, as every compile path: a dead index
+    # op's bounds check is kept, and an error replays the captured graph)
+    front, finish = _front(gm)
+    fakes = [n.meta.get("example_value") for n in front.graph.nodes if n.op == "placeholder"]
     if len(fakes) != len(example_inputs) or not all(isinstance(f, (torch.Tensor, torch.SymInt)) for f in fakes) or \
             not any(isinstance(f, torch.Tensor) and f.requires_grad for f in fakes):
         return None
     if _non_cpu(example_inputs) is not None and _non_cpu(example_inputs).type != "cuda":
         return None
+    if not all(_unmoved(f, a) for f, a in zip(fakes, example_inputs)):
+        return None   # (an input's metadata written in place: its recorded fake shows it after the write)
     if _eager_only(gm, example_inputs) is not None or _eager_rejects(gm, example_inputs) is not None:
         return None   # (the static path says why, per size)
 
@@ -125,7 +130,7 @@ def _symbolic_training(gm, example_inputs):
 
     try:
         with counters.timed(_graph_name(gm)), phase("backend"), pipeline.no_collection():
-            g, unwrap = _tupled(gm)
+            g, unwrap = _tupled(front)
             fn = _aot(g, fakes, each)
     except Exception as e:   # noqa: BLE001  (each size then takes the static path, which classifies it)
         # (what AOT autograd refuses on symbolic sizes: a data-dependent
@@ -139,8 +144,31 @@ def _symbolic_training(gm, example_inputs):
         logs.emit("dynamic", "a symbolic training graph traced once by AOT autograd: its forward and backward "
                   "are served per size")
     if unwrap:
-        return lambda *args: fn(*args)[0]
-    return fn
+        whole = fn
+
+        def fn(*args):
+            return whole(*args)[0]
+    return finish(fn)
+
+
+def _unmoved(fake, given):
+    """Whether a placeholder's fake value still has the metadata of the
+    argument it stands for (sizes, strides and offset at their hints), as
+    AOT autograd must see it: a recording that wrote an input's metadata in
+    place (`a.unsqueeze_(0)`) leaves the fake as it is after the write."""
+    def hint_int(v):   # (a SymInt's value at the recording; torch's helper for it moved between versions)
+        h = v if isinstance(v, int) else v.node.hint
+        if not isinstance(h, int):
+            raise TypeError("no hint")
+        return h
+    if not isinstance(fake, torch.Tensor) or not isinstance(given, torch.Tensor):
+        return not isinstance(fake, torch.Tensor) and not isinstance(given, torch.Tensor)
+    try:
+        return (fake.dim() == given.dim() and [hint_int(v) for v in fake.shape] == list(given.shape) and
+                [hint_int(v) for v in fake.stride()] == list(given.stride()) and
+                hint_int(fake.storage_offset()) == given.storage_offset())
+    except Exception:   # noqa: BLE001  (a size with no hint: not known to be unmoved)
+        return False
 
 
 def _static(gm, example_inputs):
