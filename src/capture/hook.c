@@ -730,10 +730,12 @@ nothing_of_torch(kn_capctx *ctx, _PyInterpreterFrame *f, kn_codeinfo *info, kn_s
     for (kn_seg *s = info->segs; s; s = s->next)
         if (s->graph != NULL)
             return 0;
-    for (int i = 0; i < f->stacktop; i++)
-        if (holds_torch(f->localsplus[i], 2))
-            return 0;
-    return 1;
+    int found = 0;
+    kn_hook_off++;   /* (an __instancecheck__ in Python is not the user's code to record) */
+    for (int i = 0; i < f->stacktop && !found; i++)
+        found = holds_torch(f->localsplus[i], 2);
+    kn_hook_off--;
+    return !found;
 }
 
 static PyObject *
