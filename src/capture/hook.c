@@ -685,10 +685,10 @@ failed_guard(kn_codeinfo *info, _PyInterpreterFrame *f, int off)
 static int
 holds_torch(PyObject *v, int depth)
 {
-    if (v == NULL)
+    if (v != NULL && PyCell_Check(v))
+        v = PyCell_GET(v);   /* (once: a cell may hold itself) */
+    if (v == NULL || PyCell_Check(v))
         return 0;
-    if (PyCell_Check(v))
-        return holds_torch(PyCell_GET(v), depth);
     int r = PyObject_IsInstance(v, kn_cenv.torch_tensor);
     if (r == 0)
         r = PyObject_IsInstance(v, kn_cenv.nn_module);
