@@ -526,7 +526,8 @@ def build(template, program, symvals, device=None):
     for vals in template.probes(symvals):
         desc = template.describe_at(vals)
         if desc is not None:
-            probes.append(pipeline._compile(desc, "kn_", template.device).source)
+            # (with this size's kernel forms: a probe differs in literals only)
+            probes.append(pipeline._compile(desc, "kn_", template.device, program.forms or None).source)
     made = make(program.source, probes, cuda=cuda)
     params = made.match(program.source) if made is not None else None
     if params is None:
@@ -557,6 +558,9 @@ def build(template, program, symvals, device=None):
         return None
     made.so = so
     template.builds.append(made)
+    if template.forms is None:
+        # (later sizes take the first build's kernel forms where valid)
+        template.forms = program.forms or None
     counters.counts["parametric_builds"] += 1
     if logs.on("dynamic"):
         logs.emit("dynamic", "a parametric build of %d kernels: %d size literals read as parameters",

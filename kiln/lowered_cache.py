@@ -165,9 +165,14 @@ def _from_template(given, path):
     t0 = time.perf_counter()
     build = None
     hit = []
+    forms = robust = None
     if config.parametric_kernels and dev.type in ("cpu", "cuda"):
         from . import kernel_params
         cuda = dev.type == "cuda" or bool(config.cuda_emulate)   # (the emulator's programs are CUDA's)
+        # the kernel forms of the lowering's first build, taken where valid
+        # at this size, and robust own ones elsewhere (src/codegen/cuda.c
+        # `take_row_forms`): a size whose forms differ shares a later build
+        forms, robust = template.forms, True
 
         def build(program):
             if not program.num_kernels:
@@ -184,7 +189,8 @@ def _from_template(given, path):
             hit.append(got[1])
             return got[0]
     try:
-        cg = pipeline._finish(pipeline._program(desc, "kn_", dev, " (a symbolic lowering filled in)"),
+        cg = pipeline._finish(pipeline._program(desc, "kn_", dev, " (a symbolic lowering filled in)", forms,
+                                                bool(robust)),
                               constants, single, dev, t0, build)
         if hit and hit[0]:
             # (no trace, no native build: counted as a size plan, not a compile)

@@ -169,12 +169,13 @@ def _describe(gm, device):
         return fx_bridge.describe(gm, device.type)
 
 
-def _program(desc, prefix, device, origin=""):
+def _program(desc, prefix, device, origin="", forms=None, robust=False):
     """desc -> a Program (C for the CPU; CUDA C for a CUDA device, see
     kiln/cuda.py for the build).  Raises on failure.  origin: where desc
-    came from, for the kernels log (the lowered-graph disk cache)."""
+    came from, for the kernels log (the lowered-graph disk cache).  forms,
+    robust: CUDA, a size of a symbolic lowering (see `_compile`)."""
     with phase("c_core"):
-        program = _compile(desc, prefix, device)
+        program = _compile(desc, prefix, device, forms, robust)
     if "loops" in config.dump:
         logs.emit("kernels", "loops%s:\n%s", origin, program.loops, force=True, level=logs.DEBUG)
     if "code" in config.dump or logs.on("kernels"):
@@ -185,15 +186,20 @@ def _program(desc, prefix, device, origin=""):
     return program
 
 
-def _compile(desc, prefix, device):
+def _compile(desc, prefix, device, forms=None, robust=False):
+    """The C core on desc.  CUDA, a size of a symbolic lowering (issue 17,
+    src/codegen/cuda.c `take_row_forms`): forms, the Program.forms of the
+    build this size should share (its kernels take them where valid at its
+    sizes); robust, the lowering's first build (rows take a warp at least)."""
     if device.type == "cpu" and config.cuda_emulate:
         # tests: the CUDA renderer's kernels, run by the CPU emulator
-        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132, config.cuda_row_registers)
+        program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132, config.cuda_row_registers,
+                             forms, robust)
     elif device.type == "cuda":
         from . import cuda
         index = device.index if device.index is not None else torch.cuda.current_device()
         program = _C.compile(desc, prefix, "loops" in config.dump, False, True, cuda.sms(index),
-                             config.cuda_row_registers)
+                             config.cuda_row_registers, forms, robust)
     else:
         program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear)
     return program

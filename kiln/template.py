@@ -233,6 +233,7 @@ class Template:
         self.recent = []      # and the C of its latest sizes built on their own
         self.build_failures = 0
         self.extern_sizes = 0  # sizes filled in whose programs have no kernels (all extern calls)
+        self.forms = None     # CUDA: the first build's kernel forms, which later sizes take (pipeline._compile)
 
     # the disk cache (kiln/dynamic.py keys it by the symbolic graph): what a
     # new process needs to fill the lowering in without tracing it again

@@ -324,6 +324,14 @@ typedef struct {
 
 /* One fused kernel: an outer iteration space shared by all members, each
    member a reduction (over an inner space) or a pointwise store. */
+/* A CUDA kernel's forms (codegen/cuda.c), kn_kernel.cu_form[]: 32-bit
+   indexing; the form (KN_FORM_FLAT: one element (or vector) per thread,
+   KN_FORM_ROWS: G threads per row, KN_FORM_REGS: the row in registers);
+   threads per row; vector lanes (0: none); vectors per thread (rows in
+   registers). */
+enum { KN_FORM_IX32, KN_FORM_KIND, KN_FORM_G, KN_FORM_VW, KN_FORM_NCH, KN_FORM_N };
+enum { KN_FORM_FLAT = 1, KN_FORM_ROWS, KN_FORM_REGS };
+
 typedef struct {
     int nouter;
     int64_t outer[KN_MAXDIM];
@@ -342,6 +350,9 @@ typedef struct {
     int64_t cu_blocks;
     int cu_nparams;
     int *cu_params;
+    /* the forms codegen/cuda.c took (KN_FORM_*): what a size of a symbolic
+       lowering must take again to share another size's build */
+    int32_t cu_form[KN_FORM_N];
 } kn_kernel;
 
 struct kn_ctx {
@@ -374,6 +385,14 @@ struct kn_ctx {
     int cuda;                 /* target: 0 C for the CPU, 1 CUDA C */
     int cuda_sms;             /* CUDA: multiprocessors of the device (launch sizing) */
     int cuda_row_regs;        /* CUDA: rows that fit are held in registers (cuda.c) */
+    /* CUDA, a size of a symbolic lowering (issue 17; cuda.c `take_forms`):
+       the forms of the build it should share, KN_FORM_N ints per kernel
+       (NULL: none yet), and whether rows take a warp at least whatever
+       their length (the lowering's first build: its forms then hold for
+       longer rows too) */
+    const int32_t *cuda_forms;
+    int cuda_nforms;
+    int cuda_robust;
 };
 
 kn_buf *kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *size);

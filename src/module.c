@@ -42,18 +42,26 @@ py_compile(PyObject *self, PyObject *args)
 {
     PyObject *desc;
     const char *prefix;
-    int want_loops, packed_linear = 0, cuda = 0, sms = 0, row_regs = 1;
-    if (!PyArg_ParseTuple(args, "O!sp|ppip", &PyTuple_Type, &desc, &prefix, &want_loops, &packed_linear, &cuda, &sms,
-                          &row_regs))
+    int want_loops, packed_linear = 0, cuda = 0, sms = 0, row_regs = 1, robust = 0;
+    Py_buffer forms = {0};
+    if (!PyArg_ParseTuple(args, "O!sp|ppipz*p", &PyTuple_Type, &desc, &prefix, &want_loops, &packed_linear, &cuda, &sms,
+                          &row_regs, &forms, &robust))
         return NULL;
     kn_ctx c;
     memset(&c, 0, sizeof c);
     c.cuda = cuda;
     c.cuda_sms = sms;
     c.cuda_row_regs = row_regs;
+    /* a size of a symbolic lowering: the forms of the build it should share
+       (Program.forms of that build's first size), or a first build's robust ones */
+    if (forms.buf != NULL && forms.len % (Py_ssize_t)(sizeof(int32_t) * KN_FORM_N) == 0) {
+        c.cuda_forms = forms.buf;
+        c.cuda_nforms = (int)(forms.len / (Py_ssize_t)sizeof(int32_t));
+    }
+    c.cuda_robust = robust;
     c.packed_linear = !cuda && packed_linear && kn_runtime_packed_linear();
     kn_str src = {0}, loops = {0};
-    PyObject *source = NULL, *loops_s = NULL, *prog = NULL;
+    PyObject *source = NULL, *loops_s = NULL, *prog = NULL, *forms_out = NULL;
     const char *stage = "setup";
     c.prefix = prefix;
     c.extern_names = PyList_New(0);
@@ -85,8 +93,18 @@ py_compile(PyObject *self, PyObject *args)
     loops_s = PyUnicode_FromStringAndSize(loops.p ? loops.p : "", (Py_ssize_t)loops.n);
     if (source == NULL || loops_s == NULL)
         goto done;
-    prog = kn_program_new(&c, desc, source, loops_s);
+    /* the forms each CUDA kernel took, for the sizes that should share its build */
+    forms_out = PyBytes_FromStringAndSize(NULL, cuda ? (Py_ssize_t)(sizeof(int32_t) * KN_FORM_N) * c.nkernels : 0);
+    if (forms_out == NULL)
+        goto done;
+    for (int k = 0; cuda && k < c.nkernels; k++)
+        memcpy(PyBytes_AS_STRING(forms_out) + sizeof(int32_t) * KN_FORM_N * (size_t)k, c.kernels[k].cu_form,
+               sizeof(int32_t) * KN_FORM_N);
+    prog = kn_program_new(&c, desc, source, loops_s, forms_out);
 done:
+    if (forms.obj != NULL)
+        PyBuffer_Release(&forms);
+    Py_XDECREF(forms_out);
     Py_XDECREF(source);
     Py_XDECREF(loops_s);
     kn_str_free(&src);

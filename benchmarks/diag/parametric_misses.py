@@ -10,6 +10,7 @@ local names blanked, so only the C core's other decisions remain).
 import argparse
 import contextlib
 import difflib
+import os
 import random
 import re
 
@@ -33,6 +34,7 @@ def main():
     ap.add_argument("--shapes", type=int, default=40)
     ap.add_argument("--lines", type=int, default=60)
     ap.add_argument("--list", default="", help="the shapes in this order instead, e.g. 6x384,8x32,4x256")
+    ap.add_argument("--save", default="", help="a folder: each size's program source written there as BxS-hit.txt")
     a = ap.parse_args()
     spec = zoo.MODELS[a.model]
     model, _, _ = zoo.build_model(spec, zoo.BuildConfig(device=a.device, dtype=getattr(torch, a.dtype)))
@@ -52,6 +54,11 @@ def main():
                 f(torch.randint(0, vocab, shape, device=a.device))
     print({k: v for k, v in kiln.stats().items() if v and isinstance(v, int)})
     report(seen, a.lines)
+    if a.save:
+        os.makedirs(a.save, exist_ok=True)
+        for shape, _, source, hit in seen:
+            with open(os.path.join(a.save, f"{shape[0]}x{shape[1]}-{hit}.txt"), "w") as f:
+                f.write(source)
 
 
 @contextlib.contextmanager

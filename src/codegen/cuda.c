@@ -370,12 +370,10 @@ open_rows(kn_gen *g, int G, int T, int64_t outer_n, int64_t inner_n)
 }
 
 static int
-gen_rows(kn_gen *g, int64_t outer_n, int64_t inner_n)
+gen_rows(kn_gen *g, int64_t G, int T, int64_t outer_n, int64_t inner_n)
 {
     kn_ctx *c = g->c;
     const kn_kernel *k = g->k;
-    int64_t G = rows_group(c, k, inner_n);
-    int T = rows_threads(c, k, inner_n);
     kn_str *s = g->s;
     open_rows(g, (int)G, T, outer_n, inner_n);
     int m = 0;
@@ -938,6 +936,105 @@ rowplan_make(rowplan *p, kn_gen *g, int64_t inner_n)
     return 0;
 }
 
+/* ---------------------------------------------------------------- forms for every size */
+/* The sizes of a symbolic lowering share a parametric build only where the
+   C core writes their kernels the same way (kiln/kernel_params.py), but a
+   row's threads, its vector lanes, its chunks in registers and the index
+   width are chosen from sizes.  So a size is given the forms of the build
+   it should share (kn_ctx.cuda_forms, the kernels' cu_form of that build's
+   first size) and takes each one that is valid at its own sizes: any
+   threads per row at least its own (a warp or more for a short row idles
+   some lanes, never computes otherwise), a register row whose chunks cover
+   its row and whose lanes divide it, vector lanes the kernel's form allows
+   at this size (gen_flat_vec_w checks; where it does not, no lanes: the
+   sizes that miss them share one build), 64-bit indexing always, 32-bit
+   where it holds.  Where a row's forms are not valid, the kernel takes its
+   own and the size shares the build of the sizes like it.  Own forms are
+   robust (kn_ctx.cuda_robust): rows take a warp at least, so that rows of
+   other lengths keep them, and flat kernels 4 lanes at most, so that the
+   sizes whose extents are multiples of 4 take the same ones. */
+static const int32_t *
+forms_of(kn_gen *g, int kind_has_rows)
+{
+    kn_ctx *c = g->c;
+    if (c->cuda_forms == NULL || (g->kid + 1) * KN_FORM_N > c->cuda_nforms)
+        return NULL;
+    const int32_t *f = c->cuda_forms + (size_t)g->kid * KN_FORM_N;
+    int rows = f[KN_FORM_KIND] == KN_FORM_ROWS || f[KN_FORM_KIND] == KN_FORM_REGS;
+    return rows == kind_has_rows ? f : NULL;
+}
+
+/* A row kernel's plan p (rowplan_make's own choice) given the forms to take. */
+static int
+take_row_forms(rowplan *p, kn_gen *g, int64_t inner_n)
+{
+    kn_ctx *c = g->c;
+    const kn_kernel *k = g->k;
+    const int32_t *f = forms_of(g, 1);
+    if (has_scan(c, k))
+        return 0;   /* (one thread per row: a scan's order) */
+    if (f != NULL && f[KN_FORM_KIND] == KN_FORM_REGS) {
+        int vw = f[KN_FORM_VW], G = f[KN_FORM_G], nch = f[KN_FORM_NCH];
+        if (p->body == NULL && c->cuda_row_regs && k->ninner == 1) {
+            p->body = calloc((size_t)k->nmembers * 3 + 1, sizeof(kn_expr *));
+            if (p->body == NULL)
+                return PyErr_NoMemory(), -1;
+            p->six = p->body + k->nmembers;
+            p->own = p->six + k->nmembers;
+        }
+        if (p->body != NULL && vw >= 1 && inner_n % vw == 0 && (int64_t)nch * G >= (inner_n / vw) &&
+            nch <= KN_ROW_MAX_CHUNKS) {
+            int rc = rowplan_scan(p, g, vw);
+            if (rc < 0)
+                return -1;
+            if (rc == 1 && (int64_t)nch * p->words <= KN_ROW_MAX_WORDS) {
+                p->regs = 1;
+                p->vw = vw;
+                p->G = G;
+                p->nch = nch;
+                p->T = G > 32 ? G : 128;
+                return 0;
+            }
+        }
+        /* not valid here (a row past its chunks, lanes that do not divide
+           it): the plain form, a warp per row at least, which every length
+           takes alike, so that such sizes share one build */
+        p->regs = 0;
+        p->G = (int)rows_group(c, k, inner_n);
+        if (p->G < 32)
+            p->G = 32;
+        p->T = p->G > 32 ? p->G : 128;
+        return 0;
+    }
+    if (f != NULL && f[KN_FORM_KIND] == KN_FORM_ROWS) {
+        if (f[KN_FORM_G] >= p->G && f[KN_FORM_G] <= 1024) {
+            p->regs = 0;
+            p->G = f[KN_FORM_G];
+            p->T = p->G > 32 ? p->G : 128;
+        }
+        return 0;
+    }
+    if (f == NULL && c->cuda_robust && p->G < 32) {
+        p->G = 32;
+        p->T = 128;
+        if (p->regs) {
+            int64_t nvec = inner_n / p->vw;
+            p->nch = (int)((nvec + 31) / 32);
+        }
+    }
+    return 0;
+}
+
+static void
+record_forms(kn_kernel *k, int ix32, int kind, int G, int vw, int nch)
+{
+    k->cu_form[KN_FORM_IX32] = ix32;
+    k->cu_form[KN_FORM_KIND] = kind;
+    k->cu_form[KN_FORM_G] = G;
+    k->cu_form[KN_FORM_VW] = vw;
+    k->cu_form[KN_FORM_NCH] = nch;
+}
+
 /* Open `for j` over the thread's vectors of the row, with v<W> the first
    element of vector j; its body runs only inside the row. */
 static void
@@ -1211,6 +1308,7 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     /* 32-bit indexing when the space and every buffer span stay far from 2^31 */
     int64_t lim32 = (int64_t)1 << 30;
     g.ix32 = outer_n * inner_n < lim32;
+    const int32_t *given = forms_of(&g, k->has_reduction != 0);
     int np = 0;
     for (int i = 0; i <= c->nbufs; i++)
         if (used[i] && (i == c->nbufs || !(c->bufs[i]->kernel == kid && c->bufs[i]->local))) {
@@ -1220,6 +1318,8 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
             if (kn_buf_span(c->bufs[i]) >= lim32)
                 g.ix32 = 0;
         }
+    if (given != NULL && given[KN_FORM_IX32] == 0)
+        g.ix32 = 0;   /* (always valid) */
     k->cu_params = kn_alloc(&c->arena, sizeof(int) * (size_t)(np + 1));
     if (k->cu_params == NULL) {
         free(used);
@@ -1230,7 +1330,8 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
        more registers than a block of that size can have */
     rowplan rp;
     memset(&rp, 0, sizeof rp);
-    if (k->has_reduction && rowplan_make(&rp, &g, inner_n) < 0) {
+    if (k->has_reduction && (rowplan_make(&rp, &g, inner_n) < 0 || take_row_forms(&rp, &g, inner_n) < 0)) {
+        rowplan_free(&rp);
         free(used);
         return -1;
     }
@@ -1259,12 +1360,24 @@ gen_kernel(kn_ctx *c, int kid, kn_str *s)
     g.scope[g.nscope++] = 200000000 + kid;
     int rc;
     if (k->has_reduction) {
-        rc = rp.regs ? gen_rows_regs(&g, &rp, outer_n, inner_n) : gen_rows(&g, outer_n, inner_n);
+        record_forms(k, g.ix32, rp.regs ? KN_FORM_REGS : KN_FORM_ROWS, rp.G, rp.regs ? rp.vw : 0, rp.regs ? rp.nch : 0);
+        rc = rp.regs ? gen_rows_regs(&g, &rp, outer_n, inner_n) : gen_rows(&g, rp.G, rp.T, outer_n, inner_n);
         rowplan_free(&rp);
     } else {
-        int vec = gen_flat_vec(&g, outer_n * inner_n);
+        /* the lanes given where this size allows them, else none (so the
+           sizes that miss them share one build); no forms: the own choice,
+           robust at 4 lanes (sizes that are multiples of 4 and of 8 then
+           share a build) */
+        int vec = 0, vw = given ? given[KN_FORM_VW] : -1;
+        if (vw == 8 || vw == 4)
+            vec = gen_flat_vec_w(&g, outer_n * inner_n, vw, vw == 8 ? 2 : 8);
+        else if (vw < 0 && c->cuda_robust)
+            vec = gen_flat_vec_w(&g, outer_n * inner_n, 4, 8);
+        else if (vw < 0)
+            vec = gen_flat_vec(&g, outer_n * inner_n);
         if (vec < 0)
             return -1;
+        record_forms(k, g.ix32, KN_FORM_FLAT, 0, vec ? g.vw : 0, 0);
         g.indent = vec ? 2 : 1;
         rc = gen_flat(&g, outer_n * inner_n);
         if (vec) {

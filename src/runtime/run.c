@@ -241,6 +241,7 @@ typedef struct {
     PyObject *prefix;
     PyObject *stats;           /* dict */
     PyObject *loops;           /* str (KILN_DUMP=loops) */
+    PyObject *forms;           /* bytes: each CUDA kernel's forms (kn_kernel.cu_form), b"" for C */
     PyObject *library;
     int nbufs, nsteps, nkernels, ninputs, noutputs;
     rbuf *bufs;
@@ -349,6 +350,7 @@ program_dealloc(ProgramObject *self)
     Py_XDECREF(self->prefix);
     Py_XDECREF(self->stats);
     Py_XDECREF(self->loops);
+    Py_XDECREF(self->forms);
     Py_XDECREF(self->library);
     Py_XDECREF(self->outputs);
     Py_XDECREF(self->arena_cache);
@@ -395,7 +397,7 @@ PyTypeObject kn_ProgramType;
 /* Build a Program from a compiled context.  Borrows c; `desc` is the graph
    description (its node tuples carry op, call args and kwargs). */
 PyObject *
-kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
+kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyObject *forms)
 {
     ProgramObject *p = PyObject_New(ProgramObject, &kn_ProgramType);
     if (p == NULL)
@@ -404,6 +406,7 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops)
     p->desc = Py_NewRef(desc);
     p->source = Py_NewRef(source);
     p->loops = Py_NewRef(loops);
+    p->forms = Py_NewRef(forms);
     p->prefix = PyUnicode_FromString(c->prefix);
     p->nbufs = c->nbufs;
     p->nsteps = c->nsteps;
@@ -1959,6 +1962,8 @@ static PyMemberDef program_members[] = {
     {"prefix", T_OBJECT, offsetof(ProgramObject, prefix), READONLY, "symbol prefix of the kernels"},
     {"stats", T_OBJECT, offsetof(ProgramObject, stats), READONLY, "counts for kiln.explain"},
     {"loops", T_OBJECT, offsetof(ProgramObject, loops), READONLY, "loop-IR dump"},
+    {"forms", T_OBJECT, offsetof(ProgramObject, forms), READONLY,
+     "each CUDA kernel's forms (int32 x KN_FORM_N, codegen/cuda.c), for compile(..., forms)"},
     {"library", T_OBJECT, offsetof(ProgramObject, library), READONLY, "the loaded Library"},
     {"num_kernels", T_INT, offsetof(ProgramObject, nkernels), READONLY, "number of generated kernels"},
     {"cuda", T_INT, offsetof(ProgramObject, cuda), READONLY, "1 for a CUDA program"},

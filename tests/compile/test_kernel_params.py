@@ -332,3 +332,45 @@ def test_literals_that_agree_everywhere_share_a_parameter():
     assert b.match(_kernel(9, 64) + _kernel(8, 64).replace("kn_k0", "kn_k1")) is None
     b = kp.make(two, [_kernel(6, 64) + _kernel(7, 64).replace("kn_k0", "kn_k1")])
     assert b.nints == 2 and b.match(_kernel(9, 64) + _kernel(8, 64).replace("kn_k0", "kn_k1")) == ((9, 8), ())
+
+
+def test_cuda_sizes_take_the_first_builds_forms(monkeypatch):
+    # a row's threads, its chunks in registers and a flat kernel's vector
+    # lanes are chosen from sizes (src/codegen/cuda.c); a size is given the
+    # first build's forms and takes those valid at its sizes, so rows of any
+    # length and extents of any divisibility share few builds: one for the
+    # sizes whose extents are multiples of 4, one for the others
+    monkeypatch.setattr(config, "cuda_emulate", True)
+
+    def f(x, w):
+        return torch.softmax(x * 2.0, -1) + w, (x + 1.0).to(torch.bfloat16) * 3
+
+    cf = kiln.compile(f, dynamic=True)
+    torch.manual_seed(0)
+    w = torch.randn(1)
+    lengths = (8, 37, 100, 16, 256, 33, 96, 512, 20, 7, 300)
+    for s in lengths:
+        x = torch.randn(3 + s % 4, s)
+        for got, want in zip(cf(x, w), f(x, w)):
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-2)
+    st = kiln.stats()
+    assert st["fallbacks"] == 0, st
+    assert st["parametric_builds"] <= 2, st   # (3 lanes classes and 6 row lengths: 7 before)
+    assert st["parametric_builds"] + st["parametric_hits"] >= len(lengths) - 1, st
+
+
+def test_a_cuda_program_reports_its_kernels_forms():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kiln import _C, pipeline
+    gm = make_fx(lambda x: x / (x * 2).exp().sum(-1, keepdim=True))(torch.randn(4, 300))
+    desc, _, _ = pipeline._describe(gm, torch.device("cpu"))
+    own = _C.compile(desc, "kn_", False, False, True, 132, True)
+    forms = struct.unpack(f"{len(own.forms) // 4}i", own.forms)
+    assert len(forms) == 5 * own.num_kernels and forms[1] in (2, 3)   # (a row kernel)
+    # robust: a warp per row at least; given forms are taken where valid
+    robust = _C.compile(desc, "kn_", False, False, True, 132, True, None, True)
+    assert struct.unpack("5i", robust.forms[:20])[2] >= 32
+    again = _C.compile(desc, "kn_", False, False, True, 132, True, robust.forms)
+    assert again.forms == robust.forms and again.source == robust.source
+    assert _C.compile(desc, "kn_", False).forms == b""   # (C for the CPU)
