@@ -948,8 +948,10 @@ rowplan_make(rowplan *p, kn_gen *g, int64_t inner_n)
    its row and whose lanes divide it, vector lanes the kernel's form allows
    at this size (gen_flat_vec_w checks; where it does not, no lanes: the
    sizes that miss them share one build), 64-bit indexing always, 32-bit
-   where it holds.  Where a row's forms are not valid, the kernel takes its
-   own and the size shares the build of the sizes like it.  Own forms are
+   where it holds.  Where a register row's form is not valid, the kernel
+   takes plain rows with a warp each at least (as every such size does, so
+   they share one build); where given fewer threads per row than it would
+   take, its own.  Own forms are
    robust (kn_ctx.cuda_robust): rows take a warp at least, so that rows of
    other lengths keep them, and flat kernels 4 lanes at most, so that the
    sizes whose extents are multiples of 4 take the same ones. */
