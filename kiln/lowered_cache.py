@@ -165,13 +165,13 @@ def _from_template(given, path):
     t0 = time.perf_counter()
     build = None
     hit = []
-    forms = robust = None
+    forms, robust = None, False
     if config.parametric_kernels and dev.type in ("cpu", "cuda"):
         from . import kernel_params
         cuda = dev.type == "cuda" or bool(config.cuda_emulate)   # (the emulator's programs are CUDA's)
         # the kernel forms of the lowering's first build, taken where valid
         # at this size, and robust own ones elsewhere (src/codegen/cuda.c
-        # `take_row_forms`): a size whose forms differ shares a later build
+        # `take_row_forms`): the sizes whose forms differ share a second build
         forms, robust = template.forms, True
 
         def build(program):
@@ -190,7 +190,7 @@ def _from_template(given, path):
             return got[0]
     try:
         cg = pipeline._finish(pipeline._program(desc, "kn_", dev, " (a symbolic lowering filled in)", forms,
-                                                bool(robust)),
+                                                robust),
                               constants, single, dev, t0, build)
         if hit and hit[0]:
             # (no trace, no native build: counted as a size plan, not a compile)

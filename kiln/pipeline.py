@@ -189,8 +189,9 @@ def _program(desc, prefix, device, origin="", forms=None, robust=False):
 def _compile(desc, prefix, device, forms=None, robust=False):
     """The C core on desc.  CUDA, a size of a symbolic lowering (issue 17,
     src/codegen/cuda.c `take_row_forms`): forms, the Program.forms of the
-    build this size should share (its kernels take them where valid at its
-    sizes); robust, the lowering's first build (rows take a warp at least)."""
+    lowering's first build (its kernels take them where valid at its
+    sizes); robust, own forms every size of the lowering takes alike (rows a
+    warp at least, flat kernels 4 lanes at most)."""
     if device.type == "cpu" and config.cuda_emulate:
         # tests: the CUDA renderer's kernels, run by the CPU emulator
         program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132, config.cuda_row_registers,

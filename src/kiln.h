@@ -385,11 +385,11 @@ struct kn_ctx {
     int cuda;                 /* target: 0 C for the CPU, 1 CUDA C */
     int cuda_sms;             /* CUDA: multiprocessors of the device (launch sizing) */
     int cuda_row_regs;        /* CUDA: rows that fit are held in registers (cuda.c) */
-    /* CUDA, a size of a symbolic lowering (issue 17; cuda.c `take_forms`):
-       the forms of the build it should share, KN_FORM_N ints per kernel
-       (NULL: none yet), and whether rows take a warp at least whatever
-       their length (the lowering's first build: its forms then hold for
-       longer rows too) */
+    /* CUDA, a size of a symbolic lowering (issue 17; cuda.c `take_row_forms`):
+       the forms of the lowering's first build, KN_FORM_N ints per kernel
+       (NULL: none yet), and whether the kernels' own forms are robust (rows
+       a warp at least, flat kernels 4 lanes at most), so that sizes of
+       other lengths take them too */
     const int32_t *cuda_forms;
     int cuda_nforms;
     int cuda_robust;

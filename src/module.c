@@ -52,8 +52,8 @@ py_compile(PyObject *self, PyObject *args)
     c.cuda = cuda;
     c.cuda_sms = sms;
     c.cuda_row_regs = row_regs;
-    /* a size of a symbolic lowering: the forms of the build it should share
-       (Program.forms of that build's first size), or a first build's robust ones */
+    /* a size of a symbolic lowering: the forms of the lowering's first build
+       (its Program.forms), taken where valid; robust own forms elsewhere */
     if (forms.buf != NULL && forms.len % (Py_ssize_t)(sizeof(int32_t) * KN_FORM_N) == 0) {
         c.cuda_forms = forms.buf;
         c.cuda_nforms = (int)(forms.len / (Py_ssize_t)sizeof(int32_t));
