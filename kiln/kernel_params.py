@@ -526,8 +526,10 @@ def build(template, program, symvals, device=None):
     for vals in template.probes(symvals):
         desc = template.describe_at(vals)
         if desc is not None:
-            # (with this size's kernel forms: a probe differs in literals only)
-            probes.append(pipeline._compile(desc, "kn_", template.device, program.forms or None).source)
+            # (with this size's kernel forms and fusion: a probe differs in
+            # literals only)
+            probes.append(pipeline._compile(desc, "kn_", template.device, program.forms or None, False,
+                                            program.fusion).source)
     made = make(program.source, probes, cuda=cuda)
     params = made.match(program.source) if made is not None else None
     if params is None:
@@ -558,9 +560,11 @@ def build(template, program, symvals, device=None):
         return None
     made.so = so
     template.builds.append(made)
-    if template.forms is None:
-        # (later sizes take the first build's kernel forms where valid)
+    if template.fusion is None:
+        # (later sizes take the first build's fusion, and its kernel forms
+        # where valid)
         template.forms = program.forms or None
+        template.fusion = program.fusion
     counters.counts["parametric_builds"] += 1
     if logs.on("dynamic"):
         logs.emit("dynamic", "a parametric build of %d kernels: %d size literals read as parameters",

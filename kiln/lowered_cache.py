@@ -165,7 +165,7 @@ def _from_template(given, path):
     t0 = time.perf_counter()
     build = None
     hit = []
-    forms, robust = None, False
+    forms, robust, fusion = None, False, None
     if config.parametric_kernels and dev.type in ("cpu", "cuda"):
         from . import kernel_params
         cuda = dev.type == "cuda" or bool(config.cuda_emulate)   # (the emulator's programs are CUDA's)
@@ -173,6 +173,9 @@ def _from_template(given, path):
         # at this size, and robust own ones elsewhere (src/codegen/cuda.c
         # `take_row_forms`): the sizes whose forms differ share a second build
         forms, robust = template.forms, True
+        # and its fusion: two extents equal at this size alone fuse nowhere
+        # (src/compile/fuse.c), so such a size shares the builds too
+        fusion = template.fusion
 
         def build(program):
             if not program.num_kernels:
@@ -190,7 +193,7 @@ def _from_template(given, path):
             return got[0]
     try:
         cg = pipeline._finish(pipeline._program(desc, "kn_", dev, " (a symbolic lowering filled in)", forms,
-                                                robust),
+                                                robust, fusion),
                               constants, single, dev, t0, build)
         if hit and hit[0]:
             # (no trace, no native build: counted as a size plan, not a compile)

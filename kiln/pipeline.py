@@ -169,13 +169,13 @@ def _describe(gm, device):
         return fx_bridge.describe(gm, device.type)
 
 
-def _program(desc, prefix, device, origin="", forms=None, robust=False):
+def _program(desc, prefix, device, origin="", forms=None, robust=False, fusion=None):
     """desc -> a Program (C for the CPU; CUDA C for a CUDA device, see
     kiln/cuda.py for the build).  Raises on failure.  origin: where desc
     came from, for the kernels log (the lowered-graph disk cache).  forms,
-    robust: CUDA, a size of a symbolic lowering (see `_compile`)."""
+    robust, fusion: a size of a symbolic lowering (see `_compile`)."""
     with phase("c_core"):
-        program = _compile(desc, prefix, device, forms, robust)
+        program = _compile(desc, prefix, device, forms, robust, fusion)
     if "loops" in config.dump:
         logs.emit("kernels", "loops%s:\n%s", origin, program.loops, force=True, level=logs.DEBUG)
     if "code" in config.dump or logs.on("kernels"):
@@ -186,23 +186,27 @@ def _program(desc, prefix, device, origin="", forms=None, robust=False):
     return program
 
 
-def _compile(desc, prefix, device, forms=None, robust=False):
-    """The C core on desc.  CUDA, a size of a symbolic lowering (issue 17,
-    src/codegen/cuda.c `take_row_forms`): forms, the Program.forms of the
-    lowering's first build (its kernels take them where valid at its
-    sizes); robust, own forms every size of the lowering takes alike (rows a
-    warp at least, flat kernels 4 lanes at most)."""
+def _compile(desc, prefix, device, forms=None, robust=False, fusion=None):
+    """The C core on desc.  A size of a symbolic lowering (issue 17) takes
+    its lowering's first build's decisions, so that its kernels are written
+    alike: fusion, that build's Program.fusion (a buffer joins a kernel only
+    where it joined there: src/compile/fuse.c); on CUDA forms, its
+    Program.forms (its kernels take them where valid at its sizes:
+    src/codegen/cuda.c `take_row_forms`), and robust, own forms every size
+    of the lowering takes alike (rows a warp at least, flat kernels 4 lanes
+    at most)."""
     if device.type == "cpu" and config.cuda_emulate:
         # tests: the CUDA renderer's kernels, run by the CPU emulator
         program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132, config.cuda_row_registers,
-                             forms, robust)
+                             forms, robust, fusion)
     elif device.type == "cuda":
         from . import cuda
         index = device.index if device.index is not None else torch.cuda.current_device()
         program = _C.compile(desc, prefix, "loops" in config.dump, False, True, cuda.sms(index),
-                             config.cuda_row_registers, forms, robust)
+                             config.cuda_row_registers, forms, robust, fusion)
     else:
-        program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear)
+        program = _C.compile(desc, prefix, "loops" in config.dump, config.packed_linear, False, 0, True, None, False,
+                             fusion)
     return program
 
 

@@ -234,6 +234,7 @@ class Template:
         self.build_failures = 0
         self.extern_sizes = 0  # sizes filled in whose programs have no kernels (all extern calls)
         self.forms = None     # CUDA: the first build's kernel forms, which later sizes take (pipeline._compile)
+        self.fusion = None    # and its fusion (where each buffer joined a kernel)
 
     # the disk cache (kiln/dynamic.py keys it by the symbolic graph): what a
     # new process needs to fill the lowering in without tracing it again

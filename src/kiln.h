@@ -393,6 +393,16 @@ struct kn_ctx {
     const int32_t *cuda_forms;
     int cuda_nforms;
     int cuda_robust;
+    /* A size of a symbolic lowering (issue 17; fuse.c): the fusion of the
+       lowering's first build, one byte per KERNEL step of the lowered step
+       list (1: its buffer joined the kernel before it), NULL for none.  A
+       buffer joins only where it joined there, so that two extents equal at
+       one size only (a sequence of 256 and a hidden size of 256) fuse at no
+       size.  fuse_bits: this compile's own decisions (Program.fusion). */
+    const uint8_t *fuse_ref;
+    int fuse_nref;
+    uint8_t *fuse_bits;
+    int fuse_nbits;
 };
 
 kn_buf *kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *size);

@@ -1,10 +1,12 @@
 /* module.c — the kiln._C extension module: entry points called by kiln's
  * Python shell.
  *
- *   compile(desc, prefix, want_loops[, packed_linear, cuda, sms, row_regs]) -> Program
- *                                                   parse, lower, fuse, plan, generate C
+ *   compile(desc, prefix, want_loops[, packed_linear, cuda, sms, row_regs, forms, robust, fusion])
+ *                                                   -> Program: parse, lower, fuse, plan, generate C
  *                                                   (CUDA C when cuda: sms sizes launches,
- *                                                   row_regs keeps rows in registers)
+ *                                                   row_regs keeps rows in registers; forms,
+ *                                                   robust, fusion: a size of a symbolic
+ *                                                   lowering takes its first build's)
  *   build(units, cache_dir, cc, cflags, salt, jobs) -> (so_path, was_cached)
  *   prelude() -> str                                text heading every generated unit
  *   prelude_cuda() -> str                           text heading every generated CUDA program
@@ -43,9 +45,9 @@ py_compile(PyObject *self, PyObject *args)
     PyObject *desc;
     const char *prefix;
     int want_loops, packed_linear = 0, cuda = 0, sms = 0, row_regs = 1, robust = 0;
-    Py_buffer forms = {0};
-    if (!PyArg_ParseTuple(args, "O!sp|ppipz*p", &PyTuple_Type, &desc, &prefix, &want_loops, &packed_linear, &cuda, &sms,
-                          &row_regs, &forms, &robust))
+    Py_buffer forms = {0}, fusion = {0};
+    if (!PyArg_ParseTuple(args, "O!sp|ppipz*pz*", &PyTuple_Type, &desc, &prefix, &want_loops, &packed_linear, &cuda,
+                          &sms, &row_regs, &forms, &robust, &fusion))
         return NULL;
     kn_ctx c;
     memset(&c, 0, sizeof c);
@@ -59,9 +61,15 @@ py_compile(PyObject *self, PyObject *args)
         c.cuda_nforms = (int)(forms.len / (Py_ssize_t)sizeof(int32_t));
     }
     c.cuda_robust = robust;
+    /* a size of a symbolic lowering: the first build's fusion (its
+       Program.fusion), whose joins this compile's may not exceed */
+    if (fusion.buf != NULL) {
+        c.fuse_ref = fusion.buf;
+        c.fuse_nref = (int)fusion.len;
+    }
     c.packed_linear = !cuda && packed_linear && kn_runtime_packed_linear();
     kn_str src = {0}, loops = {0};
-    PyObject *source = NULL, *loops_s = NULL, *prog = NULL, *forms_out = NULL;
+    PyObject *source = NULL, *loops_s = NULL, *prog = NULL, *forms_out = NULL, *fusion_out = NULL;
     const char *stage = "setup";
     c.prefix = prefix;
     c.extern_names = PyList_New(0);
@@ -100,11 +108,18 @@ py_compile(PyObject *self, PyObject *args)
     for (int k = 0; cuda && k < c.nkernels; k++)
         memcpy(PyBytes_AS_STRING(forms_out) + sizeof(int32_t) * KN_FORM_N * (size_t)k, c.kernels[k].cu_form,
                sizeof(int32_t) * KN_FORM_N);
-    prog = kn_program_new(&c, desc, source, loops_s, forms_out);
+    /* and where each buffer joined a kernel, for the sizes that should fuse alike */
+    fusion_out = PyBytes_FromStringAndSize((const char *)c.fuse_bits, c.fuse_bits ? c.fuse_nbits : 0);
+    if (fusion_out == NULL)
+        goto done;
+    prog = kn_program_new(&c, desc, source, loops_s, forms_out, fusion_out);
 done:
     if (forms.obj != NULL)
         PyBuffer_Release(&forms);
+    if (fusion.obj != NULL)
+        PyBuffer_Release(&fusion);
     Py_XDECREF(forms_out);
+    Py_XDECREF(fusion_out);
     Py_XDECREF(source);
     Py_XDECREF(loops_s);
     kn_str_free(&src);

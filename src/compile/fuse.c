@@ -407,17 +407,35 @@ schedule_empty(kn_ctx *c, kn_buf *b, int cur_step)
     return cur_step + 1;
 }
 
+/* The join decisions are recorded per KERNEL step (c->fuse_bits), and a
+   reference's (c->fuse_ref, a size of a symbolic lowering: its first
+   build's) restrict this compile's: a buffer tries to join the open kernel
+   only where it joined in the reference.  Not joining is always sound (each
+   buffer its own kernel is the unfused program), so the reference only
+   removes fusions: those that hold at this size alone.  A reference of
+   another length (a lowering that realized other buffers at this size) is
+   not used. */
 int
 kn_fuse(kn_ctx *c)
 {
     kn_step *old = c->steps;
     int nold = c->nsteps;
+    int nk = 0;
+    for (int i = 0; i < nold; i++)
+        nk += old[i].kind == KN_ST_KERNEL;
+    c->fuse_bits = kn_alloc(&c->arena, (size_t)(nk > 0 ? nk : 1));
+    if (c->fuse_bits == NULL)
+        return -1;
+    memset(c->fuse_bits, 0, (size_t)(nk > 0 ? nk : 1));
+    c->fuse_nbits = nk;
+    const uint8_t *ref = c->fuse_ref != NULL && c->fuse_nref == nk ? c->fuse_ref : NULL;
     c->steps = NULL;
     c->nsteps = c->stepcap = 0;
     kn_kernel *cur = NULL;
-    int cur_k = -1, cur_step = -1;
+    int cur_k = -1, cur_step = -1, q = -1;
     for (int i = 0; i < nold; i++) {
         kn_step *st = &old[i];
+        q += st->kind == KN_ST_KERNEL;
         if (st->kind != KN_ST_KERNEL) {
             if (cur)
                 finish_kernel(c, cur);
@@ -441,11 +459,13 @@ kn_fuse(kn_ctx *c)
         }
         if (cur) {
             /* a kernel index may move when the array grows: refetch */
-            int j = try_join(c, cur, b);
+            int j = ref == NULL || ref[q] ? try_join(c, cur, b) : 0;
             if (j < 0)
                 return -1;
-            if (j)
+            if (j) {
+                c->fuse_bits[q] = 1;
                 continue;
+            }
             finish_kernel(c, cur);
         }
         cur = new_kernel(c, b);

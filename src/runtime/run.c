@@ -242,6 +242,7 @@ typedef struct {
     PyObject *stats;           /* dict */
     PyObject *loops;           /* str (KILN_DUMP=loops) */
     PyObject *forms;           /* bytes: each CUDA kernel's forms (kn_kernel.cu_form), b"" for C */
+    PyObject *fusion;          /* bytes: per KERNEL step of the lowering, 1 where it joined (fuse.c) */
     PyObject *library;
     int nbufs, nsteps, nkernels, ninputs, noutputs;
     rbuf *bufs;
@@ -351,6 +352,7 @@ program_dealloc(ProgramObject *self)
     Py_XDECREF(self->stats);
     Py_XDECREF(self->loops);
     Py_XDECREF(self->forms);
+    Py_XDECREF(self->fusion);
     Py_XDECREF(self->library);
     Py_XDECREF(self->outputs);
     Py_XDECREF(self->arena_cache);
@@ -397,7 +399,7 @@ PyTypeObject kn_ProgramType;
 /* Build a Program from a compiled context.  Borrows c; `desc` is the graph
    description (its node tuples carry op, call args and kwargs). */
 PyObject *
-kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyObject *forms)
+kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyObject *forms, PyObject *fusion)
 {
     ProgramObject *p = PyObject_New(ProgramObject, &kn_ProgramType);
     if (p == NULL)
@@ -407,6 +409,7 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyO
     p->source = Py_NewRef(source);
     p->loops = Py_NewRef(loops);
     p->forms = Py_NewRef(forms);
+    p->fusion = Py_NewRef(fusion);
     p->prefix = PyUnicode_FromString(c->prefix);
     p->nbufs = c->nbufs;
     p->nsteps = c->nsteps;
@@ -1964,6 +1967,9 @@ static PyMemberDef program_members[] = {
     {"loops", T_OBJECT, offsetof(ProgramObject, loops), READONLY, "loop-IR dump"},
     {"forms", T_OBJECT, offsetof(ProgramObject, forms), READONLY,
      "each CUDA kernel's forms (int32 x KN_FORM_N, codegen/cuda.c), for compile(..., forms)"},
+    {"fusion", T_OBJECT, offsetof(ProgramObject, fusion), READONLY,
+     "per KERNEL step of the lowering, 1 where its buffer joined the kernel before it (compile/fuse.c), "
+     "for compile(..., fusion)"},
     {"library", T_OBJECT, offsetof(ProgramObject, library), READONLY, "the loaded Library"},
     {"num_kernels", T_INT, offsetof(ProgramObject, nkernels), READONLY, "number of generated kernels"},
     {"cuda", T_INT, offsetof(ProgramObject, cuda), READONLY, "1 for a CUDA program"},

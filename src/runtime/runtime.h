@@ -27,7 +27,8 @@ extern PyTypeObject kn_LibraryType;    /* kiln._C.Library(path): a dlopen'ed sha
 extern PyTypeObject kn_ProgramType;    /* kiln._C.Program: a compiled graph, callable once loaded */
 /* A Program from a finished compilation (lowered, fused, planned; source
    and KILN_DUMP=loops text generated); copies what it needs from c. */
-PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyObject *forms);
+PyObject *kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyObject *forms,
+                         PyObject *fusion);
 /* kiln._C.set_runtime / set_fast_runtime / set_cuda_stream / set_linear_mode:
    torch's entry points, handed over once by kiln's Python shell */
 PyObject *kn_py_set_runtime(PyObject *self, PyObject *args);

@@ -374,3 +374,41 @@ def test_a_cuda_program_reports_its_kernels_forms():
     again = _C.compile(desc, "kn_", False, False, True, 132, True, robust.forms)
     assert again.forms == robust.forms and again.source == robust.source
     assert _C.compile(desc, "kn_", False).forms == b""   # (C for the CPU)
+
+
+@pytest.mark.parametrize("emulate", [False, True])
+def test_extents_equal_at_one_size_fuse_at_none(monkeypatch, emulate):
+    # at s == 8 the (s, 8) and (8, s) loops have the same extents and would
+    # fuse; a size takes the first build's fusion (src/compile/fuse.c), so
+    # that size shares the build instead of making one of its own (as BERT's
+    # sequence of 256 did with its hidden size of 256 on the GPU)
+    monkeypatch.setattr(config, "cuda_emulate", emulate)
+
+    def f(x):
+        return torch.sin(x) * 2, torch.cos(x.t()) + 1
+
+    cf = kiln.compile(f, dynamic=True)
+    for s in (5, 6, 9, 8, 7, 12):
+        x = torch.randn(s, 8)
+        for got, want in zip(cf(x), f(x)):
+            torch.testing.assert_close(got, want)
+    st = kiln.stats()
+    assert st["fallbacks"] == 0, st
+    assert st["parametric_builds"] == 1 and st["parametric_hits"] == 5, st   # (2 builds before)
+
+
+def test_a_program_reports_its_fusion_and_takes_a_given_one():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kiln import _C, pipeline
+    gm = make_fx(lambda x: (torch.sin(x) * 2, torch.cos(x.t()) + 1))(torch.randn(8, 8))
+    desc, _, _ = pipeline._describe(gm, torch.device("cpu"))
+    own = _C.compile(desc, "kn_", False)
+    assert own.fusion.count(1) >= 1 and own.num_kernels == 1   # (equal extents: one kernel)
+    apart = _C.compile(desc, "kn_", False, False, False, 0, True, None, False, bytes(len(own.fusion)))
+    assert apart.fusion == bytes(len(own.fusion)) and apart.num_kernels == 2
+    again = _C.compile(desc, "kn_", False, False, False, 0, True, None, False, own.fusion)
+    assert again.source == own.source
+    # a reference of another length (a lowering that realized other buffers) is not used
+    other = _C.compile(desc, "kn_", False, False, False, 0, True, None, False, bytes(len(own.fusion) + 1))
+    assert other.source == own.source
