@@ -132,6 +132,63 @@ plan_inplace(kn_ctx *c)
 }
 
 
+/* The extern ops that return fresh tensors and keep no reference to their
+   tensor arguments once they return (prefixes of the op's name).  A value
+   computed only for them (and kiln's kernels) may live in the arena, its
+   tensor a view of the call's arena, so that a call allocates, and faults
+   in, no fresh pages for it: allocated per call, such a value was fresh
+   memory from the C library (a transformer's FFN activations, each several
+   MB), a good part of BERT's steady call on the CPU. */
+static const char *const fresh_externs[] = {
+    "aten.mm.", "aten.addmm.", "aten.bmm.", "aten.baddbmm.", "aten.convolution.", "kiln.attention.",
+    "aten._scaled_dot_product_flash_attention_for_cpu.", NULL,
+};
+
+static int
+fresh_extern(kn_ctx *c, const kn_step *st)
+{
+    if (st->kind == KN_ST_LINEAR)
+        return 1;   /* oneDNN's packed linear or aten.addmm/mm (run.c run_linear) */
+    if (st->kind != KN_ST_EXTERN || st->node < 0)
+        return 0;
+    const char *t = c->g.nodes[st->node].target;
+    for (int k = 0; fresh_externs[k]; k++)
+        if (strncmp(t, fresh_externs[k], strlen(fresh_externs[k])) == 0)
+            return 1;
+    return 0;
+}
+
+/* Mark the values that need a tensor only to be read by fresh_externs
+   (directly or through an alias view) and kiln's kernels, and are no
+   output (nor an output's base), not written in place of an extern result:
+   they take arena blocks like any other intermediate.  CPU only (a GPU's
+   caching allocator hands out warm memory already). */
+static void
+plan_arena_tensors(kn_ctx *c)
+{
+    for (int i = 0; i < c->nbufs; i++) {
+        kn_buf *b = c->bufs[i];
+        b->arena_tensor = !c->cuda && b->needs_tensor == 1 && !b->is_output && b->inplace_of < 0 && !b->local &&
+                          (b->kind == KN_B_POINTWISE || b->kind == KN_B_REDUCTION) && b->first >= 0;
+    }
+    for (int i = 0; i < c->nbufs; i++) {
+        kn_buf *a = c->bufs[i];
+        if (a->kind == KN_B_ALIAS && a->base >= 0 && a->is_output)
+            c->bufs[a->base]->arena_tensor = 0;
+    }
+    for (int s = 0; s < c->nsteps; s++) {
+        kn_step *st = &c->steps[s];
+        if (st->kind == KN_ST_KERNEL || fresh_extern(c, st))
+            continue;
+        for (int j = 0; j < st->nin; j++) {
+            kn_buf *b = c->bufs[st->in[j]];
+            b->arena_tensor = 0;
+            if (b->kind == KN_B_ALIAS && b->base >= 0)
+                c->bufs[b->base]->arena_tensor = 0;
+        }
+    }
+}
+
 static void
 note_loads(kn_ctx *c, kn_expr *e, int step, int kernel, uint32_t gen)
 {
@@ -221,6 +278,11 @@ kn_plan(kn_ctx *c)
                 b->local = 0;
         }
     }
+    /* values written in place of a dying extern result need no storage of
+       their own; the others that need a tensor may live in the arena */
+    if (plan_inplace(c) < 0)
+        return -1;
+    plan_arena_tensors(c);
     /* arena: first-fit reuse of blocks whose owner died before */
     typedef struct {
         int64_t off, size;
@@ -234,7 +296,7 @@ kn_plan(kn_ctx *c)
     for (int s = 0; s < c->nsteps; s++) {
         for (int i = 0; i < c->nbufs; i++) {
             kn_buf *b = c->bufs[i];
-            if (b->first != s || b->local || b->is_output || b->needs_tensor)
+            if (b->first != s || b->local || b->is_output || (b->needs_tensor && !b->arena_tensor))
                 continue;
             if (b->kind != KN_B_POINTWISE && b->kind != KN_B_REDUCTION)
                 continue;
@@ -256,5 +318,5 @@ kn_plan(kn_ctx *c)
         }
     }
     c->arena_bytes = top;
-    return plan_inplace(c);
+    return 0;
 }

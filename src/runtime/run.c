@@ -189,6 +189,7 @@ typedef struct {
     int first, last;
     int extern_index;
     int inplace_of;            /* take this buffer's tensor instead of allocating */
+    int arena_view;            /* its tensor a view of the call's arena (plan.c plan_arena_tensors) */
 } rbuf;
 
 typedef struct {
@@ -483,7 +484,8 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyO
         r->last = b->last;
         r->extern_index = b->extern_index;
         r->inplace_of = b->inplace_of;
-        r->own_tensor = (b->kind == KN_B_POINTWISE || b->kind == KN_B_REDUCTION) &&
+        r->arena_view = b->arena_tensor && b->arena_off >= 0;
+        r->own_tensor = (b->kind == KN_B_POINTWISE || b->kind == KN_B_REDUCTION) && !r->arena_view &&
                         (b->is_output || b->needs_tensor) && !(b->local && !b->is_output && !b->needs_tensor);
         if (b->kind == KN_B_POINTWISE || b->kind == KN_B_REDUCTION) {
             if (!r->own_tensor && b->arena_off < 0 && !b->local)
@@ -543,7 +545,7 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyO
         if (r->own_tensor && r->first >= 0 && append_int(&p->steps[r->first].alloc, &p->steps[r->first].nalloc, i) < 0)
             goto error;
         int releasable = !r->is_output && r->last >= 0 &&
-                         (r->own_tensor || r->kind == KN_B_EXTERN || r->kind == KN_B_ALIAS);
+                         (r->own_tensor || r->arena_view || r->kind == KN_B_EXTERN || r->kind == KN_B_ALIAS);
         if (releasable && append_int(&p->steps[r->last].free_after, &p->steps[r->last].nfree, i) < 0)
             goto error;
     }
@@ -899,7 +901,29 @@ poll_errors(ProgramObject *self, int synchronized)
 typedef struct {
     void **ptr;
     PyObject **obj;
+    PyObject *arena;                 /* the call's arena tensor (uint8), borrowed */
+    PyObject *typed[KN_NDTYPES];     /* views of it as each dtype, made on first use */
 } frame;
+
+/* The tensor of arena buffer i: a view of the call's arena (new ref). */
+static PyObject *
+arena_view(ProgramObject *p, frame *f, int i)
+{
+    rbuf *r = &p->bufs[i];
+    if (f->arena == NULL || r->dt < 0 || r->dt >= KN_NDTYPES || r->arena_off % kn_dtypes[r->dt].size) {
+        KN_INTERNAL("arena buffer %d has no arena view", i);
+        return NULL;
+    }
+    if (f->typed[r->dt] == NULL) {
+        PyObject *dt = PyTuple_GET_ITEM(rt_dtypes, r->dt);
+        f->typed[r->dt] = PyObject_CallMethod(f->arena, "view", "O", dt);
+        if (f->typed[r->dt] == NULL)
+            return NULL;
+    }
+    long long off = (long long)(r->arena_off / kn_dtypes[r->dt].size);
+    return PyObject_CallFunction(rt_reinterpret ? rt_reinterpret : rt_as_strided, "OOOL", f->typed[r->dt], r->size,
+                                 r->stride, off);
+}
 
 static int
 data_ptr(PyObject *t, void **out)
@@ -927,6 +951,13 @@ buffer_object(ProgramObject *p, frame *f, int i)
     if (f->obj[i])
         return Py_NewRef(f->obj[i]);
     rbuf *r = &p->bufs[i];
+    if (r->arena_view) {
+        PyObject *v = arena_view(p, f, i);
+        if (v == NULL)
+            return NULL;
+        f->obj[i] = v;
+        return Py_NewRef(v);
+    }
     if (r->kind == KN_B_ALIAS) {
         PyObject *base = buffer_object(p, f, r->base);
         if (base == NULL)
@@ -1468,6 +1499,8 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     }
     memset(f.ptr, 0, sizeof(void *) * (size_t)n);
     memset(f.obj, 0, sizeof(PyObject *) * (size_t)n);
+    f.arena = NULL;
+    memset(f.typed, 0, sizeof f.typed);
     /* the call's error record, pointer n of the frame: kernels record a bad
        index or an integer division by zero there (codegen/prelude.h) */
     int64_t err[3] = {0, 0, 0};
@@ -1541,6 +1574,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         void *base;
         if (data_ptr(arena, &base) < 0)
             goto done;
+        f.arena = arena;
         for (int i = 0; i < n; i++)
             if (self->bufs[i].arena_off >= 0 && !self->bufs[i].own_tensor)
                 f.ptr[i] = (char *)base + self->bufs[i].arena_off;
@@ -1681,6 +1715,8 @@ done:
         memcpy(self->emu_err, err, sizeof err); /* raised at the next call */
     for (int i = 0; i < n; i++)
         Py_XDECREF(f.obj[i]);
+    for (int d = 0; d < KN_NDTYPES; d++)
+        Py_XDECREF(f.typed[d]);
     if (arena && !self->cuda) {
         arena_give(arena, arena_have);
     } else if (arena) {

@@ -48,3 +48,58 @@ def test_sizes_of_a_graph_alternating_share_arenas_soundly():
         x, y = torch.randn(n, k), torch.randn(k, m)
         for g, w in zip(cf(x, y), f(x, y)):
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+def _program(fn, *args):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kiln import pipeline
+    gm = make_fx(fn)(*args)
+    desc, _, _ = pipeline._describe(gm, torch.device("cpu"))
+    return pipeline._program(desc, "kn_", torch.device("cpu"))
+
+
+def test_a_value_read_only_by_matmuls_lives_in_the_arena():
+    # a layer norm's output is computed by a kernel and read only by an
+    # extern matmul, which returns a fresh tensor: its tensor is a view of
+    # the call's arena (src/compile/plan.c plan_arena_tensors), so a call
+    # takes no fresh memory for it
+    def norm(t):
+        return (t - t.mean(-1, keepdim=True)) * torch.rsqrt(t.var(-1, keepdim=True, unbiased=False) + 1e-5)
+
+    def mlp(x, w1, w2):
+        return norm(norm(x) @ w1) @ w2
+
+    x, w1, w2 = torch.randn(64, 32), torch.randn(32, 128), torch.randn(128, 16)
+    p = _program(mlp, x, w1, w2)
+    assert p.stats["arena_bytes"] >= 64 * 128 * 4, p.stats
+    torch.manual_seed(0)
+    cf = kiln.compile(mlp)
+    outs = []
+    for _ in range(3):
+        x = torch.randn(64, 32)
+        outs.append((cf(x, w1, w2), mlp(x, w1, w2)))
+    for got, want in outs:   # (earlier outputs untouched by later calls)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_value_an_output_views_or_another_op_reads_keeps_its_own_tensor():
+    # an output that is a view of the value, or an extern that may keep or
+    # return its argument (not a matmul), leaves the value its own tensor
+    def viewed(x, w):
+        h = torch.tanh(x) * 2
+        return h @ w, h.t()
+
+    def sorted_(x, w):
+        h = torch.tanh(x) * 2
+        return h @ w, torch.sort(h, -1)[0]
+
+    x, w = torch.randn(16, 8), torch.randn(8, 4)
+    for fn in (viewed, sorted_):
+        p = _program(fn, x, w)
+        assert p.stats["arena_bytes"] < 16 * 8 * 4, (fn.__name__, p.stats)
+        cf = kiln.compile(fn)
+        for _ in range(2):
+            x = torch.randn(16, 8)
+            for got, want in zip(cf(x, w), fn(x, w)):
+                torch.testing.assert_close(got, want)
