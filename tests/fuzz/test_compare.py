@@ -165,3 +165,21 @@ def test_an_infinity_from_eagers_own_rounding_is_rounding():
     # the finite elements are still compared
     bad = torch.tensor([-6.3125, -2.5], dtype=torch.bfloat16)
     assert not (close(a, bad, ref=(exact, moved)) or "").startswith("rounding: eager")
+
+
+def test_an_integer_division_by_zero_is_no_miss_under_the_cuda_emulator(monkeypatch):
+    # the emulated GPU's kernels do not raise on an integer division by
+    # zero, as a GPU's do not (ATen's CUDA semantics): eager on the CPU
+    # raising it is not a kiln miss there, and is one on the CPU
+    from kiln import config
+
+    from .run import compare
+    eager = [{"exc": ("RuntimeError", "ZeroDivisionError", ()), "state": {}, "stdout": ""}]
+    comp = [{"exc": None, "out": None, "alias": set(), "grad": None, "state": {}, "stdout": ""}]
+    monkeypatch.setattr(config, "cuda_emulate", True)
+    assert compare(eager, comp) == []
+    monkeypatch.setattr(config, "cuda_emulate", False)
+    assert [m.kind for m in compare(eager, comp)] == ["no-raise"]
+    other = [{"exc": ("IndexError", "index 9 is out of bounds", ()), "state": {}, "stdout": ""}]
+    monkeypatch.setattr(config, "cuda_emulate", True)
+    assert [m.kind for m in compare(other, comp)] == ["no-raise"]
