@@ -291,7 +291,7 @@ struct kn_buf {
     int input_index;      /* INPUT: position in the argument list */
     int needs_tensor;     /* intermediate consumed by an extern: needs a torch tensor */
     int inplace_of;       /* stored into the tensor of this dying extern result (-1: no) */
-    int arena_tensor;     /* needs a tensor, and lives in the arena (plan.c fresh_consumers): its
+    int arena_tensor;     /* needs a tensor, and lives in the arena (plan.c plan_arena_tensors): its
                              tensor a view of the call's arena, made when an extern takes it */
     int sym;              /* made for a node whose sizes (its own or its inputs') are symbols
                              (kn_meta.sym): its size differs between the sizes compiled, so a
