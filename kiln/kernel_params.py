@@ -47,6 +47,7 @@ bound) are never parameters: a probe that moves one gives no build.
 What is not here: symbolic decisions in the C core itself (stage 3 proper,
 docs/plans/dynamic-shapes.md): it still plans each size.
 """
+import bisect
 import re
 import struct
 from decimal import Decimal
@@ -201,19 +202,21 @@ _EXPR = {"int": "((int)kn_P[%d])", "long": "((long)kn_P[%d])", "i64": "((int64_t
 
 class Build:
     """A parametric source made from two sources of one graph (see the
-    module doc); `so`/`library` are set once it is compiled."""
+    module doc); `so`/`library` are set once it is compiled.  Its
+    parameters are given by where they are in `source` (the first
+    source): holes [(start, end, class, parameter index)] and splits
+    [(start, end, pragma, int parameter index)]."""
 
-    def __init__(self, toks, holes, splits, text, source):
-        self.toks = [(k, t) for k, t, _, _ in toks]
-        self.holes = holes            # [(token index, class, parameter index)]
-        self.splits = splits          # {position: (pragma, int parameter index)}
+    def __init__(self, holes, splits, text, source):
+        self.holes = holes
+        self.splits = splits
         self.text = text
+        self.source = source
         self.library = None
-        self.at = {i: (cls, j) for i, cls, j in holes}
-        self.scopes = _scopes(toks)
-        self.nfloats = len({j for _, c, j in holes if c in ("f64", "f32")})
-        self.nints = len({j for _, c, j in holes if c not in ("f64", "f32")}) + len(splits)
-        self.plan = _plan(toks, self.at, splits, source)
+        self.nfloats = len({j for _, _, c, j in holes if c in ("f64", "f32")})
+        self.nints = len({j for _, _, c, j in holes if c not in ("f64", "f32")}) + len(splits)
+        self.plan = _plan(holes, splits, source)
+        self._by_token = None
 
     def match(self, source):
         """(ints, floats) making this build compute what `source` does, or
@@ -267,21 +270,33 @@ class Build:
             return None
         return _filled(ints, 0), _filled(floats, 0.0)
 
+    def _by_tokens(self):
+        """(tokens, scopes, {token index: (class, j)}, {position: (pragma, j)})
+        of the first source: the token match's view of the parameters."""
+        if self._by_token is None:
+            toks, _ = tokens(self.source)
+            starts = [t[2] for t in toks]
+            index = {st: i for i, st in enumerate(starts)}
+            at = {index[st]: (cls, j) for st, _, cls, j in self.holes}
+            splits = {bisect.bisect_left(starts, st): (line, j) for st, _, line, j in self.splits}
+            self._by_token = ([(k, t) for k, t, _, _ in toks], _scopes(toks), at, splits)
+        return self._by_token
+
     def _match_tokens(self, source):
         """match() token by token, local names renamed consistently."""
+        mine, scopes, at, my_splits = self._by_tokens()
         toks, splits = tokens(source)
-        if len(toks) != len(self.toks):
+        if len(toks) != len(mine):
             return None
         ints = [None] * self.nints
         for p, (line, _, _, taken) in splits.items():
-            mine = self.splits.get(p)
-            if mine is None or mine[0] != line:
+            m = my_splits.get(p)
+            if m is None or m[0] != line:
                 return None
-            ints[mine[1]] = int(taken)
+            ints[m[1]] = int(taken)
         floats = [None] * self.nfloats
-        at = self.at
         names = _Renaming()
-        for i, ((k, t, _, _), (k0, t0), sc) in enumerate(zip(toks, self.toks, self.scopes)):
+        for i, ((k, t, _, _), (k0, t0), sc) in enumerate(zip(toks, mine, scopes)):
             h = at.get(i)
             if h is None:
                 if k == k0 == "id" and _LOCAL.fullmatch(t0):
@@ -305,23 +320,25 @@ _LIT_MATCH = {c: re.compile(r) for c, r in {
 _WS = re.compile(r"\s*")
 
 
-def _plan(toks, at, splits, source):
+def _plan(holes, splits, source):
     """_match_plain's steps: [("text", text, None) | ("split", pragma, j) |
     (class, class, j)] in source order: the text between holes as it is,
     a split (the pragma, its kn:serial comment or nothing, with the
     whitespace around it), a parameter's literal."""
     out, pos = [], 0
-    for i in sorted(set(at) | set(splits)):
-        if i in splits:
-            end = toks[i - 1][3] if i > 0 else 0
-            out.append(("text", source[pos:end], None))
-            out.append(("split", splits[i][0], splits[i][1]))
-            pos = toks[i][2] if i < len(toks) else len(source)
-        h = at.get(i)
-        if h is not None:
-            out.append(("text", source[pos:toks[i][2]], None))
-            out.append((h[0], h[0], h[1]))
-            pos = toks[i][3]
+    for start, end, kind, j in sorted([(st, e, ("split", line), j) for st, e, line, j in splits] +
+                                      [(st, e, (cls,), j) for st, e, cls, j in holes]):
+        if kind[0] == "split":
+            back = start
+            while back > pos and source[back - 1].isspace():
+                back -= 1
+            out.append(("text", source[pos:back], None))
+            out.append(("split", kind[1], j))
+            pos = _WS.match(source, end).end()
+        else:
+            out.append(("text", source[pos:start], None))
+            out.append((kind[0], kind[0], j))
+            pos = end
     out.append(("text", source[pos:], None))
     return [step for step in out if step[0] != "text" or step[1]]
 
@@ -400,12 +417,117 @@ def _fixed(toks):
     return out
 
 
-def make(source, probes, cuda=False):
-    """The parametric Build of `source` whose parameters are the literals
-    and OpenMP splits that differ in any of `probes` (the same graph's
-    sources at other sizes) that differ from it in those only; None when
-    none does.  cuda: a CUDA program's source, whose parameters are every
-    kernel's last argument, kn_S."""
+# make()'s fast scan: a source as the text between its literals, the
+# literals a token of their own (no word character or point before them)
+# that tokens() reads as "num" or "i64"; comments, preprocessor lines and
+# string literals are text (each outer loop's split among them, apart)
+_SCAN = re.compile(r"""(?=[/#"'0-9I.])(?:(/\*.*?\*/|//[^\n]*|\#[^\n]*|"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')
+|(?<![\w.])(INT64_C\(-?\d+\)|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[A-Za-z_]*))""", re.S | re.X)
+_FIXING = re.compile(r"""(?=[/#"'_])(?:(/\*.*?\*/|//[^\n]*|\#[^\n]*|"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')
+|(?<!\w)(__launch_bounds__|__shared__)(?!\w))""", re.S | re.X)
+
+
+def _scan(source):
+    """(texts, seps) of a C source: its literals and each outer loop's OpenMP
+    split (taken or not) as separators, and the text around them
+    (len(seps) + 1 pieces; no whitespace next to a split).  seps:
+    [(kind, text, start, end)], kind "lit" (text: the literal) or "split"
+    (text: the pragma) or "serial" (the same split, not taken)."""
+    texts, seps = [], []
+    pos = 0
+    for m in _SCAN.finditer(source):
+        t = m.group(2)
+        if t is not None:
+            texts.append(source[pos:m.start()])
+            seps.append(("lit", t, m.start(), m.end()))
+            pos = m.end()
+            continue
+        t = m.group(1)
+        if t.startswith("#"):
+            line = t.rstrip()
+            if not _PARFOR.fullmatch(line):
+                continue
+            sep = ("split", line, m.start(), m.start() + len(line))
+        elif t.startswith("/* kn:serial "):
+            c = _SERIAL.fullmatch(t)
+            if c is None:
+                continue
+            sep = ("serial", c.group(1), m.start(), m.end())
+        else:
+            continue
+        texts.append(source[pos:m.start()].rstrip())
+        seps.append(sep)
+        pos = _WS.match(source, sep[3]).end()
+    texts.append(source[pos:])
+    return texts, seps
+
+
+def _fixed_spans(source):
+    """[(start, end)] of a CUDA source's text whose literals must stay
+    constants (as _fixed: `__launch_bounds__(...)`, a `__shared__`
+    declaration up to its `;`)."""
+    out = []
+    for m in _FIXING.finditer(source):
+        if m.group(2) is None:
+            continue
+        if m.group(2) == "__shared__":
+            end = source.find(";", m.end())
+        else:   # (to its closing parenthesis)
+            end, depth = m.end(), 0
+            while end < len(source):
+                c = source[end]
+                end += 1
+                if c == "(":
+                    depth += 1
+                elif c == ")":
+                    depth -= 1
+                    if depth <= 0:
+                        break
+        out.append((m.start(), len(source) if end < 0 else end))
+    return out
+
+
+def _lit_kind(text):
+    return "i64" if text.startswith("INT64_C(") else "num"
+
+
+def _fast_places(source, probes, cuda):
+    """make()'s parameters from the probes that are the source's text but
+    for their literals and which outer loops they split (the C core writes
+    a kernel the same way at every size): (holes [(start, end, class,
+    signature)], splits [(start, end, pragma)], whether a probe splits
+    other loops), or None where no probe is (make() then compares tokens,
+    which allows renamed local names)."""
+    texts, seps = _scan(source)
+    kinds = [k if k == "lit" else "s" + t for k, t, _, _ in seps]
+    fixed = _fixed_spans(source) if cuda else ()
+    where, used, varies = set(), [], False
+    for probe in probes:
+        btexts, bseps = _scan(probe)
+        if btexts != texts or [k if k == "lit" else "s" + t for k, t, _, _ in bseps] != kinds:
+            continue
+        d = [k for k, (x, y) in enumerate(zip(seps, bseps)) if x[1] != y[1] and x[0] == "lit"]
+        ok = True
+        for k in d:
+            la, lb = _literal(_lit_kind(seps[k][1]), seps[k][1]), _literal(_lit_kind(bseps[k][1]), bseps[k][1])
+            if la is None or lb is None or (la[0] != lb[0] and {la[0], lb[0]} != {"int", "long"}) or \
+                    any(a <= seps[k][2] < b for a, b in fixed):
+                ok = False
+                break
+        if ok:
+            where.update(d)
+            used.append(bseps)
+            varies = varies or any(x[0] != y[0] for x, y in zip(seps, bseps))
+    if not used:
+        return None
+    holes = [(seps[k][2], seps[k][3], _literal(_lit_kind(seps[k][1]), seps[k][1])[0],
+              (seps[k][1],) + tuple(b[k][1] for b in used)) for k in sorted(where)]
+    return holes, [(st, e, t) for k, t, st, e in seps if k != "lit"], varies
+
+
+def _token_places(source, probes, cuda):
+    """_fast_places by tokens: a probe may also rename local names, differ in
+    comments and in which outer loops it splits."""
     a, a_splits = tokens(source)
     fixed = _fixed(a) if cuda else ()
     where = set()
@@ -423,7 +545,27 @@ def make(source, probes, cuda=False):
         varies = varies or {p: v[3] for p, v in b_splits.items()} != {p: v[3] for p, v in a_splits.items()}
         for p, (line, _, _, _) in b_splits.items():
             lines.setdefault(p, line)
-    if not where and not varies:
+    holes = [(a[i][2], a[i][3], _literal(a[i][0], a[i][1])[0], (a[i][1],) + tuple(b[i][1] for b in used))
+             for i in sorted(where)]
+    splits = []
+    for p in sorted(lines):
+        if p in a_splits:
+            splits.append((a_splits[p][1], a_splits[p][2], lines[p]))
+        else:   # a line of its own before the loop's
+            at = source.rfind("\n", 0, a[p][2]) + 1
+            splits.append((at, at, lines[p]))
+    return holes, splits, varies
+
+
+def make(source, probes, cuda=False):
+    """The parametric Build of `source` whose parameters are the literals
+    and OpenMP splits that differ in any of `probes` (the same graph's
+    sources at other sizes) that differ from it in those only; None when
+    none does.  cuda: a CUDA program's source, whose parameters are every
+    kernel's last argument, kn_S."""
+    places = _fast_places(source, probes, cuda) or _token_places(source, probes, cuda)
+    holes_at, split_at, varies = places
+    if not holes_at and not varies:
         return None
     # literals of one class whose values agree in the source and every probe
     # share a parameter (the kernels of repeated layers stay identical, so
@@ -431,30 +573,24 @@ def make(source, probes, cuda=False):
     holes = []
     counts = {"i": 0, "f": 0}
     shared = {}
-    for i in sorted(where):
-        cls = _literal(a[i][0], a[i][1])[0]
+    for st, e, cls, sig in holes_at:
         side = "f" if cls in ("f64", "f32") else "i"
-        sig = (cls, a[i][1]) + tuple(b[i][1] for b in used)
-        j = shared.get(sig)
+        j = shared.get((cls,) + sig)
         if j is None:
-            j = shared[sig] = counts[side]
+            j = shared[(cls,) + sig] = counts[side]
             counts[side] += 1
-        holes.append((i, cls, j))
+        holes.append((st, e, cls, j))
     # the edits to source: (start, end, text), in order
     # (a CUDA kernel reads them from its by-value argument kn_S)
     expr = {c: e.replace("kn_", "kn_S.") for c, e in _EXPR.items()} if cuda else _EXPR
-    edits = [(a[i][2], a[i][3], expr[cls] % j) for i, cls, j in holes]
-    splits = {}
-    for p in sorted(lines):
+    edits = [(st, e, expr[cls] % j) for st, e, cls, j in holes]
+    splits = []
+    for st, e, line in split_at:
         j = counts["i"]
         counts["i"] += 1
-        splits[p] = (lines[p], j)
-        cond = f"{lines[p]} if(kn_P[{j}])"
-        if p in a_splits:
-            edits.append((a_splits[p][1], a_splits[p][2], cond))
-        else:   # a line of its own before the loop's
-            at = source.rfind("\n", 0, a[p][2]) + 1
-            edits.append((at, at, cond + "\n"))
+        splits.append((st, e, line, j))
+        cond = f"{line} if(kn_P[{j}])"
+        edits.append((st, e, cond) if e > st else (st, st, cond + "\n"))
     edits.sort(key=lambda e: (e[0], e[1]))
     pieces, pos = [], 0
     for start, end, new in edits:
@@ -485,7 +621,7 @@ def make(source, probes, cuda=False):
         text = "".join(pieces)
         text = (text[:at] + f"\nstruct kn_sizes {{ long long P[{max(1, counts['i'])}]; "
                 f"double F[{max(1, counts['f'])}]; }};\n" + text[at:])
-        return Build(a, holes, splits, text, source)
+        return Build(holes, splits, text, source)
     # each kernel reads the parameters from the two frame pointers after its
     # error record (a kernel without the prologue cannot read them: no build)
     kernels = text.count("\nvoid ")
@@ -495,7 +631,7 @@ def make(source, probes, cuda=False):
                                "  (void)kn_P;\n  (void)kn_F;\n", text)
     if n != kernels:
         return None
-    return Build(a, holes, splits, text, source)
+    return Build(holes, splits, text, source)
 
 
 # ------------------------------------------------------------------ the pipeline's side

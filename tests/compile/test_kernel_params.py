@@ -412,3 +412,43 @@ def test_a_program_reports_its_fusion_and_takes_a_given_one():
     # a reference of another length (a lowering that realized other buffers) is not used
     other = _C.compile(desc, "kn_", False, False, False, 0, True, None, False, bytes(len(own.fusion) + 1))
     assert other.source == own.source
+
+
+@pytest.mark.parametrize("emulate", [False, True])
+def test_the_fast_scan_finds_what_the_token_compare_finds(monkeypatch, emulate):
+    # make() compares the generated sources as text between their literals
+    # (kp._fast_places, a few ms for a large program); tokens
+    # (kp._token_places: renamed local names allowed) only where no probe is
+    # the source's text but for literals and splits.  On the C core's own
+    # sources, with splits that differ between sizes, both find the same
+    # parameters
+    monkeypatch.setattr(config, "cuda_emulate", emulate)
+    seen = []
+    real = kp.make
+
+    def spy(source, probes, cuda=False):
+        seen.append((source, list(probes), cuda))
+        return real(source, probes, cuda)
+
+    monkeypatch.setattr(kp, "make", spy)
+    m = _model()
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b, s in ((3, 6), (4, 7), (5, 5), (3, 8), (6, 6)):
+            x = torch.randn(b, s, 32)
+            torch.testing.assert_close(cm(x), m(x))
+    assert seen, kiln.stats()
+    for source, probes, cuda in seen:
+        fast = kp._fast_places(source, probes, cuda)
+        assert fast is not None and fast[0]
+        assert fast == kp._token_places(source, probes, cuda)
+        built = real(source, probes, cuda)
+        assert built.match(source) == built._match_tokens(source) is not None
+    # a split taken at one size only is a flag, found by both
+    split = "  #pragma omp parallel for schedule(static)\n"
+    serial = "  /* kn:serial #pragma omp parallel for schedule(static) */\n"
+    source, probes = _kernel(5, 64, pragma=split), [_kernel(6, 64, pragma=serial)]
+    assert kp._fast_places(source, probes, False) == kp._token_places(source, probes, False)
+    assert kp._fast_places(source, probes, False)[2] is True
+    # a probe that renames a local is for the token compare only
+    assert kp._fast_places(_kernel(5, 64), [_kernel(6, 64, name="t4")], False) is None
