@@ -8,6 +8,7 @@ nothing of kiln's):
 
     MODEL=bert python benchmarks/diag/first_calls.py
     TC=1 MODEL=bert python benchmarks/diag/first_calls.py   # torch.compile first at each shape
+    EAGER=0 MODEL=cnn python benchmarks/diag/first_calls.py  # kiln alone at each new shape
     DEVICE=cuda DTYPE=bfloat16 SHAPES=6x384,8x32,4x256 python benchmarks/diag/first_calls.py
     py-spy record -r 500 -f raw -o bert.raw -- python benchmarks/diag/first_calls.py
 """
@@ -49,6 +50,9 @@ def main():
     # TC=1: torch.compile called at every shape first, as in the sweep
     # (its compiles leave a large heap for later collections to walk)
     tc = torch.compile(model) if os.environ.get("TC") else None
+    # EAGER=0: no eager call before kiln's first call at a shape (a process
+    # of kiln alone: nothing else warms a library's per-shape plans)
+    eager = os.environ.get("EAGER", "1") != "0"
 
     def sync():
         if dev == "cuda":
@@ -59,7 +63,13 @@ def main():
         for rnd in ("first", "again"):
             for shape in shapes:
                 inputs = dyn.make_inputs(spec, model, example, shape, cfg, 0)
-                model(*inputs)
+                e_ms = None
+                if eager or rnd == "again":
+                    sync()
+                    t = time.perf_counter()
+                    model(*inputs)
+                    sync()
+                    e_ms = (time.perf_counter() - t) * 1e3
                 if tc is not None and rnd == "first":
                     tc(*inputs)
                 sync()
@@ -69,7 +79,8 @@ def main():
                 sync()
                 ms = (time.perf_counter() - t) * 1e3
                 print(f"{name} {rnd} {shape[0]}x{shape[1]}: {ms:.1f} ms"
-                      f" (full collections {_gc['n'] - n0}, {1e3 * (_gc['s'] - s0):.1f} ms)", flush=True)
+                      + (f" (eager's call before it {e_ms:.1f} ms)" if e_ms is not None else "")
+                      + f" (full collections {_gc['n'] - n0}, {1e3 * (_gc['s'] - s0):.1f} ms)", flush=True)
     print({k: v for k, v in kiln.stats().items() if isinstance(v, int) and v})
 
 
