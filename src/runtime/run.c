@@ -237,7 +237,6 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *desc;            /* keeps borrowed objects alive */
     PyObject *source;          /* kernels (without prelude) */
     PyObject *prefix;
     PyObject *stats;           /* dict */
@@ -347,7 +346,6 @@ program_dealloc(ProgramObject *self)
     free(self->fns);
     free(self->node_buf);
     free(self->out_buf);
-    Py_XDECREF(self->desc);
     Py_XDECREF(self->source);
     Py_XDECREF(self->prefix);
     Py_XDECREF(self->stats);
@@ -398,7 +396,11 @@ append_int(int **arr, int *n, int v)
 PyTypeObject kn_ProgramType;
 
 /* Build a Program from a compiled context.  Borrows c; `desc` is the graph
-   description (its node tuples carry op, call args and kwargs). */
+   description (its node tuples carry op, call args and kwargs).  The Program
+   keeps new references to what it runs (an extern step's op and arguments,
+   constant outputs), never desc itself: a symbolic graph's size plans each
+   fill in a description of their own (kiln/template.py), and keeping each
+   alive would leave ~700 objects per size for the collector to walk. */
 PyObject *
 kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyObject *forms, PyObject *fusion)
 {
@@ -406,7 +408,6 @@ kn_program_new(kn_ctx *c, PyObject *desc, PyObject *source, PyObject *loops, PyO
     if (p == NULL)
         return NULL;
     memset((char *)p + sizeof(PyObject), 0, sizeof(ProgramObject) - sizeof(PyObject));
-    p->desc = Py_NewRef(desc);
     p->source = Py_NewRef(source);
     p->loops = Py_NewRef(loops);
     p->forms = Py_NewRef(forms);

@@ -1,6 +1,7 @@
 """A graph with symbolic sizes is lowered to ATen once and that lowering is
 filled in per size (kiln/template.py, issue 17 stage 2): the same results as
 a trace per size, relations the lowering relied on checked per size."""
+import collections
 import random
 
 import pytest
@@ -49,6 +50,28 @@ def _three_sizes(**kw):
             torch.testing.assert_close(cm(x), m(x), atol=1e-5, rtol=1e-5)
     return kiln.stats()
 
+
+
+def test_a_size_plan_leaves_few_objects_for_the_collector():
+    # a serving sweep plans a hundred sizes: each one's filled-in description
+    # (a tuple per node) must die with its call, not live on in the Program,
+    # or the process's full collections walk them all (and come sooner)
+    import gc
+    m = _layer()
+    cm = kiln.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b, s in SHAPES[:3]:
+            cm(torch.randn(b, s, 32))
+        x = torch.randn(6, 11, 32)
+        gc.collect()
+        before = {id(o) for o in gc.get_objects()}
+        cm(x)
+        del x
+        gc.collect()
+        new = [o for o in gc.get_objects() if id(o) not in before]
+    assert kiln.stats()["direct_sizes"] == 3
+    # (the size's entry: its callables, closures, shapes; the graph has ~40 nodes)
+    assert len(new) < 40, sorted(collections.Counter(type(o).__name__ for o in new).items())
 
 def test_direct_sizes_off_take_the_static_path(monkeypatch):
     monkeypatch.setattr(config, "direct_sizes", False)
