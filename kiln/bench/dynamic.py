@@ -4,9 +4,12 @@ Each model is called over a grid of batch sizes x sequence lengths (image
 sides for a vision model), every (batch, size) pair once, in one seeded
 random order that is the same for every compiler:
 
-1. sweep: for each shape in that order, eager (the reference), then
-   ``torch.compile(model)`` (default: inductor, automatic dynamic shapes), then
-   ``kiln.compile(model)``, each called once on the same inputs.  A compiler's
+1. sweep: for each shape in that order, ``torch.compile(model)`` (default:
+   inductor, automatic dynamic shapes) and ``kiln.compile(model)``, then
+   eager (the reference), each called once on the same inputs; torch.compile
+   first at every other shape, last of the compilers at the rest
+   (``call_order``: the first caller at a shape pays what libraries cache
+   for the next, cuDNN's plans above all).  A compiler's
    *sweep time* is the sum of its calls, so the compiles it does along the
    way are included; every output is compared with eager's
    (``measure.compare_outputs``: atol + rtol * scale per dtype).
@@ -239,19 +242,40 @@ class Compilers:
         return None
 
 
-def call_shape(name: str, fn, inputs, ref, session) -> tuple[dict, object]:
-    """One timed call of ``fn`` at a shape, compared with ``ref``; never raises."""
+def call_shape(fn, inputs, session) -> tuple[dict, object]:
+    """One timed call of ``fn`` at a shape; never raises."""
     try:
         ms, out = time_first_call(fn, inputs, session.sync)
     except Exception as exc:
         return {"error": describe_exception(exc)}, None
-    rec = {"ms": ms}
-    if ref is not None and name != "eager":
-        cmp = compare_outputs(ref, out, session.dtype)
-        rec.update(ok=cmp["ok"], max_abs=cmp["max_abs"])
-        if cmp.get("mismatch"):
-            rec["mismatch"] = cmp["mismatch"]
-    return rec, out
+    return {"ms": ms}, out
+
+
+def compare_with(rec: dict, ref, out, session) -> None:
+    """rec updated with out's comparison with ref (eager's output)."""
+    cmp = compare_outputs(ref, out, session.dtype)
+    rec.update(ok=cmp["ok"], max_abs=cmp["max_abs"])
+    if cmp.get("mismatch"):
+        rec["mismatch"] = cmp["mismatch"]
+
+
+def call_order(names: list, i: int) -> list:
+    """The compilers' order at the i-th shape of the sweep: eager last (its
+    output, the reference, is compared with the others' after its call),
+    the others in two orders taken in turn, torch.compile first at even
+    shapes and last at odd ones (kiln's two columns kept together).
+
+    Whoever calls first at a new shape pays per-shape work that libraries
+    cache process-wide for the next caller with the same layout: cuDNN's
+    plan for a convolution at that shape and memory format (about 20 ms a
+    shape for resnet18 on an H100, `benchmarks/diag/cudnn_new_shapes.py`),
+    the caching allocator's growth.  Eager first would have warmed
+    torch.compile's NCHW convolutions at every shape and never kiln's
+    channels-last ones.  dynamo+kiln, after kiln, shares kiln's layouts."""
+    others = [n for n in names if n != "eager"]
+    if i % 2:
+        others = others[1:] + others[:1]
+    return others + (["eager"] if "eager" in names else [])
 
 
 def run_sweep(spec, model, example, order, comps: Compilers, session, bar) -> dict:
@@ -261,12 +285,13 @@ def run_sweep(spec, model, example, order, comps: Compilers, session, bar) -> di
     # the counters are process-wide (TorchDynamo's, kiln's): each compiler's
     # are the sum of what moved during its own calls
     acc = {name: None for name in comps.fns}
-    for shape in order:
+    for i, shape in enumerate(order):
         inputs = make_inputs(spec, model, example, shape, session.cfg, session.args.dyn_seed)
-        ref = None
-        for name, fn in comps.fns.items():
+        outs = {}
+        for name in call_order(list(comps.fns), i):
+            fn = comps.fns[name]
             before = comps.counts(name)
-            rec, out = call_shape(name, fn, inputs, ref, session)
+            rec, out = call_shape(fn, inputs, session)
             if before is not None:
                 d = delta(comps.counts(name), before)
                 acc[name] = d if acc[name] is None else {k: acc[name].get(k, 0) + v for k, v in d.items()}
@@ -274,10 +299,15 @@ def run_sweep(spec, model, example, order, comps: Compilers, session, bar) -> di
                          if v and k not in ("compile_seconds", "cache_hits")}
                 if moved:
                     rec["counters"] = moved
-            if name == "eager":
-                ref = out
             per_shape[name][shape_key(shape)] = rec
+            outs[name] = out
             del out
+        ref = outs.pop("eager", None)
+        if ref is not None:
+            for name, out in outs.items():
+                if out is not None:
+                    compare_with(per_shape[name][shape_key(shape)], ref, out, session)
+        del outs, ref
         bar.update(1)
     totals = {}
     for name, recs in per_shape.items():

@@ -32,6 +32,17 @@ def test_default_grid_is_the_issues_16_by_8_in_one_seeded_order():
     assert dynamic.default_models("cpu") == "bert,gpt2,llama,cnn"
 
 
+def test_eager_calls_last_and_torch_compile_first_at_every_other_shape():
+    # the first caller at a new shape pays what libraries cache for the next
+    # (cuDNN's plan per shape and layout): eager, the reference, calls last,
+    # and torch.compile and kiln take turns at calling first
+    names = ["eager", "torch.compile", "kiln", "dynamo+kiln"]
+    assert dynamic.call_order(names, 0) == ["torch.compile", "kiln", "dynamo+kiln", "eager"]
+    assert dynamic.call_order(names, 1) == ["kiln", "dynamo+kiln", "torch.compile", "eager"]
+    assert dynamic.call_order(names, 2) == dynamic.call_order(names, 0)
+    assert dynamic.call_order(["eager", "kiln"], 1) == ["kiln", "eager"]
+
+
 def test_smoke_sweep_reports_every_shape_and_kiln_equals_eager(tmp_path, capsys):
     out = tmp_path / "dyn.json"
     rc = runner.main(["--dynamic", "--models", "cnn", "--dyn-seqs", "16,24", "--dyn-batches", "2,3",
