@@ -105,6 +105,7 @@ typedef struct {
 } kn_str;
 void kn_str_printf(kn_str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kn_str_free(kn_str *s);
+PyObject *kn_str_printf_check(void);   /* text.c's formatter against libc's: "" when they agree */
 
 /* ---------------------------------------------------------------- scalar ops */
 typedef enum {

@@ -37,6 +37,14 @@ ctx_free(kn_ctx *c)
 }
 
 PyObject *kn_py_index_expr(PyObject *self, PyObject *spec);   /* compile/index_hook.c */
+
+static PyObject *
+py_str_printf_check(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return kn_str_printf_check();
+}
 PyObject *kn_py_test_fault(PyObject *self, PyObject *name);   /* compile/index_hook.c */
 
 static PyObject *
@@ -161,6 +169,9 @@ static PyMethodDef methods[] = {
      "rendered addition an invalid C expression; None restores it."},
     {"index_expr", kn_py_index_expr, METH_O,
      "index_expr(spec) -> str: expr.c's canonical form of a nested-tuple index expression (a test hook)."},
+    {"str_printf_check", py_str_printf_check, METH_NOARGS,
+     "str_printf_check() -> str: text.c's formatter against libc's vsnprintf on a table of formats; \"\" "
+     "when they agree (a test hook)."},
     {"set_runtime", kn_py_set_runtime, METH_VARARGS, "Hand the C runtime torch's allocation functions."},
     {"set_fast_runtime", kn_py_set_fast_runtime, METH_VARARGS,
      "set_fast_runtime(empty_strided_cuda, reinterpret_tensor): torch's lean bindings (None: not available)."},

@@ -11,7 +11,7 @@
  * cancels is kept, times 0, when it can raise: a CHECK or an integer division;
  * so is the operand a constant WHERE condition or an absorbing && / || constant
  * would drop).
- * Also here: the compile arena, the text buffer and dtype helpers.
+ * Also here: the compile arena and dtype helpers (the text buffer: text.c).
  */
 #include "../kiln.h"
 #include <math.h>
@@ -68,46 +68,6 @@ kn_strdup(kn_arena *a, const char *s)
     if (p)
         memcpy(p, s, n);
     return p;
-}
-
-void
-kn_str_printf(kn_str *s, const char *fmt, ...)
-{
-    if (s->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = s->cap - s->n;
-        int k = vsnprintf(s->p ? s->p + s->n : NULL, s->p ? room : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            s->oom = 1;
-            return;
-        }
-        if (s->p && (size_t)k < room) {
-            s->n += (size_t)k;
-            return;
-        }
-        size_t ncap = (s->cap ? s->cap * 2 : 4096);
-        while (ncap < s->n + (size_t)k + 1)
-            ncap *= 2;
-        char *np = realloc(s->p, ncap);
-        if (np == NULL) {
-            s->oom = 1;
-            return;
-        }
-        s->p = np;
-        s->cap = ncap;
-    }
-}
-
-void
-kn_str_free(kn_str *s)
-{
-    free(s->p);
-    s->p = NULL;
-    s->n = s->cap = 0;
 }
 
 /* ---------------------------------------------------------------- dtypes */
