@@ -91,16 +91,26 @@ plain_format(const char *f)
             f += f[1] == f[0] ? 2 : 1;
         else if (*f == 'z' || *f == 'j' || *f == 't')
             f++;
-        if (!*f || !strchr("diuxXcs", *f) || (zero && (*f == 's' || *f == 'c')))
+        switch (*f) {
+        case 'd': case 'i': case 'u': case 'x': case 'X':
+            break;
+        case 'c': case 's':
+            if (zero)
+                return 0;
+            break;
+        default:
             return 0;
+        }
     }
     return 1;
 }
 
+enum { F_LEFT = 1, F_ZERO = 2, F_PLUS = 4, F_SPACE = 8 };
+
 /* one integer conversion: its digits (magnitude u in base 10 or 16), sign,
-   precision (minimum digits, -1 none) and width */
+   flags (F_*), precision (minimum digits, -1 none) and width */
 static void
-put_int(kn_str *s, uint64_t u, int neg, char conv, const char *flags, long width, long prec)
+put_int(kn_str *s, uint64_t u, int neg, char conv, int flags, long width, long prec)
 {
     char dig[24];
     int nd = 0;
@@ -112,12 +122,12 @@ put_int(kn_str *s, uint64_t u, int neg, char conv, const char *flags, long width
     }
     if (prec < 0 && nd == 0)
         dig[nd++] = '0';   /* (precision 0 writes no digit for 0) */
-    char sign = neg ? '-' : (conv == 'd' || conv == 'i') && strchr(flags, '+') ? '+'
-                          : (conv == 'd' || conv == 'i') && strchr(flags, ' ') ? ' ' : 0;
+    int sig = conv == 'd' || conv == 'i';
+    char sign = neg ? '-' : sig && (flags & F_PLUS) ? '+' : sig && (flags & F_SPACE) ? ' ' : 0;
     long zeros = prec > nd ? prec - nd : 0;
     long len = nd + zeros + (sign != 0);
-    int left = strchr(flags, '-') != NULL;
-    if (!left && prec < 0 && strchr(flags, '0') && width > len) {
+    int left = flags & F_LEFT;
+    if (!left && prec < 0 && (flags & F_ZERO) && width > len) {
         zeros += width - len;
         len = width;
     }
@@ -139,31 +149,37 @@ static void
 format_plain(kn_str *s, const char *f, va_list ap)
 {
     while (*f && !s->oom) {
-        const char *pc = strchr(f, '%');
-        if (pc == NULL) {
-            put(s, f, strlen(f));
-            return;
-        }
+        const char *pc = f;
+        while (*pc && *pc != '%')
+            pc++;
         if (pc > f)
             put(s, f, (size_t)(pc - f));
+        if (!*pc)
+            return;
         f = pc + 1;
         if (*f == '%') {
             put(s, "%", 1);
             f++;
             continue;
         }
-        char flags[8];
-        int nf = 0;
-        while (*f == '-' || *f == '0' || *f == '+' || *f == ' ') {
-            if (nf < 7)
-                flags[nf++] = *f;
-            f++;
+        int flags = 0;
+        for (;; f++) {
+            if (*f == '-')
+                flags |= F_LEFT;
+            else if (*f == '0')
+                flags |= F_ZERO;
+            else if (*f == '+')
+                flags |= F_PLUS;
+            else if (*f == ' ')
+                flags |= F_SPACE;
+            else
+                break;
         }
         long width = 0, prec = -1;
         if (*f == '*') {
             int w = va_arg(ap, int);
             if (w < 0) {
-                flags[nf < 7 ? nf++ : 6] = '-';
+                flags |= F_LEFT;
                 w = -w;
             }
             width = w;
@@ -171,7 +187,6 @@ format_plain(kn_str *s, const char *f, va_list ap)
         } else
             while (*f >= '0' && *f <= '9')
                 width = width * 10 + (*f++ - '0');
-        flags[nf] = '\0';
         if (*f == '.') {
             f++;
             prec = 0;
@@ -195,7 +210,7 @@ format_plain(kn_str *s, const char *f, va_list ap)
             if (str == NULL)
                 str = "(null)";
             size_t k = prec >= 0 ? strnlen(str, (size_t)prec) : strlen(str);
-            int left = strchr(flags, '-') != NULL;
+            int left = flags & F_LEFT;
             if (!left)
                 pad(s, ' ', width - (long)k);
             put(s, str, k);
@@ -203,7 +218,7 @@ format_plain(kn_str *s, const char *f, va_list ap)
                 pad(s, ' ', width - (long)k);
         } else if (conv == 'c') {
             char ch = (char)va_arg(ap, int);
-            int left = strchr(flags, '-') != NULL;
+            int left = flags & F_LEFT;
             if (!left)
                 pad(s, ' ', width - 1);
             put(s, &ch, 1);
