@@ -174,8 +174,9 @@ def _from_template(given, path):
         # `take_row_forms`): the sizes whose forms differ share a second build
         forms, robust = template.forms, True
         # and its fusion: two extents equal at this size alone fuse nowhere
-        # (src/compile/fuse.c), so such a size shares the builds too
-        fusion = template.fusion
+        # (src/compile/fuse.c), so such a size shares the builds too; before
+        # the first build, the size's own fusion, as a reference all the same
+        fusion = template.fusion if template.fusion is not None else pipeline.OWN_FUSION
 
         def build(program):
             if not program.num_kernels:

@@ -186,6 +186,9 @@ def _program(desc, prefix, device, origin="", forms=None, robust=False, fusion=N
     return program
 
 
+OWN_FUSION = "own"   # _compile's fusion: this size's own join decisions, as a reference
+
+
 def _compile(desc, prefix, device, forms=None, robust=False, fusion=None):
     """The C core on desc.  A size of a symbolic lowering (issue 17) takes
     its lowering's first build's decisions, so that its kernels are written
@@ -194,7 +197,20 @@ def _compile(desc, prefix, device, forms=None, robust=False, fusion=None):
     Program.forms (its kernels take them where valid at its sizes:
     src/codegen/cuda.c `take_row_forms`), and robust, own forms every size
     of the lowering takes alike (rows a warp at least, flat kernels 4 lanes
-    at most)."""
+    at most).  fusion OWN_FUSION: this size's own decisions, made, then
+    taken as the reference of a second run (below)."""
+    if fusion is OWN_FUSION:
+        # A reference changes more than the joins it refuses: where it says
+        # no, the C core does not try the join, and a tried join interns
+        # expressions even when it fails, so the kernels' expressions are
+        # numbered (and their terms and statements ordered) otherwise.  A
+        # lowering's first build, its probes and its later sizes must all
+        # run under a reference for their sources to differ in literals only
+        # (poolformer: 4 compiles without this, 2 with it).
+        program = _compile(desc, prefix, device, forms, robust, None)
+        if not program.fusion or program.num_kernels == 0:
+            return program
+        fusion = program.fusion
     if device.type == "cpu" and config.cuda_emulate:
         # tests: the CUDA renderer's kernels, run by the CPU emulator
         program = _C.compile(desc, prefix, "loops" in config.dump, False, True, 132, config.cuda_row_registers,
