@@ -104,6 +104,8 @@ typedef struct {
     int oom;
 } kn_str;
 void kn_str_printf(kn_str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kn_str_put(kn_str *s, const char *p, size_t k);   /* k bytes of p */
+void kn_str_int(kn_str *s, long long v);               /* v in decimal */
 void kn_str_free(kn_str *s);
 PyObject *kn_str_printf_check(void);   /* text.c's formatter against libc's: "" when they agree */
 
@@ -184,6 +186,8 @@ typedef struct {
     kn_expr *to[KN_NVARS];
 } kn_subst;
 kn_expr *kn_substitute(kn_ctx *c, kn_expr *e, const kn_subst *s);
+/* Frees the compile's substitution memos (kn_ctx.subst_memo); at its end. */
+void kn_subst_memo_free(kn_ctx *c);
 size_t kn_expr_size(kn_expr *e, size_t cap);
 
 /* Variable numbering: placeholders of a buffer body, reduction placeholders,
@@ -406,6 +410,9 @@ struct kn_ctx {
     int fuse_nref;
     uint8_t *fuse_bits;
     int fuse_nbits;
+    /* expr.c: a memo per distinct substitution map, kept for the whole
+       compile (kn_substitute); freed by kn_subst_memo_free */
+    struct kn_submemos *subst_memo;
 };
 
 kn_buf *kn_buf_new(kn_ctx *c, kn_bufkind kind, kn_dtype dt, int ndim, const int64_t *size);

@@ -32,6 +32,7 @@ ctx_free(kn_ctx *c)
 {
     free(c->table);
     c->table = NULL;
+    kn_subst_memo_free(c);
     kn_arena_free(&c->arena);
     Py_CLEAR(c->extern_names);
 }

@@ -679,6 +679,8 @@ kn_cg_canon_locals(kn_str *s, size_t from)
         /* an identifier (not a number's tail): a local's prefix, <digits>, and an optional _<digits> */
         int which = -1, plen = 0;
         for (int w = 0; which < 0 && local_prefixes[w]; w++) {
+            if (local_prefixes[w][0] != *p)
+                continue;
             size_t l = strlen(local_prefixes[w]);
             if ((size_t)(q - p) > l && !memcmp(p, local_prefixes[w], l) && p[l] >= '0' && p[l] <= '9') {
                 which = w;
@@ -732,7 +734,8 @@ kn_cg_canon_locals(kn_str *s, size_t from)
                     vals[h] = next[which]++;
                     used++;
                 }
-                kn_str_printf(&out, "%.*s%.*s%d", (int)(p - copied), copied, plen, p, vals[h]);
+                kn_str_put(&out, copied, (size_t)(p - copied) + (size_t)plen);
+                kn_str_int(&out, vals[h]);
                 copied = d;   /* (the _<digits> suffix, if any, is copied as it is) */
             }
         }
@@ -744,12 +747,12 @@ kn_cg_canon_locals(kn_str *s, size_t from)
         kn_str_free(&out);
         return 0;
     }
-    kn_str_printf(&out, "%.*s", (int)(end - copied), copied);
+    kn_str_put(&out, copied, (size_t)(end - copied));
     if (out.oom)
         goto oom;
     s->n = from;
     s->p[s->n] = 0;
-    kn_str_printf(s, "%.*s", (int)out.n, out.p);
+    kn_str_put(s, out.p, out.n);
     free(keys);
     free(vals);
     kn_str_free(&out);

@@ -922,16 +922,129 @@ subst_rec(kn_ctx *c, kn_expr *e, const kn_subst *s, ptrmap *memo)
     return r;
 }
 
+/* Substitutions repeat within a compile: the CUDA renderer substitutes the
+   same member bodies under the same map once for each vector width it
+   tries, and a buffer's map into its kernel is made again wherever its body
+   is asked for.  Expressions are interned and never change, and building
+   one consults nothing but its operands, so a substitution's result holds
+   until the compile ends: each distinct map keeps its memo for the whole
+   compile (a repeat finds its results there instead of walking and
+   re-interning the tree; it would have found every one interned already, so
+   the expressions and their numbering are the same either way). */
+typedef struct {
+    uint64_t sig;
+    int n;                   /* the map's entries: var[k] -> to[k] (KN_NVARS fits a byte) */
+    uint8_t var[KN_NVARS];
+    kn_expr **to;
+    ptrmap memo;
+} submemo;
+
+_Static_assert(KN_NVARS <= 256, "submemo.var holds a variable number in a byte");
+
+struct kn_submemos {
+    submemo **slot;          /* open addressing on sig; cap a power of two */
+    size_t cap, n;
+};
+
+static submemo *
+memo_for(kn_ctx *c, const kn_subst *s)
+{
+    struct kn_submemos *m = c->subst_memo;
+    if (m == NULL) {
+        if ((m = calloc(1, sizeof *m)) == NULL)
+            return NULL;
+        c->subst_memo = m;
+    }
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 64;
+        submemo **ns = calloc(ncap, sizeof *ns);
+        if (ns == NULL)
+            return NULL;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->slot[i]) {
+                size_t j = m->slot[i]->sig & (ncap - 1);
+                while (ns[j])
+                    j = (j + 1) & (ncap - 1);
+                ns[j] = m->slot[i];
+            }
+        free(m->slot);
+        m->slot = ns;
+        m->cap = ncap;
+    }
+    /* the map's entries, compact, and their hash */
+    uint8_t var[KN_NVARS];
+    kn_expr *to[KN_NVARS];
+    int n = 0;
+    uint64_t sig = 0x9E3779B97F4A7C15ULL;
+    _Static_assert(KN_NVARS % 8 == 0, "the map is scanned 8 entries at a time");
+    for (int v = 0; v < KN_NVARS; v++) {
+        if (v % 8 == 0) {   /* (a map has a few entries: skip empty runs of 8) */
+            kn_expr *const *r = s->to + v;
+            if (((uintptr_t)r[0] | (uintptr_t)r[1] | (uintptr_t)r[2] | (uintptr_t)r[3] | (uintptr_t)r[4] |
+                 (uintptr_t)r[5] | (uintptr_t)r[6] | (uintptr_t)r[7]) == 0) {
+                v += 7;
+                continue;
+            }
+        }
+        if (s->to[v] != NULL) {
+            var[n] = (uint8_t)v;
+            to[n++] = s->to[v];
+            sig = (sig ^ (((uint64_t)(uintptr_t)s->to[v] >> 4) + (uint64_t)v * 0x100000001B3ULL)) *
+                  0xff51afd7ed558ccdULL;
+        }
+    }
+    sig ^= sig >> 29;
+    size_t j = sig & (m->cap - 1);
+    for (; m->slot[j]; j = (j + 1) & (m->cap - 1)) {
+        submemo *e = m->slot[j];
+        if (e->sig == sig && e->n == n && memcmp(e->var, var, (size_t)n) == 0 &&
+            memcmp(e->to, to, sizeof(kn_expr *) * (size_t)n) == 0)
+            return e;
+    }
+    submemo *e = calloc(1, sizeof *e);
+    if (e == NULL || (n > 0 && (e->to = malloc(sizeof(kn_expr *) * (size_t)n)) == NULL)) {
+        free(e);
+        return NULL;
+    }
+    e->sig = sig;
+    e->n = n;
+    memcpy(e->var, var, (size_t)n);
+    if (n > 0)
+        memcpy(e->to, to, sizeof(kn_expr *) * (size_t)n);
+    m->slot[j] = e;
+    m->n++;
+    return e;
+}
+
 kn_expr *
 kn_substitute(kn_ctx *c, kn_expr *e, const kn_subst *s)
 {
     if (e == NULL)
         return NULL;
-    ptrmap memo = {0};
-    kn_expr *r = subst_rec(c, e, s, &memo);
-    free(memo.key);
-    free(memo.val);
-    return r;
+    submemo *m = memo_for(c, s);
+    if (m == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return subst_rec(c, e, s, &m->memo);
+}
+
+void
+kn_subst_memo_free(kn_ctx *c)
+{
+    struct kn_submemos *m = c->subst_memo;
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slot[i]) {
+            free(m->slot[i]->memo.key);
+            free(m->slot[i]->memo.val);
+            free(m->slot[i]->to);
+            free(m->slot[i]);
+        }
+    free(m->slot);
+    free(m);
+    c->subst_memo = NULL;
 }
 
 static size_t

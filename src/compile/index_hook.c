@@ -91,6 +91,7 @@ kn_py_index_expr(PyObject *self, PyObject *spec)
     }
     kn_str_free(&s);
     free(c.table);
+    kn_subst_memo_free(&c);
     kn_arena_free(&c.arena);
     return out;
 }

@@ -9,8 +9,10 @@
  * and the lengths hh h l ll z j t) itself: libc's vsnprintf took a third of
  * the C core's time when it plans a new size of a symbolic graph (~10^4
  * calls of a few conversions each).  A format with any other conversion
- * (floats, %o, %p, %n, the # flag, %L, positional arguments) goes to
- * vsnprintf whole.  `kn_str_printf_check` compares the two on a table of
+ * (floats, %o, %p, %n, the # flag, %L, positional arguments, %lc, %ls)
+ * goes to vsnprintf whole: the formatter writes until it meets one, then
+ * drops what it wrote (the format is parsed once in the common case).
+ * kn_str_put and kn_str_int append bytes and a decimal without a format.  `kn_str_printf_check` compares the two on a table of
  * formats and values (tests/compile/test_text.py).
  */
 #include "../kiln.h"
@@ -59,52 +61,6 @@ pad(kn_str *s, char c, long k)
     s->p[s->n] = '\0';
 }
 
-/* 1 when every conversion of fmt is one kn_str_printf writes itself */
-static int
-plain_format(const char *f)
-{
-    for (; *f; f++) {
-        if (*f != '%')
-            continue;
-        f++;
-        if (*f == '%')
-            continue;
-        int zero = 0;
-        while (*f == '-' || *f == '0' || *f == '+' || *f == ' ')
-            zero |= *f++ == '0';
-        if (*f == '*')
-            f++;
-        else
-            while (*f >= '0' && *f <= '9')
-                f++;
-        if (*f == '$')
-            return 0;
-        if (*f == '.') {
-            f++;
-            if (*f == '*')
-                f++;
-            else
-                while (*f >= '0' && *f <= '9')
-                    f++;
-        }
-        if (*f == 'h' || *f == 'l')
-            f += f[1] == f[0] ? 2 : 1;
-        else if (*f == 'z' || *f == 'j' || *f == 't')
-            f++;
-        switch (*f) {
-        case 'd': case 'i': case 'u': case 'x': case 'X':
-            break;
-        case 'c': case 's':
-            if (zero)
-                return 0;
-            break;
-        default:
-            return 0;
-        }
-    }
-    return 1;
-}
-
 enum { F_LEFT = 1, F_ZERO = 2, F_PLUS = 4, F_SPACE = 8 };
 
 /* one integer conversion: its digits (magnitude u in base 10 or 16), sign,
@@ -145,7 +101,9 @@ put_int(kn_str *s, uint64_t u, int neg, char conv, int flags, long width, long p
         pad(s, ' ', width - len);
 }
 
-static void
+/* fmt written with the conversions above; -1 at the first one it does not
+   write (the caller then drops what it wrote and asks libc) */
+static int
 format_plain(kn_str *s, const char *f, va_list ap)
 {
     while (*f && !s->oom) {
@@ -155,7 +113,7 @@ format_plain(kn_str *s, const char *f, va_list ap)
         if (pc > f)
             put(s, f, (size_t)(pc - f));
         if (!*pc)
-            return;
+            return 0;
         f = pc + 1;
         if (*f == '%') {
             put(s, "%", 1);
@@ -187,6 +145,8 @@ format_plain(kn_str *s, const char *f, va_list ap)
         } else
             while (*f >= '0' && *f <= '9')
                 width = width * 10 + (*f++ - '0');
+        if (*f == '$')
+            return -1;   /* (positional arguments) */
         if (*f == '.') {
             f++;
             prec = 0;
@@ -205,6 +165,16 @@ format_plain(kn_str *s, const char *f, va_list ap)
         } else if (*f == 'z' || *f == 'j' || *f == 't')
             len = *f++;
         char conv = *f++;
+        switch (conv) {
+        case 'd': case 'i': case 'u': case 'x': case 'X':
+            break;
+        case 'c': case 's':
+            if ((flags & F_ZERO) || len)
+                return -1;   /* (a 0 flag there is undefined; wide characters) */
+            break;
+        default:
+            return -1;
+        }
         if (conv == 's') {
             const char *str = va_arg(ap, const char *);
             if (str == NULL)
@@ -253,6 +223,7 @@ format_plain(kn_str *s, const char *f, va_list ap)
             put_int(s, u, 0, conv, flags, width, prec);
         }
     }
+    return 0;
 }
 
 static void
@@ -280,13 +251,18 @@ format_libc(kn_str *s, const char *fmt, va_list ap)
 static void
 vformat(kn_str *s, const char *fmt, va_list ap)
 {
-    if (s->oom)
+    if (s->oom || reserve(s, 0) < 0)   /* (an empty result still leaves a NUL-terminated buffer) */
         return;
-    if (plain_format(fmt)) {
-        if (reserve(s, 0) == 0)   /* (an empty result still leaves a NUL-terminated buffer) */
-            format_plain(s, fmt, ap);
-    } else
+    size_t at = s->n;
+    va_list aq;
+    va_copy(aq, ap);
+    int rc = format_plain(s, fmt, aq);
+    va_end(aq);
+    if (rc < 0 && !s->oom) {
+        s->n = at;
+        s->p[at] = '\0';
         format_libc(s, fmt, ap);
+    }
 }
 
 void
@@ -296,6 +272,20 @@ kn_str_printf(kn_str *s, const char *fmt, ...)
     va_start(ap, fmt);
     vformat(s, fmt, ap);
     va_end(ap);
+}
+
+void
+kn_str_put(kn_str *s, const char *p, size_t k)
+{
+    if (!s->oom)
+        put(s, p, k);
+}
+
+void
+kn_str_int(kn_str *s, long long v)
+{
+    if (!s->oom)
+        put_int(s, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, v < 0, 'd', 0, 0, -1);
 }
 
 void
@@ -400,6 +390,9 @@ kn_str_printf_check(void)
     check_one(&bad, "%d %g %s", 3, 1.5, "x");
     check_one(&bad, "%.17g", 0.1);
     check_one(&bad, "%#x %o", 255, 8);
+    /* (written up to the conversion libc must make, then dropped and made by libc whole) */
+    check_one(&bad, "[%5d|%s|%o]", 42, "ab", 8);
+    check_one(&bad, "%2$d|%1$d", 3, 4);
     check_one(&bad, "no conversion");
     check_one(&bad, "%s", "");
     /* a long result grows the buffer */
