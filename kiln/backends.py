@@ -283,12 +283,17 @@ def _dropping(fn, extra, untuple):
 
 def _eager_rejects(gm, example_inputs):
     """The error eager's kernels raise on every call of gm (kiln.validate),
-    or None.  A graph whose lowering is in the disk cache passed already."""
+    or None.  A graph whose lowering is in the disk cache passed already; a
+    size of a symbolic graph was checked as it was specialised
+    (kiln/dynamic.py: validate.known_verdict)."""
+    from . import validate
+    known = validate.take_known(example_inputs)
+    if known is not validate.UNKNOWN:
+        return None if known is None else f"eager raises on this graph's dtypes or sizes ({known})"
     if _inference_graph(gm, example_inputs):
         key = _lowered_key(_tupled(gm)[0], example_inputs)
         if os.path.exists(os.path.join(config.cache_dir, "aten", key[:2], key + ".pkl")):
             return None
-    from . import validate
     why = validate.eager_rejects(gm, example_inputs)
     return None if why is None else f"eager raises on this graph's dtypes or sizes ({why})"
 

@@ -33,7 +33,7 @@ import pickle
 
 import torch
 
-from . import _C, config, counters, errors, logs, lowered_cache, pipeline
+from . import _C, config, counters, errors, logs, lowered_cache, pipeline, validate
 
 # non-tensor inputs a graph may take per size (floats would specialise per
 # value: a symbolic float graph keeps the old path)
@@ -93,7 +93,9 @@ def specialize(gm, args, positions):
     """gm with the non-tensor placeholders at `positions` replaced by their
     values in args (Python ints, bools and the floats of tensorified
     placeholders), and every node's example_value propagated again from fake
-    copies of the tensor arguments.  Returns (graph module, tensor
+    copies of the tensor arguments, under kiln.validate's probes (eager's
+    verdict on the graph, kept as its `_kiln_verdict` for the static path's
+    check: kiln.validate.known_verdict).  Returns (graph module, tensor
     arguments)."""
     graph, tensors = _substituted(gm, args, positions)
     # an ATen graph of AOT autograd (a symbolic training graph's forward or
@@ -102,7 +104,7 @@ def specialize(gm, args, positions):
     for n in graph.nodes:
         n.meta = {key: v for key, v in n.meta.items() if key not in ("example_value", "val", "grapharg")}
     g = torch.fx.GraphModule(gm, graph)
-    _propagate(g, tensors, "val" if aten else "example_value")
+    g._kiln_verdict = _propagate(g, tensors, "val" if aten else "example_value", probe=not aten)
     return g, tensors
 
 
@@ -120,14 +122,27 @@ class _Prop(torch.fx.Interpreter):
         return out
 
 
-def _propagate(g, tensors, key="example_value"):
+def _propagate(g, tensors, key="example_value", probe=False):
+    """Propagates g's values from fakes of tensors; with probe, under
+    kiln.validate's probes too: returns their verdict on g (or
+    validate.UNKNOWN), so that the static path's check need not run the
+    graph on fakes once more."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fakes = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in tensors]
     prop = _Prop(g)
     prop.key = key
-    with mode:
-        prop.run(*fakes)
+
+    def run():
+        with mode:
+            prop.run(*fakes)
+    if not probe:
+        run()
+        return validate.UNKNOWN
+    # (the verdict as eager_rejects words it: without the interpreter's
+    # "While executing ..." appended to the probe's error)
+    prop.extra_traceback = False
+    return validate.run_probed(g, tensors, run)
 
 
 class PerSize:
@@ -198,7 +213,7 @@ class PerSize:
         if g is not None:
             with _applied(self.settings):
                 given = lowered_cache.given_lowering(lambda: self._described(args, key))
-                with given:
+                with given, validate.known_verdict(getattr(g, "_kiln_verdict", validate.UNKNOWN), tensors):
                     fn = self.compile_fn(g, tensors)
             # the static path took the filled-in lowering: kiln's checks
             # passed on this graph, so later sizes may take it directly

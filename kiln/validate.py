@@ -23,7 +23,13 @@ by zero, a singular matrix) is the runtime checks' business and ignored, as
 is NotImplementedError for a GPU graph (a kernel the CPU lacks); any other error is
 confirmed on probes filled with ones before it counts.  Random ops are not
 probed (the caller's generator must not move).
+
+A fake propagation of the graph that runs anyway (kiln/dynamic.py
+specialises a symbolic graph to one size's values so) can run under the
+probes (`run_probed`); its verdict is handed to the check of that graph
+(`known_verdict`), which then need not propagate again.
 """
+import threading
 import warnings
 
 import torch
@@ -239,3 +245,57 @@ def eager_rejects(gm, example_inputs):
     except Exception:   # data-dependent, unsupported by fake tensors: no verdict
         return None
     return None
+
+
+# ------------------------------------------------ a verdict reached already
+UNKNOWN = object()
+_known = threading.local()
+
+
+def run_probed(gm, example_inputs, run):
+    """run() (a fake propagation of the captured graph gm, inside its fake
+    mode, on fakes of example_inputs) under the probes: eager_rejects'
+    verdict on gm (the error, or None), or UNKNOWN where the probes cannot
+    run alongside (a graph that sets global state) or failed.  The probes
+    sit below autograd and run ATen's kernels on tensors of their own, so the
+    caller's grad mode changes nothing of theirs.  run() completes either
+    way: after a rejection or a failure it runs again without them, and its
+    own errors are its caller's."""
+    if _touches_global_state(gm):
+        run()
+        return UNKNOWN
+    try:
+        with _Probe():
+            run()
+    except _Rejected as e:
+        run()
+        return str(e)
+    except Exception:   # noqa: BLE001  (no verdict: the plain run raises what the propagation itself raises)
+        run()
+        return UNKNOWN
+    return None
+
+
+class known_verdict:
+    """Within it, the next check of a graph with these very example_inputs
+    (the same list: backends._eager_rejects) takes `verdict` (run_probed's)
+    instead of propagating; once, and not at all where it is UNKNOWN."""
+
+    def __init__(self, verdict, example_inputs):
+        self.value = None if verdict is UNKNOWN else (verdict, example_inputs)
+
+    def __enter__(self):
+        self.saved = getattr(_known, "value", None)
+        _known.value = self.value
+
+    def __exit__(self, *exc):
+        _known.value = self.saved
+
+
+def take_known(example_inputs):
+    """The verdict known for a graph with example_inputs, or UNKNOWN."""
+    got = getattr(_known, "value", None)
+    if got is None or got[1] is not example_inputs:
+        return UNKNOWN
+    _known.value = None
+    return got[0]

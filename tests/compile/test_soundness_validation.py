@@ -180,6 +180,48 @@ def test_valid_graphs_compile_and_the_probe_leaves_the_generator_alone():
     assert want.shape == cf(a, b, i).shape
 
 
+SIZED_ERRORS = {   # name -> (fn, arguments with n rows)
+    "bool_sub": (_bool_sub, lambda n: (torch.randn(n, 4),)),
+    "std_int": (_std_int, lambda n: (torch.randint(0, 9, (n, 3)),)),
+    "bitwise_and_float": (_bitwise_and_float, lambda n: (torch.randn(n, 4),)),
+    "valid": (lambda a: (a * 2).softmax(-1) + 1, lambda n: (torch.randn(n, 4),)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SIZED_ERRORS))
+def test_a_symbolic_graphs_sizes_are_checked_by_the_propagation_that_specialises_them(case, monkeypatch):
+    """A size of a symbolic graph takes the verdict of the fake propagation
+    that specialises it (run under the probes): eager's error at every
+    size, and no second propagation for kiln.validate.eager_rejects, which
+    runs for the first (static) recording alone."""
+    fn, make = SIZED_ERRORS[case]
+    seen = []
+    real = validate.eager_rejects
+    monkeypatch.setattr(validate, "eager_rejects", lambda *a: seen.append(1) or real(*a))
+    cf = kiln.compile(fn)
+    for n in (3, 5, 7, 9):
+        if case == "valid":
+            args = make(n)
+            torch.testing.assert_close(cf(*args), fn(*args))
+        else:
+            _same_error(cf, fn, *make(n))
+    assert kiln.stats()["symbolic_graphs"] == 1
+    assert len(seen) == 1
+    if case != "valid":   # the verdict worded as eager_rejects words it
+        with pytest.warns(RuntimeWarning) as got:
+            kiln.reset()
+            kiln.config.debug, debug = False, kiln.config.debug
+            try:
+                cf = kiln.compile(fn)
+                for n in (3, 5):
+                    with pytest.raises(Exception):
+                        cf(*make(n))
+            finally:
+                kiln.config.debug = debug
+        said = [str(w.message) for w in got if "eager raises" in str(w.message)]
+        assert said and all("While executing" not in m for m in said)
+
+
 def test_the_verdict_names_the_op_and_eagers_message():
     why = validate.eager_rejects(torch.fx.symbolic_trace(_bool_sub), [torch.randn(3)])
     assert why.startswith("aten.sub.Tensor: RuntimeError: Subtraction, the `-` operator, with a bool tensor")
