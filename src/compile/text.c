@@ -12,8 +12,9 @@
  * (floats, %o, %p, %n, the # flag, %L, positional arguments, %lc, %ls)
  * goes to vsnprintf whole: the formatter writes until it meets one, then
  * drops what it wrote (the format is parsed once in the common case).
- * kn_str_put and kn_str_int append bytes and a decimal without a format.  `kn_str_printf_check` compares the two on a table of
- * formats and values (tests/compile/test_text.py).
+ * kn_str_put and kn_str_int append bytes and a decimal without a format.
+ * `kn_str_printf_check` compares the two formatters on a table of formats
+ * and values (tests/compile/test_text.py).
  */
 #include "../kiln.h"
 #include <stdarg.h>
