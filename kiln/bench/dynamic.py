@@ -16,6 +16,11 @@ random order that is the same for every compiler:
 2. steady state: a second pass over the same order; per shape one untimed
    call of each compiler, then ``--dyn-repeat`` timed calls of each in
    interleaved rounds; the median per shape and compiler.
+2b. re-timing (``--dyn-retime N``, default 8): the N shapes where kiln's
+   steady median came out furthest behind torch.compile's are timed again,
+   every compiler in at least 15 interleaved rounds; the per-shape worst
+   ratio takes those rounds' medians (the largest of 128 ratios of 3-call
+   medians is mostly one shape's noise), and both are printed.
 3. kiln static (``--dyn-static N`` shapes spread over the order, 0 = skip):
    ``kiln.compile(copy, dynamic=False)`` of a deep copy of the model (its own
    guards, so the sweep's symbolic entry does not serve it) called at one
@@ -73,6 +78,7 @@ DEFAULT_SEQS, DEFAULT_BATCHES = 16, 8
 TARGET_COMPILES = 3
 TARGET_SWEEP_RATIO = 0.2       # kiln's sweep time / torch.compile's
 TARGET_STATIC_RATIO = 1.10     # kiln's steady time / kiln's static compile, per shape
+RETIME_ROUNDS = 15             # interleaved rounds of a shape timed again (run_retime)
 
 
 # ------------------------------------------------------------------- sizes
@@ -353,6 +359,48 @@ def run_steady(spec, model, example, order, comps: Compilers, session, bar) -> d
     return medians
 
 
+def retime_candidates(steady: dict, count: int) -> list:
+    """The shapes (keys) where kiln's steady median is above torch.compile's,
+    furthest behind first, at most ``count``."""
+    kiln, tc = steady.get("kiln", {}), steady.get("torch.compile", {})
+    behind = sorted(((_ms(r) / _ms(tc[k]), k) for k, r in kiln.items()
+                     if _ms(r) and _ms(tc.get(k)) and _ms(r) > _ms(tc[k])), reverse=True)
+    return [k for _, k in behind[:max(0, count)]]
+
+
+def run_retime(spec, model, example, keys, order, comps: Compilers, session, bar) -> dict:
+    """Phase 2b: the steady pass takes a median of --dyn-repeat calls per shape,
+    and the largest of 128 such ratios is mostly the noise of one shape's few
+    calls (the winner's curse).  Each shape where kiln came out behind
+    torch.compile is timed again, every compiler in ``RETIME_ROUNDS``
+    interleaved rounds (at least 5x --dyn-repeat), and its new medians replace
+    the steady pass's for the per-shape worst (the geomeans stay the steady
+    pass's); both are printed."""
+    rounds = max(RETIME_ROUNDS, 5 * max(1, session.args.dyn_repeat))
+    by_key = {shape_key(s): s for s in order}
+    out = {}
+    for key in keys:
+        inputs = make_inputs(spec, model, example, by_key[key], session.cfg, session.args.dyn_seed)
+        live = {}
+        for name, fn in comps.fns.items():
+            try:
+                fn(*inputs)
+                live[name] = fn
+            except Exception:   # (the steady pass recorded its error)
+                pass
+        samples = {name: [] for name in live}
+        for _ in range(rounds):
+            for name, fn in list(live.items()):
+                try:
+                    samples[name].append(time_first_call(fn, inputs, session.sync)[0])
+                except Exception:
+                    del live[name]
+                    samples.pop(name)
+        out[key] = {"rounds": rounds, **{name: median(v) for name, v in samples.items() if v}}
+        bar.update(1)
+    return out
+
+
 def static_sample(order: list, count: int) -> list:
     """``count`` shapes spread over the sweep order (its first shape included)."""
     if count <= 0 or not order:
@@ -429,6 +477,11 @@ def summarize_model(row: dict) -> None:
         if name != "torch.compile" and tc:
             r = ratios(tc)
             summ["vs_torch_compile_geomean"] = geomean(r.values())
+            summ["vs_torch_compile_worst_first_pass"] = max(r.values()) if r else None
+            # the shapes timed again (run_retime): their ratio from those rounds
+            for k, rec in row.get("retimed", {}).items():
+                if rec.get(name) and rec.get("torch.compile") and k in r:
+                    r[k] = rec[name] / rec["torch.compile"]
             summ["vs_torch_compile_worst"] = max(r.values()) if r else None
             row.setdefault("ratios", {})[f"{name}/torch.compile"] = r
         if name == "kiln" and static:
@@ -469,8 +522,11 @@ def check_targets(row: dict) -> dict:
                                           f"sampled shapes")
     worst = summ.get("vs_torch_compile_worst")
     if worst is not None:
+        retimed = row.get("retimed", {})
+        again = (f" (first pass {summ['vs_torch_compile_worst_first_pass']:.2f}x; {len(retimed)} shapes "
+                 f"timed again over {next(iter(retimed.values()))['rounds']} rounds)") if retimed else ""
         targets["steady <= torch.compile, every shape"] = (
-            worst <= 1.0, f"worst {worst:.2f}x, geomean {summ['vs_torch_compile_geomean']:.2f}x")
+            worst <= 1.0, f"worst {worst:.2f}x{again}, geomean {summ['vs_torch_compile_geomean']:.2f}x")
     return targets
 
 
@@ -529,9 +585,17 @@ def worst_shapes(row: dict, n: int = 3) -> list[str]:
     sweep = row.get("sweep", {}).get("per_shape", {})
     ref_name = "torch.compile" if "torch.compile" in steady else "eager"
     kiln, ref = steady.get("kiln", {}), steady.get(ref_name, {})
+    retimed = row.get("retimed", {})
     ratios = sorted(((_ms(r) / _ms(ref[k]), k) for k, r in kiln.items() if _ms(r) and _ms(ref.get(k))),
                     reverse=True)[:n]
     for ratio, key in ratios:
+        again = retimed.get(key, {})
+        if again.get("kiln") and again.get(ref_name):
+            lines.append(f"  steady kiln/{ref_name} {ratio:.2f}x at {key} in the steady pass; timed again over "
+                         f"{again['rounds']} rounds: {again['kiln'] / again[ref_name]:.2f}x (kiln "
+                         f"{again['kiln']:.2f} ms, {ref_name} {again[ref_name]:.2f} ms"
+                         + (f", eager {again['eager']:.2f} ms" if again.get("eager") else "") + ")")
+            continue
         first = sweep.get("kiln", {}).get(key, {})
         how = ("ran as Python" if first.get("counters", {}).get("frames_run_as_python")
                else "recorded+compiled" if first.get("counters", {}).get("captures") else "cache hit")
@@ -570,7 +634,8 @@ def legend() -> str:
         "each one counted in compiles or plans); recordings: frames TorchDynamo converted",
         "equal: sweep outputs within atol + rtol * max|eager| of eager; steady ms: geomean over "
         "shapes of the per-shape median; /eager, /t.compile, /static: geomean over shapes of the "
-        "time ratio (< 1 = faster), worst = the largest; /static: the sweep's kiln function against "
+        "time ratio (< 1 = faster), worst = the largest (/t.compile's: of the shapes kiln came out behind "
+        "on, timed again in at least 15 interleaved rounds, those rounds' ratio); /static: the sweep's kiln function against "
         "kiln.compile(copy of the model, dynamic=False) that saw that shape alone, timed in the same "
         "interleaved rounds (sampled shapes)",
     ])
@@ -635,6 +700,11 @@ def run_model(spec: zoo.ModelSpec, session) -> dict:
             bar.set_description(f"{spec.name}: steady state")
             row["steady"] = run_steady(spec, model, example, order, comps, session, bar)
             row["after_steady"] = {n: comps.counts(n) for n in comps.fns if n != "eager"}
+            keys = retime_candidates(row["steady"], args.dyn_retime)
+            if keys:
+                bar.total += len(keys)
+                bar.set_description(f"{spec.name}: re-timing")
+                row["retimed"] = run_retime(spec, model, example, keys, order, comps, session, bar)
         except Exception as exc:
             row["errors"]["sweep"] = describe_exception(exc)
         if static:
@@ -665,6 +735,10 @@ def add_dynamic_args(p) -> None:
     p.add_argument("--dyn-repeat", type=int, default=3,
                    help="--dynamic: timed calls per shape and compiler in the steady-state pass "
                         "(default: %(default)s)")
+    p.add_argument("--dyn-retime", type=int, default=8,
+                   help="--dynamic: shapes where kiln's steady time came out behind torch.compile's "
+                        "that are timed again, every compiler in at least %d interleaved rounds "
+                        "(furthest behind first; 0: none; default: %%(default)s)" % RETIME_ROUNDS)
     p.add_argument("--dyn-static", type=int, default=8,
                    help="--dynamic: shapes at which kiln is also compiled alone (static), "
                         "0 to skip (default: %(default)s)")
