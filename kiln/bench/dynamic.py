@@ -634,8 +634,9 @@ def legend() -> str:
         "each one counted in compiles or plans); recordings: frames TorchDynamo converted",
         "equal: sweep outputs within atol + rtol * max|eager| of eager; steady ms: geomean over "
         "shapes of the per-shape median; /eager, /t.compile, /static: geomean over shapes of the "
-        "time ratio (< 1 = faster), worst = the largest (/t.compile's: of the shapes kiln came out behind "
-        "on, timed again in at least 15 interleaved rounds, those rounds' ratio); /static: the sweep's kiln function against "
+        "time ratio (< 1 = faster), worst = the largest (/t.compile's: the --dyn-retime shapes kiln came "
+        "out furthest behind on are timed again in at least 15 interleaved rounds and take those rounds' "
+        "ratio; the others keep the steady pass's); /static: the sweep's kiln function against "
         "kiln.compile(copy of the model, dynamic=False) that saw that shape alone, timed in the same "
         "interleaved rounds (sampled shapes)",
     ])
