@@ -330,6 +330,29 @@ def run_sweep(spec, model, example, order, comps: Compilers, session, bar) -> di
     return {"per_shape": per_shape, "totals": totals}
 
 
+def time_interleaved(fns: dict, inputs, rounds: int, sync) -> tuple[dict, dict]:
+    """One untimed call of each function, then ``rounds`` rounds of one timed
+    call each, in turn: (ms samples per name, error text per name).  A
+    function that raises is dropped from the rounds from then on."""
+    live, errors = {}, {}
+    for name, fn in fns.items():
+        try:
+            fn(*inputs)
+            live[name] = fn
+        except Exception as exc:
+            errors[name] = describe_exception(exc)
+    samples = {name: [] for name in live}
+    for _ in range(rounds):
+        for name, fn in list(live.items()):
+            try:
+                samples[name].append(time_first_call(fn, inputs, sync)[0])
+            except Exception as exc:
+                errors[name] = describe_exception(exc)
+                del live[name]
+                samples.pop(name)
+    return samples, errors
+
+
 def run_steady(spec, model, example, order, comps: Compilers, session, bar) -> dict:
     """Phase 2: per shape, one untimed call each, then --dyn-repeat timed calls in
     interleaved rounds; median ms per shape and compiler."""
@@ -337,24 +360,11 @@ def run_steady(spec, model, example, order, comps: Compilers, session, bar) -> d
     medians = {name: {} for name in comps.fns}
     for shape in order:
         inputs = make_inputs(spec, model, example, shape, session.cfg, session.args.dyn_seed)
-        live = {}
-        for name, fn in comps.fns.items():
-            try:
-                fn(*inputs)
-                live[name] = fn
-            except Exception as exc:
-                medians[name][shape_key(shape)] = {"error": describe_exception(exc)}
-        samples = {name: [] for name in live}
-        for _ in range(repeat):
-            for name, fn in list(live.items()):
-                try:
-                    ms, _ = time_first_call(fn, inputs, session.sync)
-                    samples[name].append(ms)
-                except Exception as exc:
-                    medians[name][shape_key(shape)] = {"error": describe_exception(exc)}
-                    del live[name]
-        for name in live:
-            medians[name][shape_key(shape)] = {"ms": median(samples[name])}
+        samples, errors = time_interleaved(comps.fns, inputs, repeat, session.sync)
+        for name, err in errors.items():
+            medians[name][shape_key(shape)] = {"error": err}
+        for name, v in samples.items():
+            medians[name][shape_key(shape)] = {"ms": median(v)}
         bar.update(1)
     return medians
 
@@ -381,21 +391,7 @@ def run_retime(spec, model, example, keys, order, comps: Compilers, session, bar
     out = {}
     for key in keys:
         inputs = make_inputs(spec, model, example, by_key[key], session.cfg, session.args.dyn_seed)
-        live = {}
-        for name, fn in comps.fns.items():
-            try:
-                fn(*inputs)
-                live[name] = fn
-            except Exception:   # (the steady pass recorded its error)
-                pass
-        samples = {name: [] for name in live}
-        for _ in range(rounds):
-            for name, fn in list(live.items()):
-                try:
-                    samples[name].append(time_first_call(fn, inputs, session.sync)[0])
-                except Exception:
-                    del live[name]
-                    samples.pop(name)
+        samples, _ = time_interleaved(comps.fns, inputs, rounds, session.sync)   # (errors: the steady pass's)
         out[key] = {"rounds": rounds, **{name: median(v) for name, v in samples.items() if v}}
         bar.update(1)
     return out
