@@ -34,12 +34,14 @@ export KILN_CACHE_DIR ?= $(CURDIR)/.kiln-cache
 VISION_VENV := .venv-vision
 VISION_PY := $(VISION_VENV)/bin/python
 VISION_TORCH := torch==2.14.1 torchvision==0.29.1
-VISION_TEST = PYTHONPATH=$(CURDIR) $(VISION_PY) -m pytest -q -n $(JOBS) tests/models/test_zoo_vision.py
+VISION_TEST = PYTHONPATH=$(CURDIR) $(VISION_PY) -m pytest -q -n $(JOBS) --dist loadgroup tests/models/test_zoo_vision.py
 # the main suite's tests and extra pytest arguments (`make test TESTS=tests/capture PYTEST_ARGS=-x`)
 TESTS ?= tests
 PYTEST_ARGS ?=
 # pytest-xdist workers of the main suite (every test runs in a worker
-# process of its own Python; 0: in pytest's own process, serially)
+# process of its own Python; 0: in pytest's own process, serially); tests
+# marked xdist_group share a worker (the zoo's two tests of one model share
+# its run: tests/models/test_zoo.py same_worker)
 JOBS ?= 2
 # what `make test` runs on the first of PYTHONS only: the OpInfo sweep checks
 # kiln's lowering and kernels op by op, which depend on torch and the C
@@ -111,7 +113,7 @@ test-full:
 
 # the main suite on one Python (PYV; `make test` runs it for each of PYTHONS)
 suite: build
-	$(SUITE_ENV) $(VPY) -m pytest -q -n $(JOBS) $(TESTS) $(SUITE_SKIP) $(PYTEST_ARGS)
+	$(SUITE_ENV) $(VPY) -m pytest -q -n $(JOBS) --dist loadgroup $(TESTS) $(SUITE_SKIP) $(PYTEST_ARGS)
 
 test-vision: build setup-vision
 	$(VISION_TEST)

@@ -31,13 +31,13 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 MORE_BREAKS_THAN_DYNAMO = {}   # (timm's swin, visformer and hiera: fixed 2026-12-04)
 
 
-@pytest.mark.parametrize("name", zoo.names("vision"))
+@pytest.mark.parametrize("name", [test_zoo.same_worker(n) for n in zoo.names("vision")])
 def test_zoo_output_matches_eager(name):
     test_zoo.check_output(name, test_zoo._result(name))
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+@pytest.mark.parametrize("name", [test_zoo.same_worker(n, pytest.mark.xfail(
     strict=True, reason=f"kiln breaks more often than TorchDynamo: {MORE_BREAKS_THAN_DYNAMO[n]}"))
-    if n in MORE_BREAKS_THAN_DYNAMO else n for n in zoo.names("vision")])
+    if n in MORE_BREAKS_THAN_DYNAMO else test_zoo.same_worker(n) for n in zoo.names("vision")])
 def test_zoo_breaks_no_more_than_dynamo(name):
     test_zoo.check_breaks(name, test_zoo._result(name))

@@ -888,9 +888,116 @@ class Result:
     dynamo_equal: bool = None  # where kiln's is not: torch.compile(backend="eager")'s output matches eager's
     error: str = ""  # the first exception, where catch=True
     seconds: float = 0.0
+    dynamo_from: str = ""  # "live" (torch._dynamo.explain ran) or "reference" (DYNAMO_REFERENCE's entry)
+    dynamo_stale: str = ""  # a live run that disagrees with the reference's entry: what each says
 
     def first_reasons(self, n=3):
         return "; ".join(f"{b.reason} ({os.path.basename(b.filename)}:{b.lineno})" for b in self.kiln_reasons[:n])
+
+
+# TorchDynamo's explain of each model, as a live run gave it (graphs, breaks,
+# its first reasons), per torch / transformers / Python version: it is most of
+# the zoo's time (~1.5 s a model against kiln's ~0.2), and it does not change
+# unless one of the three does.  compare() reads a model's entry where its
+# key is there and runs TorchDynamo live for a third of the models on each
+# Python (which third turns with Python's minor version: 3.11, 3.12, 3.13
+# together cover the zoo), and a live run that disagrees with the entry
+# makes the test fail (Result.dynamo_stale): an entry is checked at every
+# `make test`, never trusted blindly.  Write a version's entries with
+#     python -m tests.models.zoo --write-dynamo-reference
+# (KILN_ZOO_DYNAMO=live runs TorchDynamo for every model instead.)
+DYNAMO_REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dynamo_reference.json")
+_reference_cache = {}
+
+
+def reference_key():
+    """The versions an entry of DYNAMO_REFERENCE holds for."""
+    import sys
+
+    try:
+        import transformers
+        tf = transformers.__version__
+    except ImportError:
+        tf = "none"
+    return f"torch {torch.__version__} / transformers {tf} / Python {sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _reference():
+    """This version's entries of DYNAMO_REFERENCE ({} if none)."""
+    key = reference_key()
+    if key not in _reference_cache:
+        import json
+
+        try:
+            with open(DYNAMO_REFERENCE) as f:
+                _reference_cache[key] = json.load(f).get(key, {})
+        except FileNotFoundError:
+            _reference_cache[key] = {}
+    return _reference_cache[key]
+
+
+def dynamo_live(name):
+    """Does compare() run TorchDynamo's explain on this model (else it reads
+    the reference's entry)?  Where the reference has no entry, where
+    KILN_ZOO_DYNAMO=live, and for every third model of the zoo, the third
+    chosen by Python's minor version."""
+    import sys
+
+    if os.environ.get("KILN_ZOO_DYNAMO") == "live" or name not in _reference():
+        return True
+    order = [n for n, _ in ZOO]
+    return order.index(name) % 3 == sys.version_info[1] % 3
+
+
+def _dynamo_entry(r):
+    return [r.dynamo_graphs, r.dynamo_breaks, [str(x).splitlines()[0][:200] for x in r.dynamo_reasons[:3]]]
+
+
+def write_reference(names):
+    """Run TorchDynamo's explain on the named models and write their entries
+    under this version's key of DYNAMO_REFERENCE (other keys kept)."""
+    import json
+
+    try:
+        with open(DYNAMO_REFERENCE) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        data = {}
+    entries = data.setdefault(reference_key(), {})
+    for name in names:
+        r = Result(name)
+        m, args, kwargs = build(name)
+        with torch.no_grad():
+            _reset()
+            _dynamo_explain(r, m, args, kwargs, lambda fn: fn())
+            _reset()
+        entries[name] = _dynamo_entry(r)
+        print(f"{name}: {r.dynamo_graphs} graphs, {r.dynamo_breaks} breaks", flush=True)
+    data[reference_key()] = entries
+    with open(DYNAMO_REFERENCE, "w") as f:   # (a model's entry on one line)
+        f.write("{\n" + ",\n".join(
+            f" {json.dumps(key)}: {{\n" + ",\n".join(f"  {json.dumps(n)}: {json.dumps(e)}" for n, e in
+                                                     sorted(data[key].items())) + "\n }"
+            for key in sorted(data)) + "\n}\n")
+    _reference_cache.clear()
+
+
+def _dynamo_explain(r, m, args, kwargs, step):
+    """torch._dynamo.explain of the model into r's dynamo_* fields."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    dx = step(lambda: torch._dynamo.explain(m)(*args, **kwargs))
+    if dx is not None:
+        # TorchDynamo counts graph_count - 1 breaks: -1 where it records no graph at all.
+        # Where it breaks and then records no graph (nn.Transformer's data-dependent
+        # bool()), explain reports nothing but its counters (and its log) keep the
+        # break: the larger of the two is its count
+        seen = len(counters["graph_break"])
+        r.dynamo_graphs, r.dynamo_breaks = dx.graph_count, max(0, dx.graph_break_count, seen)
+        r.dynamo_reasons = [b.reason for b in dx.break_reasons] or \
+            [k.splitlines()[0] for k in counters["graph_break"]]
+    r.dynamo_from = "live"
 
 
 def _reset():
@@ -902,7 +1009,8 @@ def _reset():
 
 def compare(name, backend="kiln", catch=False):
     """Run the named model eagerly, under kiln.explain(backend="eager"),
-    under torch._dynamo.explain and under kiln.compile(backend=backend)
+    under torch._dynamo.explain (or read its DYNAMO_REFERENCE entry: see
+    dynamo_live) and under kiln.compile(backend=backend)
     (called twice), all under torch.no_grad(), and return a Result.  With
     catch=True an exception in one step is noted in Result.error and the
     remaining steps still run; else it propagates."""
@@ -927,19 +1035,16 @@ def compare(name, backend="kiln", catch=False):
         if ex is not None:
             r.kiln_graphs, r.kiln_breaks, r.kiln_reasons = ex.graph_count, ex.graph_break_count, list(ex.breaks)
         _reset()
-        from torch._dynamo.utils import counters
-
-        counters.clear()
-        dx = step(lambda: torch._dynamo.explain(m)(*args, **kwargs))
-        if dx is not None:
-            # TorchDynamo counts graph_count - 1 breaks: -1 where it records no graph at all.
-            # Where it breaks and then records no graph (nn.Transformer's data-dependent
-            # bool()), explain reports nothing but its counters (and its log) keep the
-            # break: the larger of the two is its count
-            seen = len(counters["graph_break"])
-            r.dynamo_graphs, r.dynamo_breaks = dx.graph_count, max(0, dx.graph_break_count, seen)
-            r.dynamo_reasons = [b.reason for b in dx.break_reasons] or \
-                [k.splitlines()[0] for k in counters["graph_break"]]
+        known = _reference().get(name)
+        if dynamo_live(name):
+            _dynamo_explain(r, m, args, kwargs, step)
+            if known is not None and r.dynamo_breaks is not None and known[:2] != _dynamo_entry(r)[:2]:
+                r.dynamo_stale = (f"{DYNAMO_REFERENCE} says {known[0]} graphs, {known[1]} breaks under "
+                                  f"{reference_key()!r}; TorchDynamo now gives {r.dynamo_graphs} graphs, "
+                                  f"{r.dynamo_breaks} breaks (python -m tests.models.zoo --write-dynamo-reference)")
+        else:
+            r.dynamo_graphs, r.dynamo_breaks, r.dynamo_reasons = known[0], known[1], list(known[2])
+            r.dynamo_from = "reference"
         _reset()
 
         def run_compiled():
@@ -967,3 +1072,28 @@ def compare(name, backend="kiln", catch=False):
             _reset()
     r.seconds = time.perf_counter() - t0
     return r
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="the zoo's TorchDynamo reference (DYNAMO_REFERENCE)")
+    ap.add_argument("--write-dynamo-reference", action="store_true",
+                    help="run torch._dynamo.explain on every model of the group and write their entries "
+                         "under this torch / transformers / Python version's key")
+    ap.add_argument("--group", default="main")
+    ap.add_argument("--models", default="", help="comma-separated names (default: the whole group)")
+    opts = ap.parse_args()
+    if opts.write_dynamo_reference:
+        import warnings
+
+        warnings.simplefilter("ignore")
+        try:
+            import transformers
+
+            transformers.logging.set_verbosity_error()
+        except ImportError:
+            pass
+        write_reference(opts.models.split(",") if opts.models else names(opts.group))
+    else:
+        ap.print_help()
