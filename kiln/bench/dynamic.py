@@ -16,7 +16,7 @@ random order that is the same for every compiler:
 2. steady state: a second pass over the same order; per shape one untimed
    call of each compiler, then ``--dyn-repeat`` timed calls of each in
    interleaved rounds; the median per shape and compiler.
-2b. re-timing (``--dyn-retime N``, default 8): the N shapes where kiln's
+2b. re-timing (``--dyn-retime N``, default 32): the N shapes where kiln's
    steady median came out furthest behind torch.compile's are timed again,
    every compiler in at least 15 interleaved rounds; the per-shape worst
    ratio takes those rounds' medians (the largest of 128 ratios of 3-call
@@ -732,7 +732,7 @@ def add_dynamic_args(p) -> None:
     p.add_argument("--dyn-repeat", type=int, default=3,
                    help="--dynamic: timed calls per shape and compiler in the steady-state pass "
                         "(default: %(default)s)")
-    p.add_argument("--dyn-retime", type=int, default=8,
+    p.add_argument("--dyn-retime", type=int, default=32,
                    help="--dynamic: shapes where kiln's steady time came out behind torch.compile's "
                         "that are timed again, every compiler in at least %d interleaved rounds "
                         "(furthest behind first; 0: none; default: %%(default)s)" % RETIME_ROUNDS)
