@@ -1,0 +1,78 @@
+"""Time the two costs of a symbolic graph that a serving sweep pays (issue
+17), one process, one model, for profiling under py-spy:
+
+  compile   kiln.compile(model, dynamic=True) called at 4x64, ROUNDS times
+            (kiln.reset() and an empty disk cache before each): a symbolic
+            recording and a symbolic compile, nothing static first
+  sizes     kiln.compile(model) called at 4x64 and 6x96 (a static, then a
+            symbolic compile), then at NEW further sizes (batch 2..17 x
+            sequence 8..256): each a size plan from the parametric build;
+            prints the median time of a new size's call, its run included
+
+On a GPU the model runs in bfloat16 and each timed call is synchronised.
+
+    python benchmarks/diag/symbolic_costs.py compile bert [ROUNDS]
+    python benchmarks/diag/symbolic_costs.py sizes llama [NEW] --device cuda
+    py-spy record -r 200 -f raw -o rec.raw -- python benchmarks/diag/symbolic_costs.py compile bert 6
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import torch  # noqa: E402
+
+import kiln  # noqa: E402
+from kiln.bench import models  # noqa: E402
+
+
+def _timed(fn, x, device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn(x)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("what", choices=("compile", "sizes"))
+    p.add_argument("model")
+    p.add_argument("count", nargs="?", type=int, default=None, help="ROUNDS (compile, 3) or NEW (sizes, 120)")
+    p.add_argument("--device", default="cpu")
+    a = p.parse_args()
+    torch.manual_seed(0)
+    cfg = models.BuildConfig(device=a.device, dtype=torch.bfloat16 if a.device == "cuda" else torch.float32)
+    model, _, _ = models.build_model(models.MODELS[a.model], cfg)
+    model.eval()
+
+    def ids(b, s):
+        return torch.randint(0, 1000, (b, s), device=a.device)
+
+    with torch.no_grad(), tempfile.TemporaryDirectory() as tmp:
+        if a.what == "compile":
+            for r in range(a.count or 3):
+                kiln.reset()
+                kiln.config.cache_dir = os.path.join(tmp, str(r))
+                fn = kiln.compile(model, dynamic=True)
+                print(f"round {r}: symbolic compile and first call at 4x64 "
+                      f"{_timed(fn, ids(4, 64), a.device) * 1e3:.0f} ms", flush=True)
+            return
+        kiln.config.cache_dir = tmp
+        fn = kiln.compile(model)
+        fn(ids(4, 64))
+        fn(ids(6, 96))
+        sizes = [(b, s) for b in range(2, 18) for s in range(8, 264, 8) if (b, s) not in ((4, 64), (6, 96))]
+        times = [_timed(fn, ids(b, s), a.device) for b, s in sizes[:a.count or 120]]
+        print(f"{len(times)} new sizes: median {statistics.median(times) * 1e3:.2f} ms a call "
+              f"(its run included); kiln size plans {kiln.stats().get('size_plans')}")
+
+
+if __name__ == "__main__":
+    main()
