@@ -9,6 +9,9 @@
             sequence 8..256): each a size plan from the parametric build;
             prints the median time of a new size's call, its run included
 
+Inputs are the serving sweep's (kiln/bench/dynamic.py make_inputs: token
+ids, or images of side S), at batch x size.
+
 On a GPU the model runs in bfloat16 and each timed call is synchronised.
 
     python benchmarks/diag/symbolic_costs.py compile bert [ROUNDS]
@@ -27,14 +30,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import torch  # noqa: E402
 
 import kiln  # noqa: E402
-from kiln.bench import models  # noqa: E402
+from kiln.bench import dynamic, models  # noqa: E402
 
 
-def _timed(fn, x, device):
+def _timed(fn, inputs, device):
     if device == "cuda":
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    fn(x)
+    fn(*inputs)
     if device == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t0
@@ -49,11 +52,12 @@ def main():
     a = p.parse_args()
     torch.manual_seed(0)
     cfg = models.BuildConfig(device=a.device, dtype=torch.bfloat16 if a.device == "cuda" else torch.float32)
-    model, _, _ = models.build_model(models.MODELS[a.model], cfg)
+    spec = models.MODELS[a.model]
+    model, example, _ = models.build_model(spec, cfg)
     model.eval()
 
-    def ids(b, s):
-        return torch.randint(0, 1000, (b, s), device=a.device)
+    def ids(b, s):   # (the serving sweep's inputs at batch b, size s)
+        return dynamic.make_inputs(spec, model, example, (b, s), cfg, 0)
 
     with torch.no_grad(), tempfile.TemporaryDirectory() as tmp:
         if a.what == "compile":
@@ -66,8 +70,8 @@ def main():
             return
         kiln.config.cache_dir = tmp
         fn = kiln.compile(model)
-        fn(ids(4, 64))
-        fn(ids(6, 96))
+        fn(*ids(4, 64))
+        fn(*ids(6, 96))
         sizes = [(b, s) for b in range(2, 18) for s in range(8, 264, 8) if (b, s) not in ((4, 64), (6, 96))]
         times = [_timed(fn, ids(b, s), a.device) for b, s in sizes[:a.count or 120]]
         print(f"{len(times)} new sizes: median {statistics.median(times) * 1e3:.2f} ms a call "
