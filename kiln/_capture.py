@@ -21,7 +21,7 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import _C, counters, logs
+from . import _C, counters, logs, ops
 
 # ---------------------------------------------------------------- names the C core uses
 Tensor = torch.Tensor
@@ -350,6 +350,12 @@ class BackendCompilerFailed(_TorchBackendCompilerFailed):
         self.first_useful_frame = None
         Exception.__init__(self, f"kiln.compile: backend={self.backend_name!r} raised:\n"
                                  f"{type(inner_exception).__name__}: {inner_exception}")
+
+
+# torch functions whose recording fake kiln makes itself (src/capture/
+# record_value.c kn_torch_op): each takes the call's arguments (fakes) and
+# returns the result's fake, or NotImplemented for torch's own
+fake_overrides = {torch._C._nn.scaled_dot_product_attention: ops.recorded_attention}
 
 
 def tensor_unsupported(value):

@@ -63,6 +63,47 @@ def _attention_fake(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     return q.new_empty(shape)
 
 
+def recorded_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention's result as a recording fakes it (the
+    capture's fake call, src/capture/record_value.c `kn_torch_op`), or
+    NotImplemented: torch's own fake then runs.  On a GPU an inference graph's
+    attention becomes kiln::attention (kiln/trace.py), so the recording takes
+    that op's fake, the fused kernels' layout: torch's fake of
+    scaled_dot_product_attention takes the math path there (a mask, symbolic
+    sizes), two matmuls' and a softmax's decompositions per call, a third of
+    a symbolic recording, and another layout than the graph is lowered to.
+    Only where the shapes are ones the fused kernels take as they are (4-d,
+    one batch and head count, matching head sizes, no GQA, a mask of at most
+    4 dims of q's dtype or bool); everything else, and training (grad
+    required), takes torch's fake."""
+    ts = (q, k, v)
+    if not all(isinstance(t, Tensor) and t.dim() == 4 and t.device.type == "cuda" for t in ts):
+        return NotImplemented
+    if enable_gqa or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or \
+            k.dtype != q.dtype or v.dtype != q.dtype:
+        return NotImplemented
+    if torch.is_grad_enabled() and any(t.requires_grad for t in ts):
+        return NotImplemented
+    if is_causal and attn_mask is not None:
+        return NotImplemented   # (torch raises: its fake says so)
+    if attn_mask is not None and (not isinstance(attn_mask, Tensor) or attn_mask.dim() > 4 or
+                                  attn_mask.dtype not in (torch.bool, q.dtype) or attn_mask.requires_grad):
+        return NotImplemented
+    # (symbolic sizes: each comparison guards as torch's own checks would;
+    # one it cannot decide, a data-dependent size, leaves it to torch's fake)
+    try:
+        if not (q.size(0) == k.size(0) == v.size(0) and q.size(1) == k.size(1) == v.size(1) and
+                k.size(2) == v.size(2) and q.size(3) == k.size(3)):
+            return NotImplemented
+        if attn_mask is not None:
+            want = (q.size(0), q.size(1), q.size(2), k.size(2))[4 - attn_mask.dim():]
+            if not all(m == 1 or m == w for m, w in zip(attn_mask.shape, want)):
+                return NotImplemented
+    except torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
+        return NotImplemented
+    return _attention_fake(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
 def _backend_value(name):
     b = getattr(getattr(getattr(torch.nn, "attention", None), "SDPBackend", None), name, None)
     return getattr(b, "value", None)

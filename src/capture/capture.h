@@ -374,6 +374,7 @@ typedef struct {
     PyObject *backend_failed;    /* kiln.BackendCompilerFailed: a user backend raised (the user's error) */
     PyObject *user_error;        /* kiln.errors.UserError: raised where the user called (mark_dynamic's promise) */
     PyObject *tensor_unsupported;   /* (tensor or tuple) -> reason str or None */
+    PyObject *fake_overrides;    /* {torch function: its recording fake (*args, **kw) -> result or NotImplemented} */
     PyObject *dead_locals;       /* (code, offset) -> locals nothing from offset on reads */
     PyObject *private_cells;     /* (code) -> its cells nothing reads after it returns */
     PyObject *dead_cells;        /* (code, offset) -> private cells nothing from offset on reads */

@@ -1207,6 +1207,9 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(backend_failed, "BackendCompilerFailed");
     GET(user_error, "UserError");
     GET(tensor_unsupported, "tensor_unsupported");
+    GET(fake_overrides, "fake_overrides");
+    if (!PyDict_Check(kn_cenv.fake_overrides))
+        return PyErr_Format(PyExc_TypeError, "capture_setup: fake_overrides is a dict");
     GET(dead_locals, "dead_locals");
     GET(private_cells, "private_cells");
     GET(dead_cells, "dead_cells");

@@ -335,7 +335,20 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         Py_XDECREF(bound);
         Py_XDECREF(rest);
     } else {
-        res = PyObject_Call(target, fa, fk);
+        /* a function whose fake kiln makes itself where torch's would take
+         * another path than the lowered graph (kiln/_capture.py fake_overrides) */
+        PyObject *own = PyCFunction_Check(target) ? PyDict_GetItemWithError(kn_cenv.fake_overrides, target) : NULL;
+        if (own != NULL) {
+            res = PyObject_Call(own, fa, fk);
+            if (res == Py_NotImplemented)
+                Py_CLEAR(res);
+            else if (res == NULL)
+                goto done;   /* kiln's error: the rule checks before it fakes */
+        } else if (PyErr_Occurred()) {
+            goto done;
+        }
+        if (res == NULL)
+            res = PyObject_Call(target, fa, fk);
     }
     if (res == NULL) {
         PyObject *ev = kn_err_take();

@@ -640,6 +640,47 @@ def test_attention_kept_whole_runs_torchs_own_sdpa():
     torch.testing.assert_close(out if isinstance(out, torch.Tensor) else out[0], f(q, q, q, m)[0])
 
 
+def test_recorded_attention_fakes_the_fused_layout_only_where_the_lowering_takes_it():
+    """On a GPU the recording fakes an inference graph's attention as the
+    op the graph is lowered to (kiln::attention: the fused kernels' layout)
+    instead of torch's fake, which takes the math path there; a call the
+    fused kernels would not take as it is, or one needing grad, keeps
+    torch's own fake (checked with fake CUDA tensors, no GPU needed)."""
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from kiln import _capture, ops
+
+    assert _capture.fake_overrides[F.scaled_dot_product_attention] is ops.recorded_attention
+    with FakeTensorMode():
+        q = torch.empty(2, 4, 8, 16, device="cuda", dtype=torch.bfloat16)
+        k = torch.empty(2, 4, 10, 16, device="cuda", dtype=torch.bfloat16)
+        v = torch.empty(2, 4, 10, 32, device="cuda", dtype=torch.bfloat16)
+        for m in (None, torch.empty(2, 1, 1, 10, dtype=torch.bool, device="cuda"),
+                  torch.empty(8, 10, dtype=torch.bfloat16, device="cuda")):
+            got = ops.recorded_attention(q, k, v, m)
+            want = F.scaled_dot_product_attention(q, k, v, m)
+            assert got.shape == want.shape == (2, 4, 8, 32) and got.dtype == want.dtype
+            assert got.stride() == (1024, 32, 128, 1)   # [B, S, H, D] seen as [B, H, S, D]
+        def e(*shape):   # (views of CUDA fakes need a CUDA build of torch)
+            return torch.empty(*shape, device="cuda", dtype=torch.bfloat16)
+
+        refused = [
+            (torch.empty(2, 4, 8, 16), torch.empty(2, 4, 10, 16), torch.empty(2, 4, 10, 32), None, {}),   # CPU
+            (e(4, 8, 16), e(4, 10, 16), e(4, 10, 32), None, {}),              # 3-d
+            (q, k, v, torch.empty(2, 1, 1, 10, device="cuda"), {}),           # a float32 mask, bf16 q
+            (q, k, v, torch.empty(2, 1, 1, 10, dtype=torch.bool, device="cuda"), {"is_causal": True}),
+            (q, e(2, 2, 10, 16), e(2, 2, 10, 32), None, {"enable_gqa": True}),   # GQA
+            (q, e(2, 2, 10, 16), e(2, 2, 10, 32), None, {}),                  # heads differ: torch raises
+            (q, k, v, torch.empty(3, 1, 1, 10, dtype=torch.bool, device="cuda"), {}),   # mask does not broadcast
+        ]
+        for a, b, c, m, kw in refused:
+            assert ops.recorded_attention(a, b, c, m, **kw) is NotImplemented
+        qg = e(2, 4, 8, 16).requires_grad_()
+        assert ops.recorded_attention(qg, k, v) is NotImplemented
+        with torch.no_grad():
+            assert ops.recorded_attention(qg, k, v) is not NotImplemented
+
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_lowering_paths_agree_and_mutation_takes_functionalization(monkeypatch, tmp_path, fast):
     """Inference graphs lower by one plain trace when they are functional

@@ -331,3 +331,40 @@ def test_max_autotune_tunes_launch_sizes_once_and_caches_them(tmp_path, monkeypa
         assert (sum(tuned) > 0) == (run == 0), tuned
     entries = list((tmp_path / "cuda" / "tune").rglob("*"))
     assert any(p.is_file() and int(p.read_text()) >= 1 for p in entries)
+
+
+def test_recorded_attention_takes_the_lowered_ops_fake_at_every_size():
+    """The recording fakes an inference graph's attention as kiln::attention
+    (the fused kernels' [B, S, H, D] layout, src/capture/record_value.c and
+    kiln/ops.py recorded_attention), not through torch's math-path fake; a
+    symbolic graph over many sizes, with a padding mask as BERT's, matches
+    eager at each (grad needed keeps torch's fake: tests/compile/test_backend.py)."""
+    strides = []
+
+    def spy(gm, example_inputs):
+        for n in gm.graph.nodes:
+            if n.target is F.scaled_dot_product_attention:
+                strides.append(n.meta["example_value"].stride())
+        return gm.forward
+
+    def f(x, m, w):
+        b, s, _ = x.shape
+        q = (x @ w).view(b, s, 4, 16).transpose(1, 2)
+        mask = (1.0 - m[:, None, None, :].to(x.dtype)) * -10000.0
+        a = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        return a.transpose(1, 2).reshape(b, s, 64) + x
+
+    w = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16) / 8
+    kiln.reset()
+    fast = kiln.compile(f, dynamic=True)
+    with torch.no_grad():
+        x = torch.randn(2, 8, 64, device="cuda", dtype=torch.bfloat16)
+        kiln.compile(f, backend=spy, dynamic=True)(x, torch.ones(2, 8, device="cuda"), w)
+        # [B, H, S, D] laid out as [B, S, H, D]: heads inside positions
+        assert len(strides) == 1 and strides[0][1] == 16 and strides[0][2] == 64 and strides[0][3] == 1, strides
+        for b, s in ((2, 8), (3, 24), (5, 40), (2, 17)):
+            x = torch.randn(b, s, 64, device="cuda", dtype=torch.bfloat16)
+            m = (torch.rand(b, s, device="cuda") > 0.2).long()
+            m[:, 0] = 1
+            _close(fast(x, m, w), f(x, m, w), torch.bfloat16)
+    assert kiln.stats()["fallbacks"] == 0
