@@ -77,7 +77,10 @@ def _f32(text):
     ties to even), as a Python float: the float32 nearest the exact decimal
     among the one its double rounds to and that one's neighbours."""
     exact = Decimal(text)
-    bits = struct.unpack("<I", struct.pack("<f", float(text)))[0]
+    try:
+        bits = struct.unpack("<I", struct.pack("<f", float(text)))[0]
+    except OverflowError:
+        return None   # past float32's range: no literal of a build (the size is built on its own)
     best = None
     for b in (bits - 1, bits, bits + 1):
         if not 0 <= b < 0x7F800000:
@@ -103,7 +106,8 @@ def _literal(kind, text):
     if "." in body or "e" in body or "E" in body:
         if suffix == "":
             return "f64", float(body)
-        return ("f32", _f32(body)) if suffix in ("f", "F") else None
+        v = _f32(body) if suffix in ("f", "F") else None
+        return None if v is None else ("f32", v)
     if suffix:
         return None
     if len(body) > 1 and body[0] == "0":
@@ -216,6 +220,7 @@ class Build:
         self.nfloats = len({j for _, _, c, j in holes if c in ("f64", "f32")})
         self.nints = len({j for _, _, c, j in holes if c not in ("f64", "f32")}) + len(splits)
         self.plan = _plan(holes, splits, source)
+        self.packed = _packed(self.plan)
         self._by_token = None
 
     def match(self, source):
@@ -225,9 +230,12 @@ class Build:
         kn_cg_canon_locals), so the text is compared as it is; under
         KILN_DEBUG the token match (local names renamed consistently,
         whitespace free) checks every answer."""
-        got = self._match_plain(source)
-        from . import config, errors
+        from . import _C, config, errors
+        got = _C.match_params(self.packed, source, self.nints, self.nfloats) \
+            if self.packed is not None and source.isascii() else self._match_plain(source)
         if config.debug:
+            if got != self._match_plain(source):
+                errors.internal("kiln.kernel_params: the C match (src/codegen/params.c) and _match_plain disagree")
             by_tokens = self._match_tokens(source)
             if got is not None and by_tokens != got:
                 errors.internal("kiln.kernel_params: the text match and the token match of a source disagree")
@@ -341,6 +349,23 @@ def _plan(holes, splits, source):
             pos = end
     out.append(("text", source[pos:], None))
     return [step for step in out if step[0] != "text" or step[1]]
+
+
+_STEP_KINDS = {"text": 0, "split": 1, "int": 2, "long": 3, "i64": 4, "f64": 5, "f32": 6}
+
+
+def _packed(plan):
+    """_plan's steps as the C match reads them (src/codegen/params.c): per
+    step a kind byte, the parameter index and the text's length (uint32,
+    little-endian), then the text; None where the text is not ASCII (such
+    a build, and a source that is not, take _match_plain)."""
+    out = bytearray()
+    for kind, a, j in plan:
+        if kind in ("text", "split") and not a.isascii():
+            return None
+        text = a.encode("ascii") if kind in ("text", "split") else b""
+        out += struct.pack("<BII", _STEP_KINDS[kind], j or 0, len(text)) + text
+    return bytes(out)
 
 
 def _put(values, j, v):

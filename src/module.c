@@ -47,6 +47,7 @@ py_str_printf_check(PyObject *self, PyObject *noargs)
     return kn_str_printf_check();
 }
 PyObject *kn_py_test_fault(PyObject *self, PyObject *name);   /* compile/index_hook.c */
+PyObject *kn_py_match_params(PyObject *self, PyObject *args);   /* codegen/params.c */
 
 static PyObject *
 py_compile(PyObject *self, PyObject *args)
@@ -165,6 +166,9 @@ static PyMethodDef methods[] = {
     {"nvrtc_compile", kn_py_nvrtc_compile, METH_VARARGS,
      "nvrtc_compile(source, arch, nvrtc_path=None) -> (cubin, log): compile CUDA C with NVRTC alone."},
     {"lowered_ops", py_lowered_ops, METH_NOARGS, "Names of the ATen ops kiln lowers itself."},
+    {"match_params", kn_py_match_params, METH_VARARGS,
+     "match_params(plan, source, nints, nfloats) -> (ints, floats) or None: a size's parameter values read "
+     "off its generated source against a parametric build's packed plan (src/codegen/params.c)."},
     {"test_fault", kn_py_test_fault, METH_O,
      "test_fault(name or None): break code generation on purpose (a test hook): 'bad_expr' makes every "
      "rendered addition an invalid C expression; None restores it."},

@@ -452,3 +452,47 @@ def test_the_fast_scan_finds_what_the_token_compare_finds(monkeypatch, emulate):
     assert kp._fast_places(source, probes, False)[2] is True
     # a probe that renames a local is for the token compare only
     assert kp._fast_places(_kernel(5, 64), [_kernel(6, 64, name="t4")], False) is None
+
+
+def test_the_c_match_reads_what_match_plain_reads():
+    """Build.match reads a size's parameters in C (src/codegen/params.c);
+    kernel_params' Python _match_plain is its reference: on sources that
+    match, that differ in a literal's class or spelling (octal, past
+    INT_MAX, a suffix, a point or word running on), in a split, or
+    anywhere else, and on random edits near literals, both answer the same."""
+    import random
+
+    from kiln import _C
+    split = "  #pragma omp parallel for schedule(static)\n"
+    serial = "  /* kn:serial #pragma omp parallel for schedule(static) */\n"
+    b = kp.make(_kernel(5, 64, scale="0.5f", pragma=split), [_kernel(6, 72, scale="0.25f", pragma=serial)])
+    assert b is not None and b.packed is not None and b.nfloats >= 1
+    cases = [_kernel(n, m, scale=sc, pragma=pr)
+             for n in (7, 0, 2 ** 31 - 1, 2 ** 31, "07", "7L", "7.", "7.5")
+             for m in (64, 9, -3, 2 ** 62, "9e")
+             for sc in ("0.5f", "1e-3f", "3F", "2.f", ".5f", "1.5", "4.0e+38f", "0.1f0")
+             for pr in (split, serial, "", "  #pragma omp parallel for\n")]
+    rng = random.Random(0)
+    base = _kernel(9, 48, scale="0.75f", pragma=serial)
+    for _ in range(600):
+        s = list(base)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(s))
+            op = rng.randrange(3)
+            if op == 0:
+                s[i] = rng.choice("0123456789.eEfF-+ x_()\n")
+            elif op == 1:
+                s.insert(i, rng.choice("0123456789.eEf "))
+            else:
+                del s[i]
+        cases.append("".join(s))
+    cases += [base, base + " ", base[:-1], "", base.replace("48", "048")]
+    matched = 0
+    for src in cases:
+        want = b._match_plain(src)
+        got = _C.match_params(b.packed, src, b.nints, b.nfloats)
+        assert got == want, (src, got, want)
+        matched += want is not None
+    assert matched > 20
+    # a non-ASCII source takes the Python match
+    assert b.match(base.replace("(void)kn_err;", "(void)kn_err; /* é */")) is None
