@@ -646,11 +646,42 @@ kn_cg_used_bufs(kn_ctx *c, const kn_kernel *k)
    loads, shared arrays); buffers (b<n>, named by their frame slot) and loop variables
    (v<n>, by depth) keep their names.  Longer prefixes first. */
 static const char *const local_prefixes[] = {"kb", "kv", "vl", "sm", "sa", "t", "a", "m", "n", "p", "q", "r", "w", NULL};
+/* (local_prefix's table below spells this list by first character: change both) */
 
+/* 1 for a character of an identifier (letters, digits, _) */
+static const unsigned char ident_tab[256] = {
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+    ['_'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1,
+    ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1,
+    ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1,
+    ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1,
+    ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
+};
+
+/* The local_prefixes entry identifier p..q starts with, followed by a digit
+ * (the first in table order: longer prefixes first), setting *plen; -1 for
+ * none.  (A table lookup per identifier: this scan is a sixth of a size
+ * plan's C core.) */
 static int
-ident_char(char ch)
+local_prefix(const char *p, const char *q, int *plen)
 {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+    /* per first character, its local_prefixes entries plus one (0 ends) */
+    static const unsigned char first[256][2] = {
+        ['k'] = {1, 2}, ['v'] = {3}, ['s'] = {4, 5}, ['t'] = {6}, ['a'] = {7}, ['m'] = {8},
+        ['n'] = {9}, ['p'] = {10}, ['q'] = {11}, ['r'] = {12}, ['w'] = {13},
+    };
+    const unsigned char *f = first[(unsigned char)*p];
+    for (int k = 0; k < 2 && f[k]; k++) {
+        const char *pre = local_prefixes[f[k] - 1];
+        size_t l = pre[1] ? 2 : 1;
+        if ((size_t)(q - p) > l && (l == 1 || p[1] == pre[1]) && p[l] >= '0' && p[l] <= '9') {
+            *plen = (int)l;
+            return f[k] - 1;
+        }
+    }
+    return -1;
 }
 
 int
@@ -669,24 +700,15 @@ kn_cg_canon_locals(kn_str *s, size_t from)
     memset(keys, -1, sizeof(long long) * cap);
     const char *p = s->p + from, *end = s->p + s->n, *copied = p;
     while (p < end) {
-        if (!ident_char(*p)) {
+        if (!ident_tab[(unsigned char)*p]) {
             p++;
             continue;
         }
-        const char *q = p;
-        while (q < end && ident_char(*q))
+        const char *q = p + 1;
+        while (q < end && ident_tab[(unsigned char)*q])
             q++;
         /* an identifier (not a number's tail): a local's prefix, <digits>, and an optional _<digits> */
-        int which = -1, plen = 0;
-        for (int w = 0; which < 0 && local_prefixes[w]; w++) {
-            if (local_prefixes[w][0] != *p)
-                continue;
-            size_t l = strlen(local_prefixes[w]);
-            if ((size_t)(q - p) > l && !memcmp(p, local_prefixes[w], l) && p[l] >= '0' && p[l] <= '9') {
-                which = w;
-                plen = (int)l;
-            }
-        }
+        int plen = 0, which = local_prefix(p, q, &plen);
         if (which >= 0) {
             const char *d = p + plen;
             long long num = 0;

@@ -71,11 +71,17 @@ put_int(kn_str *s, uint64_t u, int neg, char conv, int flags, long width, long p
 {
     char dig[24];
     int nd = 0;
-    const char *digits = conv == 'X' ? "0123456789ABCDEF" : "0123456789abcdef";
-    unsigned base = conv == 'x' || conv == 'X' ? 16 : 10;
-    while (u) {
-        dig[nd++] = digits[u % base];
-        u /= base;
+    if (conv == 'x' || conv == 'X') {
+        const char *digits = conv == 'X' ? "0123456789ABCDEF" : "0123456789abcdef";
+        while (u) {
+            dig[nd++] = digits[u & 15];
+            u >>= 4;
+        }
+    } else {
+        while (u) {   /* (a constant divisor: a multiply, not a division) */
+            dig[nd++] = (char)('0' + u % 10);
+            u /= 10;
+        }
     }
     if (prec < 0 && nd == 0)
         dig[nd++] = '0';   /* (precision 0 writes no digit for 0) */
@@ -108,9 +114,9 @@ static int
 format_plain(kn_str *s, const char *f, va_list ap)
 {
     while (*f && !s->oom) {
-        const char *pc = f;
-        while (*pc && *pc != '%')
-            pc++;
+        const char *pc = strchr(f, '%');
+        if (pc == NULL)
+            pc = f + strlen(f);
         if (pc > f)
             put(s, f, (size_t)(pc - f));
         if (!*pc)
