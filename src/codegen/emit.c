@@ -143,18 +143,26 @@ expand(kn_str *out, const char *t, const char *const *args, kn_dtype adt)
 {
     for (const char *p = t; p && *p; p++) {
         if (*p != '%') {
-            kn_str_printf(out, "%c", *p);
+            const char *q = strchr(p, '%');   /* (the run of plain text, copied at once) */
+            size_t k = q ? (size_t)(q - p) : strlen(p);
+            kn_str_put(out, p, k);
+            p += k - 1;
             continue;
         }
         p++;
+        const char *piece = NULL;
         if (*p >= '0' && *p <= '2')
-            kn_str_printf(out, "%s", args[*p - '0']);
+            piece = args[*p - '0'] ? args[*p - '0'] : "(null)";   /* (as %s wrote it) */
         else if (*p == 't')
-            kn_str_printf(out, "%s", kn_dtypes[adt].tag);
+            piece = kn_dtypes[adt].tag;
         else if (*p == 'f')
-            kn_str_printf(out, "%s", adt == KN_F32 ? "f" : "");
+            piece = adt == KN_F32 ? "f" : "";
         else if (*p == '%')
-            kn_str_printf(out, "%%");
+            piece = "%";
+        else if (*p == '\0')
+            break;   /* (a template ending in %: nothing more) */
+        if (piece)
+            kn_str_put(out, piece, strlen(piece));
     }
 }
 
@@ -226,7 +234,7 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         kn_dtype st = (kn_dtype)e->ext;   /* the storage dtype loaded */
         kn_str elem = {0};
         if (lane) {   /* one lane of a vector load */
-            kn_str_printf(&elem, "%s", lane);
+            kn_str_put(&elem, lane, strlen(lane));
         } else {
             emit_ref(g, e->a[0], &ix);
             kn_str_printf(&elem, "b%d[%s]", b->id, ix.p ? ix.p : "0");
@@ -235,7 +243,7 @@ kn_cg_emit(kn_gen *g, kn_expr *e)
         if (g->t->load[st])
             expand1(&rhs, g->t->load[st], elem.p, st);
         else
-            kn_str_printf(&rhs, "%s", elem.p);
+            kn_str_put(&rhs, elem.p ? elem.p : "(null)", strlen(elem.p ? elem.p : "(null)"));
         kn_str_free(&elem);
         break;
     }
