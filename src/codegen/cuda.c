@@ -861,6 +861,8 @@ rowplan_scan(rowplan *p, kn_gen *g, int vw)
     return 1;
 }
 
+static const int32_t *forms_of(kn_gen *g, int kind_has_rows);
+
 /* Choose the form of a kernel with reductions (see gen_rows_regs). */
 static int
 rowplan_make(rowplan *p, kn_gen *g, int64_t inner_n)
@@ -879,6 +881,9 @@ rowplan_make(rowplan *p, kn_gen *g, int64_t inner_n)
     }
     p->six = p->body + k->nmembers;
     p->own = p->six + k->nmembers;
+    const int32_t *given = forms_of(g, 1);
+    if (given != NULL && given[KN_FORM_KIND] == KN_FORM_REGS)
+        return 0;   /* (take_row_forms takes the given register form or plain rows: no own search) */
     /* G threads per row: about KN_ROW_ELEMS elements each, or up to twice
        that to keep a row of at most 1024 in one warp (shuffles only) */
     int64_t G = pow2_at_least((inner_n + KN_ROW_ELEMS - 1) / KN_ROW_ELEMS);
