@@ -74,8 +74,8 @@ def recorded_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
     a symbolic recording, and another layout than the graph is lowered to.
     Only where the shapes are ones the fused kernels take as they are (4-d,
     one batch and head count, matching head sizes, no GQA, a mask of at most
-    4 dims of q's dtype or bool); everything else, and training (grad
-    required), takes torch's fake."""
+    4 dims of q's dtype or bool); everything else, training (grad
+    required) and autocast (it changes the dtype) take torch's fake."""
     ts = (q, k, v)
     if not all(isinstance(t, Tensor) and t.dim() == 4 and t.device.type == "cuda" for t in ts):
         return NotImplemented
@@ -84,6 +84,8 @@ def recorded_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
         return NotImplemented
     if torch.is_grad_enabled() and any(t.requires_grad for t in ts):
         return NotImplemented
+    if _autocast_on():
+        return NotImplemented   # (autocast casts the inputs first: torch's fake gives the dtype it computes in)
     if is_causal and attn_mask is not None:
         return NotImplemented   # (torch raises: its fake says so)
     if attn_mask is not None and (not isinstance(attn_mask, Tensor) or attn_mask.dim() > 4 or
@@ -102,6 +104,13 @@ def recorded_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
     except torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
         return NotImplemented
     return _attention_fake(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+def _autocast_on():
+    try:
+        return torch.is_autocast_enabled("cuda")
+    except TypeError:   # (a torch whose is_autocast_enabled takes no device)
+        return torch.is_autocast_enabled()
 
 
 def _backend_value(name):

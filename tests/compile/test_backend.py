@@ -679,6 +679,12 @@ def test_recorded_attention_fakes_the_fused_layout_only_where_the_lowering_takes
         assert ops.recorded_attention(qg, k, v) is NotImplemented
         with torch.no_grad():
             assert ops.recorded_attention(qg, k, v) is not NotImplemented
+        # under autocast the inputs are cast first: torch's fake says to what
+        torch.set_autocast_enabled("cuda", True)
+        try:
+            assert ops.recorded_attention(q, k, v) is NotImplemented
+        finally:
+            torch.set_autocast_enabled("cuda", False)
 
 
 @pytest.mark.parametrize("fast", [True, False])
