@@ -91,7 +91,9 @@ def test_split_reductions_of_few_long_rows(case):
     chunk of a row, then the partials), so that it spreads over the whole
     GPU; a length with no good divisor (a prime) is cut in equal chunks and
     a short last one, whose positions past the end reduce the identity."""
-    x = torch.randn(1 << 18)
+    # (a fixed input: an unseeded one summed near zero now and then, where
+    # float32's rounding of 2^18 terms passed the absolute tolerance)
+    x = torch.randn(1 << 18, generator=torch.Generator().manual_seed(0))
     fn, want_split = {
         "sum_all": (lambda a: a.sum(), True),
         "mean_nhw": (lambda a: a.view(16, 4, 64, 64).mean((0, 2, 3), keepdim=True), True),
