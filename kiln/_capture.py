@@ -21,7 +21,7 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import _C, counters, logs, ops
+from . import _C, counters, fakes, logs, ops
 
 # ---------------------------------------------------------------- names the C core uses
 Tensor = torch.Tensor
@@ -355,7 +355,9 @@ class BackendCompilerFailed(_TorchBackendCompilerFailed):
 # torch functions whose recording fake kiln makes itself (src/capture/
 # record_value.c kn_torch_op): each takes the call's arguments (fakes) and
 # returns the result's fake, or NotImplemented for torch's own
-fake_overrides = {torch._C._nn.scaled_dot_product_attention: ops.recorded_attention}
+# (kiln/fakes.py holds the rules and says what each must keep)
+fake_overrides = {torch._C._nn.scaled_dot_product_attention: ops.recorded_attention,
+                  torch._C._nn.linear: fakes.recorded_linear}
 
 
 def tensor_unsupported(value):

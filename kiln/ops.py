@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from . import config
+from . import config, fakes
 
 
 def aligned_mask(m, q):
@@ -84,7 +84,7 @@ def recorded_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
         return NotImplemented
     if torch.is_grad_enabled() and any(t.requires_grad for t in ts):
         return NotImplemented
-    if _autocast_on():
+    if fakes.autocast_on("cuda"):
         return NotImplemented   # (autocast casts the inputs first: torch's fake gives the dtype it computes in)
     if is_causal and attn_mask is not None:
         return NotImplemented   # (torch raises: its fake says so)
@@ -104,13 +104,6 @@ def recorded_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
     except torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
         return NotImplemented
     return _attention_fake(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
-
-
-def _autocast_on():
-    try:
-        return torch.is_autocast_enabled("cuda")
-    except TypeError:   # (a torch whose is_autocast_enabled takes no device)
-        return torch.is_autocast_enabled()
 
 
 def _backend_value(name):

@@ -1,0 +1,87 @@
+"""kiln.fakes — results a recording fakes itself instead of asking torch.
+
+Consumes a torch function's arguments as the capture's recorder holds them
+(FakeTensors, sizes possibly symbolic) and produces the result's fake, or
+NotImplemented: torch's own fake then runs.  The recorder in C
+(src/capture/record_value.c `kn_torch_op`) looks the function up in
+`kiln._capture.fake_overrides`, the one table of these rules.
+
+Why: a recording fakes every tensor op to learn its result's metadata, and
+with symbolic sizes torch's fake of some ops runs a long Python
+decomposition whose every intermediate tensor costs sympy work: F.linear on
+a 3-d input goes through matmul's decomposition (folding the batch dims
+into one, an mm, a view back), about a seventh of a transformer's symbolic
+recording.  Where kiln knows the result's metadata for every size the
+guards admit, it makes that fake directly.  A rule must give exactly what
+eager gives (sizes, strides, dtype, device, no grad); everything it is not
+sure of goes to torch.  Under KILN_DEBUG each rule's result is compared
+with torch's fake of the same call, and a difference is a kiln bug.
+"""
+import torch
+from torch import Tensor
+
+from . import config, errors
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def autocast_on(device_type):
+    """autocast is on for `device_type` ("cuda", "cpu")"""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:   # (a torch whose is_autocast_enabled takes no device)
+        return torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
+
+
+def _plain(t):
+    """a fake of a plain dense tensor (no real tensor, no other subclass)"""
+    from torch._subclasses.fake_tensor import FakeTensor
+    return type(t) is FakeTensor and t.layout == torch.strided and not t.is_quantized and not t.is_nested
+
+
+def recorded_linear(input, weight, bias=None):
+    """F.linear(input, weight, bias)'s fake: input.shape[:-1] + (out
+    features,), contiguous, of input's dtype and device, as eager's linear
+    returns for a 2-d weight (its addmm / mm over the folded batch dims,
+    viewed back).  Only for floating inputs of one dtype and one device, a
+    1-d bias or none, sizes that agree, nothing requiring grad (a fake with
+    no grad_fn would be a leaf) and autocast off (it casts first)."""
+    if not (isinstance(input, Tensor) and isinstance(weight, Tensor)) or weight.dim() != 2 or input.dim() < 1:
+        return NotImplemented
+    ts = (input, weight) if bias is None else (input, weight, bias)
+    if bias is not None and (not isinstance(bias, Tensor) or bias.dim() != 1):
+        return NotImplemented
+    if input.dtype not in _FLOATS or any(t.dtype != input.dtype or t.device != input.device for t in ts):
+        return NotImplemented
+    if not all(_plain(t) for t in ts):
+        return NotImplemented
+    if torch.is_grad_enabled() and any(t.requires_grad for t in ts):
+        return NotImplemented
+    if autocast_on(input.device.type):
+        return NotImplemented
+    # (symbolic sizes: each comparison guards as torch's own checks would;
+    # one it cannot decide, a data-dependent size, leaves it to torch's fake)
+    try:
+        if input.size(-1) != weight.size(1) or (bias is not None and bias.size(0) != weight.size(0)):
+            return NotImplemented   # (torch's fake raises eager's error)
+        if weight.size(0) == 0 or weight.size(1) == 0 or any(n == 0 for n in input.shape):
+            return NotImplemented   # (empty: strides of torch's own choosing)
+    except torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
+        return NotImplemented
+    out = input.new_empty(tuple(input.shape[:-1]) + (weight.size(0),))
+    if config.debug:
+        _check(torch._C._nn.linear, (input, weight, bias), out)
+    return out
+
+
+def _check(fn, args, got):
+    """(KILN_DEBUG) torch's own fake of fn(*args) against the rule's."""
+    want = fn(*args)
+    same = (tuple(want.shape) == tuple(got.shape) and want.dtype == got.dtype and want.device == got.device and
+            want.requires_grad == got.requires_grad and
+            all(n < 2 or a == b for n, a, b in zip(want.shape, want.stride(), got.stride())))
+    if not same:
+        errors.internal(AssertionError(
+            f"kiln.fakes: {getattr(fn, '__name__', fn)}'s recorded fake is {tuple(got.shape)} strides "
+            f"{got.stride()} {got.dtype}, torch's {tuple(want.shape)} strides {want.stride()} {want.dtype}"),
+            "a recording's own fake (kiln.fakes)")
