@@ -39,6 +39,20 @@ def _plain(t):
     return type(t) is FakeTensor and t.layout == torch.strided and not t.is_quantized and not t.is_nested
 
 
+def _alike(ts):
+    """ts (the first the input) are fakes of plain floating tensors of one
+    dtype and device, none requiring grad (a rule's fake has no grad_fn: it
+    would be a leaf), with autocast off (it casts the inputs first)"""
+    x = ts[0]
+    if x.dtype not in _FLOATS or any(t.dtype != x.dtype or t.device != x.device for t in ts):
+        return False
+    if not all(_plain(t) for t in ts):
+        return False
+    if torch.is_grad_enabled() and any(t.requires_grad for t in ts):
+        return False
+    return not autocast_on(x.device.type)
+
+
 def recorded_linear(input, weight, bias=None):
     """F.linear(input, weight, bias)'s fake: input.shape[:-1] + (out
     features,), contiguous, of input's dtype and device, as eager's linear
@@ -51,13 +65,7 @@ def recorded_linear(input, weight, bias=None):
     ts = (input, weight) if bias is None else (input, weight, bias)
     if bias is not None and (not isinstance(bias, Tensor) or bias.dim() != 1):
         return NotImplemented
-    if input.dtype not in _FLOATS or any(t.dtype != input.dtype or t.device != input.device for t in ts):
-        return NotImplemented
-    if not all(_plain(t) for t in ts):
-        return NotImplemented
-    if torch.is_grad_enabled() and any(t.requires_grad for t in ts):
-        return NotImplemented
-    if autocast_on(input.device.type):
+    if not _alike(ts):
         return NotImplemented
     # (symbolic sizes: each comparison guards as torch's own checks would;
     # one it cannot decide, a data-dependent size, leaves it to torch's fake)
@@ -71,6 +79,37 @@ def recorded_linear(input, weight, bias=None):
     out = input.new_empty(tuple(input.shape[:-1]) + (weight.size(0),))
     if config.debug:
         _check(torch._C._nn.linear, (input, weight, bias), out)
+    return out
+
+
+def recorded_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """F.layer_norm's fake: input's sizes, contiguous, input's dtype and
+    device.  Only for a contiguous floating input (eager's result is then
+    contiguous on every device), weight and bias of normalized_shape or
+    none, all of one dtype and device, nothing requiring grad and autocast
+    off; torch's fake of a symbolic input runs native_layer_norm's Python
+    reference, a sixth of BERT's symbolic recording."""
+    if not isinstance(input, Tensor) or not isinstance(normalized_shape, (tuple, list, torch.Size)):
+        return NotImplemented
+    k = len(normalized_shape)
+    if not 1 <= k <= input.dim() or not all(type(n) is int for n in normalized_shape):
+        return NotImplemented
+    ts = (input,) + tuple(t for t in (weight, bias) if t is not None)
+    if not all(isinstance(t, Tensor) for t in ts) or not isinstance(eps, float):
+        return NotImplemented
+    if not _alike(ts):
+        return NotImplemented
+    want = tuple(normalized_shape)
+    try:
+        if any(tuple(t.shape) != want for t in ts[1:]) or tuple(input.shape[-k:]) != want:
+            return NotImplemented   # (torch's fake raises eager's error)
+        if any(n == 0 for n in input.shape) or not input.is_contiguous():
+            return NotImplemented
+    except torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
+        return NotImplemented
+    out = input.new_empty(input.shape)
+    if config.debug:
+        _check(torch.nn.functional.layer_norm, (input, normalized_shape, weight, bias, eps), out)
     return out
 
 

@@ -337,7 +337,8 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
     } else {
         /* a function whose fake kiln makes itself where torch's would take
          * another path than the lowered graph (kiln/_capture.py fake_overrides) */
-        PyObject *own = PyCFunction_Check(target) ? PyDict_GetItemWithError(kn_cenv.fake_overrides, target) : NULL;
+        PyObject *own = PyCFunction_Check(target) || PyFunction_Check(target)
+                            ? PyDict_GetItemWithError(kn_cenv.fake_overrides, target) : NULL;
         if (own != NULL) {
             res = PyObject_Call(own, fa, fk);
             if (res == Py_NotImplemented)

@@ -94,25 +94,85 @@ def test_linear_fake_leaves_the_rest_to_torch(case):
         assert fakes.recorded_linear(fx, fw, fb) is NotImplemented
 
 
-def test_the_table_names_the_rule():
+@pytest.mark.parametrize("symbolic", [False, True])
+@pytest.mark.parametrize("shape,k", [((8,), 1), ((3, 8), 1), ((2, 3, 8), 1), ((2, 3, 8), 2), ((2, 1, 8), 1),
+                                     ((4, 2, 3, 8), 3)])
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_layer_norm_fake_is_torchs(shape, k, affine, dtype, symbolic):
+    x = torch.randn(*shape, dtype=dtype)
+    ns = shape[-k:]
+    w = torch.randn(*ns, dtype=dtype) if affine != "none" else None
+    b = torch.randn(*ns, dtype=dtype) if affine == "both" else None
+    mode = _mode(symbolic)
+    fx = _fake(mode, x, symbolic)
+    fw, fb = (mode.from_tensor(t) if t is not None else None for t in (w, b))
+    with mode, torch.no_grad():
+        got = fakes.recorded_layer_norm(fx, ns, fw, fb, 1e-5)
+        want = torch.nn.functional.layer_norm(fx, ns, fw, fb, 1e-5)
+    assert got is not NotImplemented
+    assert _same(got, want), (got.shape, got.stride(), want.shape, want.stride())
+    assert _same(got, torch.nn.functional.layer_norm(x, ns, w, b, 1e-5))
+
+
+@pytest.mark.parametrize("case", ["int input", "mixed dtypes", "shape differs", "weight shape", "transposed",
+                                  "empty", "grad", "autocast", "symbolic normalized_shape"])
+def test_layer_norm_fake_leaves_the_rest_to_torch(case):
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    x, w, b, ns = torch.randn(2, 3, 8), torch.randn(8), torch.randn(8), (8,)
+    grad, autocast = False, False
+    if case == "int input":
+        x = x.long()
+    elif case == "mixed dtypes":
+        w = w.double()
+    elif case == "shape differs":
+        ns = (4,)
+        w, b = torch.randn(4), torch.randn(4)
+    elif case == "weight shape":
+        w = torch.randn(1, 8)
+    elif case == "transposed":
+        x = torch.randn(3, 2, 8).transpose(0, 1)
+    elif case == "empty":
+        x = torch.randn(0, 3, 8)
+    elif case == "grad":
+        w.requires_grad_(True)
+        grad = True
+    elif case == "autocast":
+        autocast = True
+    fx, fw, fb = mode.from_tensor(x), mode.from_tensor(w), mode.from_tensor(b)
+    if case == "symbolic normalized_shape":
+        ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 3)
+        fx = mode.from_tensor(x, symbolic_context=ctx)
+        ns = (fx.shape[-1],)
+    with mode, torch.set_grad_enabled(grad), torch.autocast("cpu", enabled=autocast):
+        assert fakes.recorded_layer_norm(fx, ns, fw, fb, 1e-5) is NotImplemented
+
+
+def test_the_table_names_the_rules():
     assert _capture.fake_overrides[torch._C._nn.linear] is fakes.recorded_linear
+    assert _capture.fake_overrides[torch.nn.functional.layer_norm] is fakes.recorded_layer_norm
 
 
-def test_a_symbolic_recording_takes_the_linear_fake(monkeypatch):
+def test_a_symbolic_recording_takes_the_rules(monkeypatch):
     calls = []
 
-    def counted(*a, **k):
-        r = fakes.recorded_linear(*a, **k)
-        calls.append(r is not NotImplemented)
-        return r
+    def counted(rule):
+        def call(*a, **k):
+            r = rule(*a, **k)
+            calls.append((rule.__name__, r is not NotImplemented))
+            return r
+        return call
 
-    monkeypatch.setitem(_capture.fake_overrides, torch._C._nn.linear, counted)
+    for fn, rule in ((torch._C._nn.linear, fakes.recorded_linear),
+                     (torch.nn.functional.layer_norm, fakes.recorded_layer_norm)):
+        monkeypatch.setitem(_capture.fake_overrides, fn, counted(rule))
     torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.GELU(),
+                            torch.nn.Linear(32, 8)).eval()
 
     def f(x):
         h = m(x)
-        return torch.nn.functional.linear(h, m[2].weight[:, :8], bias=None) + 1
+        return torch.nn.functional.linear(h, m[3].weight[:, :8], bias=None) + 1
 
     kiln.reset()
     fn = kiln.compile(f, dynamic=True)
@@ -120,5 +180,5 @@ def test_a_symbolic_recording_takes_the_linear_fake(monkeypatch):
         for b, s in itertools.product((2, 3), (4, 9)):
             x = torch.randn(b, s, 16)
             torch.testing.assert_close(fn(x), f(x))
-    assert calls and all(calls)
+    assert {n for n, _ in calls} == {"recorded_linear", "recorded_layer_norm"} and all(t for _, t in calls)
     assert kiln.stats()["fallbacks"] == 0
