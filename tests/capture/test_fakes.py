@@ -30,14 +30,17 @@ def _same(a, b):
             all(n < 2 or s == z for n, s, z in zip(a.shape, a.stride(), b.stride())))
 
 
-def _inputs(shape, layout):
-    x = torch.randn(*shape)
+_DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+
+
+def _inputs(shape, layout, device="cpu", dtype=torch.float32):
+    x = torch.randn(*shape, device=device, dtype=dtype)
     if layout == "transposed" and x.dim() >= 2:
         x = x.transpose(-1, -2).contiguous().transpose(-1, -2)
     elif layout == "sliced":
-        x = torch.randn(*shape[:-1], shape[-1] * 2)[..., ::2]
+        x = torch.randn(*shape[:-1], shape[-1] * 2, device=device, dtype=dtype)[..., ::2]
     elif layout == "expanded" and x.dim() >= 2:
-        x = torch.randn(1, *shape[1:]).expand(*shape)
+        x = torch.randn(1, *shape[1:], device=device, dtype=dtype).expand(*shape)
     return x
 
 
@@ -48,9 +51,11 @@ def _inputs(shape, layout):
     ((2, 1, 5), "contiguous"), ((4, 2, 3, 5), "contiguous"), ((4, 2, 3, 5), "transposed"),
 ])
 @pytest.mark.parametrize("out_features,bias", [(7, True), (7, False), (1, True)])
-def test_linear_fake_is_torchs(shape, layout, out_features, bias, symbolic):
-    x, w = _inputs(shape, layout), torch.randn(out_features, shape[-1])
-    b = torch.randn(out_features) if bias else None
+@pytest.mark.parametrize("device", _DEVICES)
+def test_linear_fake_is_torchs(shape, layout, out_features, bias, symbolic, device):
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    x, w = _inputs(shape, layout, device, dtype), torch.randn(out_features, shape[-1], device=device, dtype=dtype)
+    b = torch.randn(out_features, device=device, dtype=dtype) if bias else None
     mode = _mode(symbolic)
     fx, fw = _fake(mode, x, symbolic), mode.from_tensor(w)
     fb = mode.from_tensor(b) if bias else None
@@ -99,11 +104,12 @@ def test_linear_fake_leaves_the_rest_to_torch(case):
                                      ((4, 2, 3, 8), 3)])
 @pytest.mark.parametrize("affine", ["both", "weight", "none"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_layer_norm_fake_is_torchs(shape, k, affine, dtype, symbolic):
-    x = torch.randn(*shape, dtype=dtype)
+@pytest.mark.parametrize("device", _DEVICES)
+def test_layer_norm_fake_is_torchs(shape, k, affine, dtype, symbolic, device):
+    x = torch.randn(*shape, dtype=dtype, device=device)
     ns = shape[-k:]
-    w = torch.randn(*ns, dtype=dtype) if affine != "none" else None
-    b = torch.randn(*ns, dtype=dtype) if affine == "both" else None
+    w = torch.randn(*ns, dtype=dtype, device=device) if affine != "none" else None
+    b = torch.randn(*ns, dtype=dtype, device=device) if affine == "both" else None
     mode = _mode(symbolic)
     fx = _fake(mode, x, symbolic)
     fw, fb = (mode.from_tensor(t) if t is not None else None for t in (w, b))
