@@ -7,22 +7,24 @@ import itertools
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 import kiln
 from kiln import _capture, fakes
+from kiln import symbolic as symbolic_
 
 
 def _mode(symbolic):
-    return FakeTensorMode(shape_env=ShapeEnv()) if symbolic else FakeTensorMode()
+    """a recording's fake mode (kiln.symbolic's: its ShapeEnv settings and
+    torch's Python dispatcher while entered)"""
+    return symbolic_.new_mode() if symbolic else FakeTensorMode()
 
 
-def _fake(mode, t, symbolic):
+def _fake(mode, t, symbolic=False):
+    """a recording's fake of input t: every dim of size >= 2 a symbol where
+    symbolic (kiln.symbolic.symbolic_fake), else static (parameters)"""
     if not symbolic:
-        return mode.from_tensor(t)
-    ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC if n >= 2 else DimDynamic.STATIC
-                                                  for n in t.shape])
-    return mode.from_tensor(t, symbolic_context=ctx)
+        return symbolic_.static_fake(mode, t) if mode.shape_env is not None else mode.from_tensor(t)
+    return symbolic_.symbolic_fake(mode, t, "x", tuple(d for d, n in enumerate(t.shape) if n >= 2))[0]
 
 
 def _same(a, b):
@@ -57,8 +59,8 @@ def test_linear_fake_is_torchs(shape, layout, out_features, bias, symbolic, devi
     x, w = _inputs(shape, layout, device, dtype), torch.randn(out_features, shape[-1], device=device, dtype=dtype)
     b = torch.randn(out_features, device=device, dtype=dtype) if bias else None
     mode = _mode(symbolic)
-    fx, fw = _fake(mode, x, symbolic), mode.from_tensor(w)
-    fb = mode.from_tensor(b) if bias else None
+    fx, fw = _fake(mode, x, symbolic), _fake(mode, w)
+    fb = _fake(mode, b) if bias else None
     with mode, torch.no_grad():
         got = fakes.recorded_linear(fx, fw, fb)
         want = torch._C._nn.linear(fx, fw, fb)
@@ -112,7 +114,7 @@ def test_layer_norm_fake_is_torchs(shape, k, affine, dtype, symbolic, device):
     b = torch.randn(*ns, dtype=dtype, device=device) if affine == "both" else None
     mode = _mode(symbolic)
     fx = _fake(mode, x, symbolic)
-    fw, fb = (mode.from_tensor(t) if t is not None else None for t in (w, b))
+    fw, fb = (_fake(mode, t) if t is not None else None for t in (w, b))
     with mode, torch.no_grad():
         got = fakes.recorded_layer_norm(fx, ns, fw, fb, 1e-5)
         want = torch.nn.functional.layer_norm(fx, ns, fw, fb, 1e-5)
@@ -124,7 +126,7 @@ def test_layer_norm_fake_is_torchs(shape, k, affine, dtype, symbolic, device):
 @pytest.mark.parametrize("case", ["int input", "mixed dtypes", "shape differs", "weight shape", "transposed",
                                   "empty", "grad", "autocast", "symbolic normalized_shape"])
 def test_layer_norm_fake_leaves_the_rest_to_torch(case):
-    mode = FakeTensorMode(shape_env=ShapeEnv())
+    mode = _mode(True)
     x, w, b, ns = torch.randn(2, 3, 8), torch.randn(8), torch.randn(8), (8,)
     grad, autocast = False, False
     if case == "int input":
@@ -145,10 +147,9 @@ def test_layer_norm_fake_leaves_the_rest_to_torch(case):
         grad = True
     elif case == "autocast":
         autocast = True
-    fx, fw, fb = mode.from_tensor(x), mode.from_tensor(w), mode.from_tensor(b)
+    fx, fw, fb = _fake(mode, x), _fake(mode, w), _fake(mode, b)
     if case == "symbolic normalized_shape":
-        ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 3)
-        fx = mode.from_tensor(x, symbolic_context=ctx)
+        fx = _fake(mode, x.clone(), True)
         ns = (fx.shape[-1],)
     with mode, torch.set_grad_enabled(grad), torch.autocast("cpu", enabled=autocast):
         assert fakes.recorded_layer_norm(fx, ns, fw, fb, 1e-5) is NotImplemented
