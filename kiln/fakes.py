@@ -10,8 +10,8 @@ Why: a recording fakes every tensor op to learn its result's metadata, and
 with symbolic sizes torch's fake of some ops runs a long Python
 decomposition whose every intermediate tensor costs sympy work: F.linear on
 a 3-d input goes through matmul's decomposition (folding the batch dims
-into one, an mm, a view back), about a seventh of a transformer's symbolic
-recording.  Where kiln knows the result's metadata for every size the
+into one, an mm, a view back), 2-3 ms a call with symbolic sizes where the
+rule's fake takes 0.5 ms.  Where kiln knows the result's metadata for every size the
 guards admit, it makes that fake directly.  A rule must give exactly what
 eager gives (sizes, strides, dtype, device, no grad); everything it is not
 sure of goes to torch.  Under KILN_DEBUG each rule's result is compared
@@ -88,7 +88,7 @@ def recorded_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-
     contiguous on every device), weight and bias of normalized_shape or
     none, all of one dtype and device, nothing requiring grad and autocast
     off; torch's fake of a symbolic input runs native_layer_norm's Python
-    reference, a sixth of BERT's symbolic recording."""
+    reference."""
     if not isinstance(input, Tensor) or not isinstance(normalized_shape, (tuple, list, torch.Size)):
         return NotImplemented
     k = len(normalized_shape)

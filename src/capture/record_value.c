@@ -336,7 +336,8 @@ kn_torch_op(kn_rec *r, PyObject *target, int method, kn_val **args, int nargs, P
         Py_XDECREF(rest);
     } else {
         /* a function whose fake kiln makes itself where torch's would take
-         * another path than the lowered graph (kiln/_capture.py fake_overrides) */
+         * another path than the lowered graph, or a slow Python one
+         * (kiln/_capture.py fake_overrides, the rules in kiln/fakes.py) */
         PyObject *own = PyCFunction_Check(target) || PyFunction_Check(target)
                             ? PyDict_GetItemWithError(kn_cenv.fake_overrides, target) : NULL;
         if (own != NULL) {
