@@ -19,6 +19,7 @@ with torch's fake of the same call, and a difference is a kiln bug.
 """
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensor
 
 from . import config, errors
 
@@ -35,7 +36,6 @@ def autocast_on(device_type):
 
 def _plain(t):
     """a fake of a plain dense tensor (no real tensor, no other subclass)"""
-    from torch._subclasses.fake_tensor import FakeTensor
     return type(t) is FakeTensor and t.layout == torch.strided and not t.is_quantized and not t.is_nested
 
 
