@@ -67,7 +67,30 @@ def regen_view(anchor, out, info):
     from that anchor so that it shares its memory as in eager (a backend may
     return views as fresh tensors).  ``out`` (the graph's own output) is the
     answer when the anchor's geometry is not the one recorded."""
-    size, stride, rel, asize, astride, grad = info
+    v = _regen_view(anchor, out, info)
+    if info[6] is not None and v._is_view() and _get_creation_meta(v) != info[6]:
+        # a view of unbind's or split's (or one made with grad off) that
+        # eager refuses to write in place: the rebuilt view refuses it too
+        _set_creation_meta(v, info[6])
+    return v
+
+
+def view_creation(fake):
+    """How autograd made the view `fake` (torch._C._autograd.CreationMeta),
+    or None for the default (a plain view, written in place freely)."""
+    if not fake._is_view():
+        return None
+    m = _get_creation_meta(fake)
+    return None if m == _DEFAULT_CREATION else m
+
+
+_get_creation_meta = torch._C._autograd._get_creation_meta
+_set_creation_meta = torch._C._autograd._set_creation_meta
+_DEFAULT_CREATION = torch._C._autograd.CreationMeta.DEFAULT
+
+
+def _regen_view(anchor, out, info):
+    size, stride, rel, asize, astride, grad, _ = info
     if anchor.shape != asize or anchor.stride() != astride:
         return out
     off = anchor.storage_offset() + rel

@@ -190,6 +190,7 @@ def symbolic_fake(mode, t, name, dims):
     per dim); returns (fake, [(dim, SymInt)])."""
     from torch._dynamo.source import LocalSource
     n = t.dim()
+    t = _canonical_strides(t)
     ctx = StatelessSymbolicContext(
         dynamic_sizes=[DimDynamic.DYNAMIC if d in dims else DimDynamic.STATIC for d in range(n)],
         dynamic_strides=[DimDynamic.INFER_STRIDE] * n)
@@ -202,6 +203,28 @@ def symbolic_fake(mode, t, name, dims):
             if d in strict and isinstance(s.node.expr, sympy.Symbol):
                 marked[s.node.expr] = f"{name}.size()[{d}]"
     return fake, syms
+
+
+def _canonical_strides(t):
+    """t, or for a contiguous t whose strides are not the ones its sizes give
+    (a size-1 dim's stride is free: `x[::2]` of a (2, n, m) tensor is
+    contiguous with a first stride of 2nm) a tensor of the same storage,
+    sizes and grad with those strides.  Torch's fake gives such a stride a
+    symbol of its own, which no size input carries, so a guard on it could
+    not be checked; kiln's tensor guard accepts any contiguous tensor
+    there, and a size-1 dim's stride addresses nothing."""
+    if not t.is_contiguous():
+        return t
+    st, want, acc = t.stride(), [], 1
+    for sz in reversed(t.shape):
+        want.append(acc)
+        acc *= max(int(sz), 1)
+    want = tuple(reversed(want))
+    if tuple(st) == want:
+        return t
+    with torch.no_grad():
+        c = t.detach().as_strided(t.shape, want, t.storage_offset())
+    return c.requires_grad_(t.requires_grad) if t.requires_grad else c
 
 
 def _check_marks(mode, env):

@@ -365,6 +365,7 @@ typedef struct {
     PyObject *autocast_cls, *enter_autocast, *exit_autocast, *nullcontext;
     PyObject *dump_guards;       /* callable(code, offset, [str]) or NULL */
     PyObject *regen_view;        /* (anchor, graph output, geometry) -> the view, rebuilt */
+    PyObject *view_creation;     /* (fake view) -> its autograd CreationMeta, or None for the default */
     PyObject *fill_object;       /* (obj, dict) -> obj with its __dict__ filled */
     PyObject *function_apply;    /* (Fn, *args) -> Fn.forward with a stand-in ctx (no autograd) */
     PyObject *function_apply_whole;   /* (Fn, *args) -> Fn.apply(*args), or None: a graph node (autograd) */

@@ -1198,6 +1198,7 @@ py_capture_setup(PyObject *self, PyObject *args)
     GET(exit_autocast, "exit_autocast");
     GET(nullcontext, "nullcontext");
     GET(regen_view, "regen_view");
+    GET(view_creation, "view_creation");
     GET(fill_object, "fill_object");
     GET(function_apply, "function_apply");
     GET(function_apply_whole, "function_apply_whole");

@@ -177,7 +177,11 @@ view_info(kn_rec *r, PyObject *vf, PyObject *af, PyObject *grad)
         return NULL;
     }
     PyObject *rel = PyNumber_Subtract(voff, aoff);
-    PyObject *info = rel ? Py_BuildValue("(OOOOOO)", vsz, vst, rel, asz, ast, grad) : NULL;
+    /* how autograd made it (a view of unbind's or split's, or one made with
+       grad off, may not be written in place): the rebuilt view says the same */
+    PyObject *how = rel ? PyObject_CallOneArg(kn_cenv.view_creation, vf) : NULL;
+    PyObject *info = how ? Py_BuildValue("(OOOOOOO)", vsz, vst, rel, asz, ast, grad, how) : NULL;
+    Py_XDECREF(how);
     Py_DECREF(vsz);
     Py_DECREF(vst);
     Py_DECREF(voff);

@@ -193,3 +193,52 @@ def test_value_kiln_cannot_rebuild_is_a_counted_fallback(capsys):
         _compare(cf, fn, torch.randn(2, requires_grad=True))
         assert torch.is_grad_enabled()
     assert kiln._C.capture_stats().get("segments_recorded", 0) == rec0
+
+
+# ---------------------------------------------------------------- views autograd refuses to write
+def _nograd_view(x):
+    y = x * 2
+    with torch.no_grad():
+        v = y[0]
+    return v
+
+
+def _write_nograd_view(x):
+    v = _nograd_view(x)
+    print("", end="")          # a graph break between the view and its write
+    v.mul_(2)
+    return v
+
+
+def _split_pair(x):
+    a, b = (x * 2).split(2)
+    return a, b
+
+
+def _write_split_view(x):
+    a, b = _split_pair(x)
+    a.add_(1)
+    return a
+
+
+def _write_unbind_view(x):
+    v = (x - x.mean(-1, keepdim=True)).select(-2, 1).unbind(0)[1]
+    v.t().sub_(1)
+    return v
+
+
+@pytest.mark.parametrize("fn", [_write_nograd_view, _write_split_view, _write_unbind_view])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_rebuilt_view_keeps_how_autograd_made_it(fn, dynamic):
+    """A graph's output view is rebuilt from its anchor (regen_view): where
+    eager refuses to write it in place (a view of split's or unbind's, one
+    made with grad off), the rebuilt view refuses it too."""
+    kiln.reset()
+    x = torch.randn(4, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="view") as eager:
+        fn(x)
+    with pytest.raises(RuntimeError, match="view") as compiled:
+        kiln.compile(fn, dynamic=dynamic)(x)
+    assert str(eager.value).split(".")[1] == str(compiled.value).split(".")[1]
+    with torch.no_grad():   # with grad off the writes are allowed in both
+        assert torch.equal(fn(x.detach().clone()), kiln.compile(fn, dynamic=dynamic)(x.detach().clone()))
