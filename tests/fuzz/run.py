@@ -143,9 +143,10 @@ def precision_floor(src):
         if any(n in body for n in names):
             return dt
     # float64 only where it is named and no tensor is made in the default
-    # dtype (float32: `W0 = torch.linspace(-1, 1, 5)`)
+    # dtype (float32: `W0 = torch.linspace(-1, 1, 5)`) or may be promoted to
+    # it (an integer or bool input through sqrt, exp, true division: seed 5201254)
     default = ("linspace(", "torch.tensor(", "torch.randn(", "torch.rand(", "torch.ones(", "torch.zeros(",
-               "torch.full(", "torch.empty(", "torch.arange(")
+               "torch.full(", "torch.empty(", "torch.arange(", "_i(g", "_b(g", "_ix(g")
     if ("float64" in body or ".double()" in body) and not any(d in body for d in default):
         return torch.float64
     return torch.float32

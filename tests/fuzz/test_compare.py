@@ -183,3 +183,13 @@ def test_an_integer_division_by_zero_is_no_miss_under_the_cuda_emulator(monkeypa
     other = [{"exc": ("IndexError", "index 9 is out of bounds", ()), "state": {}, "stdout": ""}]
     monkeypatch.setattr(config, "cuda_emulate", True)
     assert [m.kind for m in compare(other, comp)] == ["no-raise"]
+
+
+def test_precision_floor_counts_integer_inputs_promoted_to_float32():
+    # sqrt of an int64 input computes in float32 (the default dtype) before a
+    # .to(torch.float64): seed 5201254, a 1-ulp float32 difference judged
+    # with float64's tolerance
+    from tests.fuzz.run import precision_floor
+    body = "def make_inputs(g, D, bad):\n    return [_i(g, (D, 4))]\n\ndef f(a0):\n    return (torch.sqrt(a0).to(torch.float64),)\n"
+    assert precision_floor(body) == torch.float32
+    assert precision_floor(body.replace("_i(g, (D, 4))", "_f(g, (D, 4), torch.float64)")) == torch.float64
