@@ -193,12 +193,16 @@ class PerSize:
                 # (with kiln's frame hook off: a backward graph's sizes are
                 # built while autograd runs it from the user's frame)
                 entry = _C.unhooked(self._build, args, key)
-        elif config.debug:
+        elif config.debug and entry[1] is not None:
             _check_shapes(entry[1], args, self.tpos, key)
         return entry[0](*self._tensors(args))
 
     def _build(self, args, key):
-        shapes = tuple(tuple(args[i].shape) if isinstance(args[i], torch.Tensor) else None for i in self.tpos)
+        # (the input shapes this size was built for: checked at its later
+        # calls under KILN_DEBUG only, so only then worth reading, a tuple
+        # per parameter of a model)
+        shapes = tuple(tuple(args[i].shape) if isinstance(args[i], torch.Tensor) else None
+                       for i in self.tpos) if config.debug else None
         t = self._template_for(args, make=self.aten)
         fn = self._direct(args, key) if t is not None and t.direct else None
         compiled = fn is not None
