@@ -8,8 +8,10 @@ folding, cuBLASLt epilogues); otherwise `_aot` (AOT autograd, forward and
 backward graphs handed to a compiler function).  Also the classification of
 torch's own failures while tracing (`_backward_only_error`, `_aot_assertion`).
 """
+import contextlib
 import copy
 import os
+import threading
 
 import warnings
 
@@ -166,6 +168,36 @@ def _storage_bases(node):
     return out
 
 
+_NO_META = object()
+_META_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _without_tensor_meta():
+    """Within it, make_fx in this thread records each value as its node's
+    "val" only, not also as "tensor_meta" (torch.fx's TensorMetadata, whose
+    memory format is found by testing the value's contiguity in each layout:
+    with symbolic sizes, sympy work at every node, about 7% of BERT's
+    symbolic lowering).  kiln reads "val" alone; the caller removes the
+    placeholder this leaves.  Another thread's make_fx meanwhile gets torch's
+    own function."""
+    from torch.fx.experimental import proxy_tensor as pt
+    orig = getattr(pt, "_extract_tensor_metadata", None)
+    if orig is None:   # (another torch: its trace is left as it is)
+        yield
+        return
+    me = threading.get_ident()
+
+    def extract(val):
+        return _NO_META if threading.get_ident() == me else orig(val)
+    with _META_LOCK:
+        pt._extract_tensor_metadata = extract
+        try:
+            yield
+        finally:
+            pt._extract_tensor_metadata = orig
+
+
 def _trace_plain(gm, example_inputs):
     """Fast lowering of an inference graph: one make_fx trace with kiln's
     decompositions and no functionalization (about half the time of AOT
@@ -175,7 +207,6 @@ def _trace_plain(gm, example_inputs):
     raises _NeedsFunctionalization (the caller takes AOT export).  Outputs
     may alias each other, and a symbolic trace's size arithmetic
     (operator.mul on SymInts) passes."""
-    import contextlib
     import operator
 
     from torch._dispatch.python import enable_python_dispatcher
@@ -201,9 +232,12 @@ def _trace_plain(gm, example_inputs):
     # its example value; their Python decompositions keep sizes symbolic.
     pyd = enable_python_dispatcher() if config.trace_python_dispatcher or sym is not None else \
         contextlib.nullcontext()
-    with mode, pyd:
+    with mode, pyd, _without_tensor_meta():
         aten = make_fx(gm, decomposition_table=decompositions(), tracing_mode="real")(*fake)
     nodes = list(aten.graph.nodes)
+    for n in nodes:
+        if n.meta.get("tensor_meta") is _NO_META:
+            del n.meta["tensor_meta"]
     order = {n: i for i, n in enumerate(nodes)}
     for n in nodes:
         tgt = n.target
