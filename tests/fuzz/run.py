@@ -170,9 +170,16 @@ def close(a, b, loose=1.0, ref=None):
                                                          [b[tuple(i)].item() for i in bad])
     a64, b64 = a.double(), b.double()
     an, bn = a64.isnan(), b64.isnan()
+    overflowed = None
     if not torch.equal(an, bn):
         i = (an != bn).nonzero()[0].tolist()
-        return "NaN positions differ at %s: eager %s kiln %s" % (i, a64[tuple(i)].item(), b64[tuple(i)].item())
+        if not _eager_overflowed_to_nan(an, bn, ref):
+            return "NaN positions differ at %s: eager %s kiln %s" % (i, a64[tuple(i)].item(), b64[tuple(i)].item())
+        overflowed = "rounding: eager's float arithmetic made it NaN at %s where the float64 program is finite: " \
+            "eager %s kiln %s" % (i, a64[tuple(i)].item(), b64[tuple(i)].item())
+        keep = ~(an | bn)
+        a64, b64 = torch.where(keep, a64, 0.0), torch.where(keep, b64, 0.0)
+        an = bn = torch.zeros_like(an)
     fin = a64.isfinite()
     if not torch.equal(torch.where(fin, 0.0, a64.nan_to_num(0.0)), torch.where(fin, 0.0, b64.nan_to_num(0.0))):
         i = ((a64 != b64) & ~fin & ~an).nonzero()[0].tolist()
@@ -208,7 +215,25 @@ def close(a, b, loose=1.0, ref=None):
         return "%s at %s: eager %r kiln %r (max abs err %.3g, scale %.3g)" % (
             "rounding: values differ" if small else "values differ", idx, af[j].item(), bf[j].item(),
             err.max().item(), scale)
-    return rounded_inf
+    return rounded_inf or overflowed
+
+
+def _eager_overflowed_to_nan(an, bn, ref):
+    """Where NaN positions differ, is each eager's own float overflow?
+    Eager NaN and kiln not, where the program run in float64 (ref) is
+    finite: the float type's range ran out in eager's order of operations
+    (layer_norm of a row whose squared deviations pass float32's largest:
+    ATen's CPU kernel gives NaN for some rows and 0 for others, kiln and
+    torch.compile 0; fuzzer 5401706).  A NaN of kiln's where eager is
+    finite is never excused."""
+    if ref is None or not all(isinstance(x, torch.Tensor) and x.shape == an.shape and x.dtype.is_floating_point
+                              for x in ref):
+        return False
+    at = an != bn
+    if not (at & an).equal(at):
+        return False   # kiln NaN where eager is not
+    exact = ref[0].double()[at]
+    return bool(exact.isfinite().all())
 
 
 def _eager_rounded_to_inf(a64, b64, ref, dtype):

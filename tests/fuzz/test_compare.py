@@ -193,3 +193,19 @@ def test_precision_floor_counts_integer_inputs_promoted_to_float32():
     body = "def make_inputs(g, D, bad):\n    return [_i(g, (D, 4))]\n\ndef f(a0):\n    return (torch.sqrt(a0).to(torch.float64),)\n"
     assert precision_floor(body) == torch.float32
     assert precision_floor(body.replace("_i(g, (D, 4))", "_f(g, (D, 4), torch.float64)")) == torch.float64
+
+
+def test_eager_nan_from_its_own_overflow_is_rounding():
+    # layer_norm of a row whose squared deviations pass float32's range:
+    # ATen's CPU kernel gives NaN, kiln (and torch.compile) 0, the program in
+    # float64 a finite value (seed 5401706)
+    from tests.fuzz.run import close
+    eager = torch.tensor([float("nan"), 1.0])
+    kiln_ = torch.tensor([0.0, 1.0])
+    finite = torch.tensor([1.9, 1.0], dtype=torch.float64)
+    assert close(eager, kiln_, ref=(finite, finite)).startswith("rounding")
+    assert close(eager, kiln_) is not None and not close(eager, kiln_).startswith("rounding")   # no reference: fails
+    nan64 = torch.tensor([float("nan"), 1.0], dtype=torch.float64)
+    assert not close(eager, kiln_, ref=(nan64, nan64)).startswith("rounding")   # NaN in float64 too: kiln's
+    assert not close(kiln_, eager, ref=(finite, finite)).startswith("rounding")  # kiln NaN where eager is not
+    assert close(eager, torch.tensor([0.0, 2.0]), ref=(finite, finite)).startswith("values differ")   # the rest compared
