@@ -1194,6 +1194,15 @@ static PyObject *packed_shared;
 static PyObject *arena_pool[ARENA_POOL];
 static int64_t arena_pool_bytes[ARENA_POOL];
 
+/* the GPU arenas (and the emulator's) every program shares, each kept with
+   the device and stream it was last used on (gpu_arena_take, gpu_arena_give) */
+static struct {
+    PyObject *t;
+    int64_t bytes;
+    long dev;
+    uintptr_t stream;
+} gpu_pool[ARENA_POOL];
+
 static int64_t
 rows_bucket(int64_t m)
 {
@@ -1210,8 +1219,10 @@ kn_py_runtime_reset(PyObject *self, PyObject *unused)
 {
     Py_CLEAR(linear_choice);
     Py_CLEAR(packed_shared);
-    for (int i = 0; i < ARENA_POOL; i++)
+    for (int i = 0; i < ARENA_POOL; i++) {
         Py_CLEAR(arena_pool[i]);
+        Py_CLEAR(gpu_pool[i].t);
+    }
     Py_RETURN_NONE;
 }
 
@@ -1473,6 +1484,53 @@ arena_give(PyObject *arena, int64_t bytes)
     arena_pool_bytes[slot] = bytes;
 }
 
+/* GPU arenas, shared the same way by the programs of one device and
+   stream: each size of a symbolic graph is a program, and an arena kept
+   per program held one arena per size alive (64 sizes of a model's
+   largest intermediates), so every new size allocated afresh and memory
+   grew with the sizes seen.  An arena is taken only on the stream it was
+   last used on (whose work is ordered before the call's), never during a
+   CUDA graph capture (program_call keeps those per program). */
+static PyObject *
+gpu_arena_take(int64_t need, long dev, uintptr_t stream, int64_t *have)
+{
+    int best = -1;
+    for (int i = 0; i < ARENA_POOL; i++)
+        if (gpu_pool[i].t && gpu_pool[i].dev == dev && gpu_pool[i].stream == stream && gpu_pool[i].bytes >= need &&
+            (best < 0 || gpu_pool[i].bytes < gpu_pool[best].bytes))
+            best = i;
+    if (best < 0)
+        return NULL;
+    PyObject *a = gpu_pool[best].t;
+    *have = gpu_pool[best].bytes;
+    gpu_pool[best].t = NULL;
+    return a;
+}
+
+static void
+gpu_arena_give(PyObject *arena, int64_t bytes, long dev, uintptr_t stream)
+{
+    int slot = -1;
+    for (int i = 0; i < ARENA_POOL && slot < 0; i++)
+        if (gpu_pool[i].t == NULL)
+            slot = i;
+    if (slot < 0) {   /* full: it replaces the smallest, if it is larger */
+        slot = 0;
+        for (int i = 1; i < ARENA_POOL; i++)
+            if (gpu_pool[i].bytes < gpu_pool[slot].bytes)
+                slot = i;
+        if (gpu_pool[slot].bytes >= bytes) {
+            Py_DECREF(arena);
+            return;
+        }
+        Py_CLEAR(gpu_pool[slot].t);
+    }
+    gpu_pool[slot].t = arena;
+    gpu_pool[slot].bytes = bytes;
+    gpu_pool[slot].dev = dev;
+    gpu_pool[slot].stream = stream;
+}
+
 static PyObject *
 program_call(ProgramObject *self, PyObject *args, PyObject *kw)
 {
@@ -1512,6 +1570,8 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
     PyObject *result = NULL, *arena = NULL;
     int64_t arena_have = 0;
     uintptr_t stream = 0;
+    int capturing = 0; /* CUDA: this call is captured into a CUDA graph (its arena its own) */
+    long dev = -1;     /* CUDA: the device's index (-1: the emulator's host arenas) */
     int eslot = -1; /* CUDA: the index in errs of this call's error record */
     if (self->cuda && !self->emulated && self->nkernels > 0) {
         /* torch's current stream, read once per call (kiln/cuda.py sets the
@@ -1555,11 +1615,25 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         }
     }
     if (self->arena_bytes > 0) {
-        /* take the cached arena (re-entrant calls allocate their own); on a
-           GPU only on the stream it was last used on, whose work is ordered
-           before this call's */
+        /* take a shared arena (arena_take, gpu_arena_take; re-entrant calls
+           take another); under a CUDA graph capture the program's own, kept
+           for it on the capture's stream */
+        if (self->cuda && !self->emulated) {
+            if (self->nkernels == 0 || self->device_index == NULL) {
+                capturing = 1;   /* (no stream read for it: its own arena) */
+            } else {
+                capturing = kn_cuda_capturing(stream);
+                if (capturing < 0)
+                    goto done;
+                dev = PyLong_AsLong(self->device_index);
+                if (dev == -1 && PyErr_Occurred())
+                    goto done;
+            }
+        }
         if (!self->cuda) {
             arena = arena_take(self->arena_bytes, &arena_have);
+        } else if (!capturing) {
+            arena = gpu_arena_take(self->arena_bytes, dev, stream, &arena_have);
         } else if (self->arena_cache && self->arena_stream == stream) {
             arena = self->arena_cache;
             self->arena_cache = NULL;
@@ -1720,6 +1794,8 @@ done:
         Py_XDECREF(f.typed[d]);
     if (arena && !self->cuda) {
         arena_give(arena, arena_have);
+    } else if (arena && !capturing) {
+        gpu_arena_give(arena, arena_have, dev, stream);
     } else if (arena) {
         if (self->arena_cache == NULL) {
             self->arena_cache = arena;
