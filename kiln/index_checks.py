@@ -82,6 +82,20 @@ def _reads_values(user, n):
     return False
 
 
+def _indexes(u, n):
+    """Does index op u read n only at its indices (some of n's elements)?
+    n is its first argument, or for embedding either of its first two
+    (F.embedding(input, weight) reads the weight at the indices, fuzzer
+    tensor:5501032; torch.embedding(weight, indices) takes them the other
+    way round): a check of n's own indices, fused into u, would see only
+    those elements."""
+    if _target_name(u) not in _INDEX_CHECKED:
+        return False
+    if _target_name(u) == "embedding":
+        return n in u.args[:2] or u.kwargs.get("weight") is n
+    return bool(u.args) and u.args[0] is n
+
+
 def _dead_index_checks(gm):
     """The captured graph's nodes that check values (index ops, integer
     division) whose checks lowering would drop or narrow: results that reach
@@ -130,7 +144,7 @@ def _dead_index_checks(gm):
             whole[n] = False
             whole[n] = any(u in live and reads(u, n) and (
                 u.op == "output" or _target_name(u) not in _PARTIAL_VIEWS and read_whole(u) and
-                not (_target_name(u) in _INDEX_CHECKED and u.args and u.args[0] is n))
+                not _indexes(u, n))
                 for u in n.users)
         return whole[n]
 
