@@ -1623,8 +1623,12 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
                 capturing = 1;   /* (no stream read for it: its own arena) */
             } else {
                 capturing = kn_cuda_capturing(stream);
-                if (capturing < 0)
-                    goto done;
+                if (capturing < 0) {
+                    /* (a driver without cuStreamIsCapturing: the program's
+                       own arena, as before the pool) */
+                    PyErr_Clear();
+                    capturing = 1;
+                }
                 dev = PyLong_AsLong(self->device_index);
                 if (dev == -1 && PyErr_Occurred())
                     goto done;
