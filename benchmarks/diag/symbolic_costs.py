@@ -8,9 +8,10 @@
             symbolic compile), then at NEW further sizes (batch 2..17 x
             sequence 8..256): each a size plan from the parametric build;
             prints the median time of a new size's call, its run included,
-            and (--split) the medians of its stages: the description filled
-            in, the C core, the parametric match and load, the rest of the
-            compile, the first run, and a second (steady) call at that size
+            and (--split) the medians of its stages: the whole plan
+            (PerSize._build), and within it the description filled in, the
+            C core, the parametric match and load, the CompiledGraph made;
+            then a second (steady) call at that size
 
 Inputs are the serving sweep's (kiln/bench/dynamic.py make_inputs: token
 ids, or images of side S), at batch x size.
@@ -120,6 +121,7 @@ def _split_stages():
     wrap(kernel_params, "build", "parametric match and load")
     wrap(runners.CompiledGraph, "__init__", "CompiledGraph made")
     return spent
+
 
 if __name__ == "__main__":
     main()

@@ -1189,19 +1189,17 @@ static int linear_force = -1; /* -1: measure; 0: always ATen; 1: always packed *
    and kiln.reset() clears them all (runtime_reset). */
 static PyObject *packed_shared;
 
-/* the CPU arenas every program shares (arena_take, arena_give) */
+/* the arenas programs share (arena_take, arena_give): the CPU's, and the
+   GPU's (and the emulator's), each kept with the device and stream it was
+   last used on */
 #define ARENA_POOL 4
-static PyObject *arena_pool[ARENA_POOL];
-static int64_t arena_pool_bytes[ARENA_POOL];
-
-/* the GPU arenas (and the emulator's) every program shares, each kept with
-   the device and stream it was last used on (gpu_arena_take, gpu_arena_give) */
-static struct {
+typedef struct {
     PyObject *t;
     int64_t bytes;
     long dev;
     uintptr_t stream;
-} gpu_pool[ARENA_POOL];
+} arena_slot;
+static arena_slot cpu_pool[ARENA_POOL], gpu_pool[ARENA_POOL];
 
 static int64_t
 rows_bucket(int64_t m)
@@ -1220,7 +1218,7 @@ kn_py_runtime_reset(PyObject *self, PyObject *unused)
     Py_CLEAR(linear_choice);
     Py_CLEAR(packed_shared);
     for (int i = 0; i < ARENA_POOL; i++) {
-        Py_CLEAR(arena_pool[i]);
+        Py_CLEAR(cpu_pool[i].t);
         Py_CLEAR(gpu_pool[i].t);
     }
     Py_RETURN_NONE;
@@ -1441,94 +1439,54 @@ run_linear(ProgramObject *p, frame *f, rstep *st)
     return choice == Py_True ? run_packed(p, f, st) : run_extern(p, f, st);
 }
 
-/* CPU arenas, shared by every program: a few, the largest kept.  A
+/* Arenas shared by every program: a few per pool, the largest kept.  A
    program takes the smallest that holds its arena for the call and gives
    it back after (a call inside another's takes another one), so the sizes
    of a symbolic graph, each a program, share memory instead of holding an
-   arena each, and a new size's first call touches no fresh pages.  GPU
-   programs keep their own (the caching allocator's, on their stream). */
+   arena each: on the CPU a new size's first call touches no fresh pages; on
+   a GPU (gpu_pool) memory no longer grows with the sizes seen, nor does
+   every new size allocate afresh.  A GPU arena is taken only on the device
+   and stream it was last used on (whose work is ordered before the call's),
+   never during a CUDA graph capture (program_call keeps those per program);
+   the CPU's are all device -1, stream 0. */
 static PyObject *
-arena_take(int64_t need, int64_t *have)
+arena_take(arena_slot *pool, int64_t need, long dev, uintptr_t stream, int64_t *have)
 {
     int best = -1;
     for (int i = 0; i < ARENA_POOL; i++)
-        if (arena_pool[i] && arena_pool_bytes[i] >= need && (best < 0 || arena_pool_bytes[i] < arena_pool_bytes[best]))
+        if (pool[i].t && pool[i].dev == dev && pool[i].stream == stream && pool[i].bytes >= need &&
+            (best < 0 || pool[i].bytes < pool[best].bytes))
             best = i;
     if (best < 0)
         return NULL;
-    PyObject *a = arena_pool[best];
-    *have = arena_pool_bytes[best];
-    arena_pool[best] = NULL;
+    PyObject *a = pool[best].t;
+    *have = pool[best].bytes;
+    pool[best].t = NULL;
     return a;
 }
 
 static void
-arena_give(PyObject *arena, int64_t bytes)
+arena_give(arena_slot *pool, PyObject *arena, int64_t bytes, long dev, uintptr_t stream)
 {
     int slot = -1;
     for (int i = 0; i < ARENA_POOL && slot < 0; i++)
-        if (arena_pool[i] == NULL)
+        if (pool[i].t == NULL)
             slot = i;
     if (slot < 0) {   /* full: it replaces the smallest, if it is larger */
         slot = 0;
         for (int i = 1; i < ARENA_POOL; i++)
-            if (arena_pool_bytes[i] < arena_pool_bytes[slot])
+            if (pool[i].bytes < pool[slot].bytes)
                 slot = i;
-        if (arena_pool_bytes[slot] >= bytes) {
+        if (pool[slot].bytes >= bytes) {
             Py_DECREF(arena);
             return;
         }
-        Py_DECREF(arena_pool[slot]);
+        Py_CLEAR(pool[slot].t);
     }
-    arena_pool[slot] = arena;
-    arena_pool_bytes[slot] = bytes;
-}
-
-/* GPU arenas, shared the same way by the programs of one device and
-   stream: each size of a symbolic graph is a program, and an arena kept
-   per program held one arena per size alive (64 sizes of a model's
-   largest intermediates), so every new size allocated afresh and memory
-   grew with the sizes seen.  An arena is taken only on the stream it was
-   last used on (whose work is ordered before the call's), never during a
-   CUDA graph capture (program_call keeps those per program). */
-static PyObject *
-gpu_arena_take(int64_t need, long dev, uintptr_t stream, int64_t *have)
-{
-    int best = -1;
-    for (int i = 0; i < ARENA_POOL; i++)
-        if (gpu_pool[i].t && gpu_pool[i].dev == dev && gpu_pool[i].stream == stream && gpu_pool[i].bytes >= need &&
-            (best < 0 || gpu_pool[i].bytes < gpu_pool[best].bytes))
-            best = i;
-    if (best < 0)
-        return NULL;
-    PyObject *a = gpu_pool[best].t;
-    *have = gpu_pool[best].bytes;
-    gpu_pool[best].t = NULL;
-    return a;
-}
-
-static void
-gpu_arena_give(PyObject *arena, int64_t bytes, long dev, uintptr_t stream)
-{
-    int slot = -1;
-    for (int i = 0; i < ARENA_POOL && slot < 0; i++)
-        if (gpu_pool[i].t == NULL)
-            slot = i;
-    if (slot < 0) {   /* full: it replaces the smallest, if it is larger */
-        slot = 0;
-        for (int i = 1; i < ARENA_POOL; i++)
-            if (gpu_pool[i].bytes < gpu_pool[slot].bytes)
-                slot = i;
-        if (gpu_pool[slot].bytes >= bytes) {
-            Py_DECREF(arena);
-            return;
-        }
-        Py_CLEAR(gpu_pool[slot].t);
-    }
-    gpu_pool[slot].t = arena;
-    gpu_pool[slot].bytes = bytes;
-    gpu_pool[slot].dev = dev;
-    gpu_pool[slot].stream = stream;
+    pool[slot].t = arena;
+    pool[slot].bytes = bytes;
+    pool[slot].dev = dev;
+    pool[slot].stream = stream;
 }
 
 static PyObject *
@@ -1615,7 +1573,7 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
         }
     }
     if (self->arena_bytes > 0) {
-        /* take a shared arena (arena_take, gpu_arena_take; re-entrant calls
+        /* take a shared arena (arena_take; re-entrant calls
            take another); under a CUDA graph capture the program's own, kept
            for it on the capture's stream */
         if (self->cuda && !self->emulated) {
@@ -1635,9 +1593,9 @@ program_call(ProgramObject *self, PyObject *args, PyObject *kw)
             }
         }
         if (!self->cuda) {
-            arena = arena_take(self->arena_bytes, &arena_have);
+            arena = arena_take(cpu_pool, self->arena_bytes, -1, 0, &arena_have);
         } else if (!capturing) {
-            arena = gpu_arena_take(self->arena_bytes, dev, stream, &arena_have);
+            arena = arena_take(gpu_pool, self->arena_bytes, dev, stream, &arena_have);
         } else if (self->arena_cache && self->arena_stream == stream) {
             arena = self->arena_cache;
             self->arena_cache = NULL;
@@ -1797,9 +1755,9 @@ done:
     for (int d = 0; d < KN_NDTYPES; d++)
         Py_XDECREF(f.typed[d]);
     if (arena && !self->cuda) {
-        arena_give(arena, arena_have);
+        arena_give(cpu_pool, arena, arena_have, -1, 0);
     } else if (arena && !capturing) {
-        gpu_arena_give(arena, arena_have, dev, stream);
+        arena_give(gpu_pool, arena, arena_have, dev, stream);
     } else if (arena) {
         if (self->arena_cache == NULL) {
             self->arena_cache = arena;

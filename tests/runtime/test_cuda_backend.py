@@ -71,7 +71,7 @@ def test_kernels_run_on_the_current_stream():
 
 def test_sizes_of_a_symbolic_graph_share_their_arenas():
     """Each size of a symbolic graph is a program of its own: their arenas
-    are shared (run.c gpu_arena_take), so memory does not grow with the
+    are shared (run.c arena_take over gpu_pool), so memory does not grow with the
     sizes seen, and results on two streams stay right."""
     w = torch.randn(1024, 1024, device="cuda") / 32
 
