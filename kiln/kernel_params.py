@@ -664,6 +664,37 @@ _MOST_BUILDS = 32     # parametric builds kept per lowering
 _RECENT = 4           # sources of sizes built on their own kept as probes
 
 
+def first_fusion(template, desc, symvals, forms, robust):
+    """The fusion reference of a lowering's first build (issue 17): the
+    joins the C core makes at this size and at every probe size alike.  Two
+    loop extents equal at this size alone (Llama's sequence of 32 and half
+    its head) join here and at no other size, so a reference of this size's
+    own joins gives a first build whose probes differ from it in more than
+    literals (the parametric build then comes from a slow token comparison,
+    or not at all, and a later size of another shape is compiled again).
+    Not joining is always sound, so the reference is the joins every one of
+    them makes.  A probe whose lowering realized other buffers (its joins
+    number differently) says nothing.  One probe of each kind is asked
+    (template.probes' few): a C core run each.  Returns pipeline.OWN_FUSION
+    where none is described (this size's own joins, as before)."""
+    from . import pipeline
+    own = pipeline._compile(desc, "kn_", template.device, forms, robust, None).fusion
+    if not own:
+        return pipeline.OWN_FUSION
+    ref = bytearray(own)
+    seen = False
+    for vals in template.probes(symvals, few=True):
+        pdesc = template.describe_at(vals)
+        if pdesc is None:
+            continue
+        theirs = pipeline._compile(pdesc, "kn_", template.device, forms, robust, None).fusion
+        if theirs is not None and len(theirs) == len(ref):
+            seen = True
+            for i, j in enumerate(theirs):
+                ref[i] &= j
+    return bytes(ref) if seen else pipeline.OWN_FUSION
+
+
 def build(template, program, symvals, device=None):
     """Load `program` (a program of one size of template's lowering: CPU,
     or CUDA with `device`) from a parametric build: one of template's that

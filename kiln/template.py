@@ -281,27 +281,36 @@ class Template:
         fill = _filler(vals, ref)
         return nodes, inputs, [fill(o) for o in outputs], ref
 
-    def probes(self, symvals):
+    def probes(self, symvals, few=False):
         """Other symbol values the lowering holds for (each symbol moved a
         little, so that the C core's size-dependent decisions rarely
         change), for kiln/kernel_params.py to tell which literals are sizes
         (the outer loops' thread splits need none: the C core writes the
         ones it does not take as comments).  None for a lowering without
-        symbols (the capture specialised every size it had)."""
+        symbols (the capture specialised every size it had).  few: the
+        first of each kind only (kernel_params.first_fusion)."""
         if not symvals:
             return
-        for d in (1, -1, 2, 3, -2):
-            vals = tuple(v + d for v in symvals)
-            if min(vals) >= 2 and self.fill(vals)[1]:
-                yield vals
-        # and moved by multiples of their alignment (a GPU kernel's vector
-        # loads, taken where a size is a multiple of 8, change the kernel's
-        # shape at the unaligned neighbours)
+        # each kind: the symbols moved alike; moved by multiples of their
+        # alignment (a GPU kernel's vector loads, taken where a size is a
+        # multiple of 8, change the kernel's shape at the unaligned
+        # neighbours); each moved its own way (moved alike, two symbols equal
+        # here stay equal, so their loops' extents would seem one, a (s, t)
+        # loop fused with a (t, s) one at s == t, and their literals one
+        # parameter)
+        n = len(symvals)
+        kinds = [[tuple(v + d for v in symvals) for d in (1, -1, 2, 3, -2)]]
         if any(v % 2 == 0 for v in symvals):
-            for d in (1, 2, -1):
-                vals = tuple(v + d * _alignment(v) for v in symvals)
+            kinds.append([tuple(v + d * _alignment(v) for v in symvals) for d in (1, 2, -1)])
+        if n > 1 and len(set(symvals)) < n:
+            kinds.append([tuple(v + d * (k + 1 if up else n - k) for k, v in enumerate(symvals))
+                          for d in (1, 2) for up in (True, False)])
+        for kind in kinds:
+            for vals in kind:
                 if min(vals) >= 2 and self.fill(vals)[1]:
                     yield vals
+                    if few:
+                        break
 
     def instantiate(self, args):
         """The description for these arguments' sizes (nodes, inputs,

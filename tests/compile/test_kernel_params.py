@@ -397,6 +397,33 @@ def test_extents_equal_at_one_size_fuse_at_none(monkeypatch, emulate):
     assert st["parametric_builds"] == 1 and st["parametric_hits"] == 5, st   # (2 builds before)
 
 
+@pytest.mark.parametrize("emulate", [False, True])
+def test_extents_equal_at_the_first_size_fuse_at_none(monkeypatch, emulate):
+    # the first size built is s == 8, where the (s, 8) and (8, s) loops
+    # would fuse: the first build takes the joins its probe sizes share
+    # (kernel_params.first_fusion), so its probes differ from it in literals
+    # only (no token compare) and every later size shares that build (Llama's
+    # sequence of 32 and half its head of 64 on the GPU: a slow token
+    # compare, then a compile of its own at a later size)
+    monkeypatch.setattr(config, "cuda_emulate", emulate)
+    compared = []
+    real = kp._token_places
+    monkeypatch.setattr(kp, "_token_places", lambda *a: compared.append(1) or real(*a))
+
+    def f(x):
+        return torch.sin(x) * 2, torch.cos(x.t()) + 1
+
+    cf = kiln.compile(f, dynamic=True)
+    for s in (8, 5, 6, 9, 7, 12, 16):
+        x = torch.randn(s, 8)
+        for got, want in zip(cf(x), f(x)):
+            torch.testing.assert_close(got, want)
+    st = kiln.stats()
+    assert st["fallbacks"] == 0, st
+    assert st["parametric_builds"] == 1 and st["parametric_hits"] == 6, st
+    assert not compared
+
+
 def test_a_program_reports_its_fusion_and_takes_a_given_one():
     from torch.fx.experimental.proxy_tensor import make_fx
 

@@ -73,34 +73,34 @@ def test_sizes_of_a_symbolic_graph_share_their_arenas():
     """Each size of a symbolic graph is a program of its own: their arenas
     are shared (run.c arena_take over gpu_pool), so memory does not grow with the
     sizes seen, and results on two streams stay right."""
-    w = torch.randn(1024, 1024, device="cuda") / 32
-
     def f(x):
-        y = torch.sin(x) * 2 + 1   # (the matmul's operand: a buffer of the arena)
-        return torch.relu(y @ w).sum(-1) + y.sum(-1)
+        # (the row sums: a reduction's result another kernel reads, in the
+        # arena; a GPU program's arena holds its kernels' intermediates only,
+        # never a tensor such as a matmul's operand: src/compile/plan.c)
+        return torch.softmax(x.sum(-1), 0)
     kiln.reset()
     before = len(backends.compiled_graphs)
     g = kiln.compile(f, dynamic=True)
-    x = torch.randn(64, 1024, device="cuda")
-    torch.testing.assert_close(g(x), f(x), atol=1e-3, rtol=1e-3)
+    x = torch.randn(64, 1024, 8, device="cuda")
+    torch.testing.assert_close(g(x), f(x), atol=1e-5, rtol=1e-4)
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     for n in range(65, 129):
-        x = torch.randn(n, 1024, device="cuda")
-        torch.testing.assert_close(g(x), f(x), atol=1e-3, rtol=1e-3)
+        x = torch.randn(n, 1024, 8, device="cuda")
+        torch.testing.assert_close(g(x), f(x), atol=1e-5, rtol=1e-4)
         del x
     torch.cuda.synchronize()
     grown = torch.cuda.memory_allocated() - base
     assert any(e.get("arena_bytes", 0) >= 64 * 1024 * 4 for e in backends.compiled_graphs[before:])   # (it has one)
-    # 64 sizes with an arena each would hold 64 x 260-512 KiB (25 MiB); four shared ones at most 2 MiB
+    # 64 sizes with an arena each would hold 64 x 260-520 KiB (25 MiB); four shared ones at most 2 MiB
     assert grown < 8 * 2 ** 20, grown
     s = torch.cuda.Stream()
-    x = torch.randn(100, 1024, device="cuda")
+    x = torch.randn(100, 1024, 8, device="cuda")
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         got = g(x)
     torch.cuda.current_stream().wait_stream(s)
-    torch.testing.assert_close(got, f(x), atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(got, f(x), atol=1e-5, rtol=1e-4)
 
 
 def test_reduce_overhead_replays_a_cuda_graph():
