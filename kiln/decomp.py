@@ -23,6 +23,10 @@ _KEEP = {
     # lowered whole (lower_reduce.c): ATen's CPU kernel takes the root of a
     # float64 variance, which sqrt(var) in float32 would overflow first
     aten.std.correction,
+    # lowered whole (lower_reduce.c kn_lower_layer_norm, as torch decomposes
+    # it): a symbolic trace pays torch's fake propagation per ATen op, and
+    # the decomposition is eight to twelve of them
+    aten.native_layer_norm.default,
     # kept (lowered as the identity): decomposed, AOT autograd took a detach
     # under symbolic sizes for an alias of its input, which then required
     # grad (torch 2.13; fuzzer 2200240)
@@ -31,7 +35,7 @@ _KEEP = {
 # Composite ops that core ATen keeps but kiln fuses better from their parts:
 # normalisations and softmax become reductions + pointwise in one kernel.
 _EXTRA = [
-    aten._softmax.default, aten._log_softmax.default, aten.native_layer_norm.default,
+    aten._softmax.default, aten._log_softmax.default,
     aten.native_group_norm.default,
     aten.logsumexp.default, aten.hardswish.default, aten.hardsigmoid.default, aten.mish.default,
     aten.elu.default, aten.silu.default, aten.softplus.default, aten.addcmul.default, aten.addcdiv.default,
@@ -40,20 +44,6 @@ _EXTRA = [
 ]
 
 _table_cache = None
-
-
-def _layer_norm_cpu_zero(decomposed):
-    """native_layer_norm as torch decomposes it ((x - mean) * rstd, then the
-    affine part), with eager's zeros on the CPU: ATen's CPU kernel ends each
-    element with an addition, so an element that normalises to zero is +0
-    (the decomposition gives -0 for a -0 equal to its row's mean, and 1/x
-    told them apart, fuzzer 2102124).  A bias adds that addition anyway."""
-    def layer_norm(x, normalized_shape, weight, bias, eps):
-        out, mean, rstd = decomposed(x, normalized_shape, weight, bias, eps)
-        if bias is None and x.device.type == "cpu":
-            out = out + 0.0
-        return out, mean, rstd
-    return layer_norm
 
 
 def _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -119,7 +109,6 @@ def decompositions():
         for op in (aten.addcmul.default, aten.addcmul_.default):
             if op in t:
                 t[op] = _int_scalar_value(t[op])
-        t[aten.native_layer_norm.default] = _layer_norm_cpu_zero(t[aten.native_layer_norm.default])
         t[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
         t[aten.pow.Scalar] = _pow_scalar_contiguous
         # on a GPU, tracing without the Python dispatcher reaches the kernel

@@ -198,6 +198,76 @@ def _without_tensor_meta():
             pt._extract_tensor_metadata = orig
 
 
+def _layer_norm_fake(me, slow):
+    """aten.native_layer_norm's fake under symbolic sizes, for make_fx in
+    thread `me` (else, and wherever its conditions fail, `slow`: torch's own,
+    its Python reference run on the fakes).  kiln lowers the op whole
+    (lower_reduce.c), so only its results' metadata is needed: what the
+    reference returns (out contiguous in x's dtype; mean and rstd of x's
+    sizes with the normalized dims 1, contiguous, in x's compute dtype, x's
+    own on the CPU), for a floating x whose normalized dims are plain ints
+    equal to normalized_shape, and weight and bias of exactly those sizes on
+    x's device or none: then the reference's checks hold without a guard.
+    The reference is a dozen ATen ops, each a symbolic fake propagation; a
+    fifth of BERT's symbolic lowering."""
+    def fake(mode, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+        if threading.get_ident() != me:
+            return slow(mode, x, normalized_shape, weight, bias, eps)
+        shape = tuple(x.shape)
+        ns = tuple(normalized_shape) if isinstance(normalized_shape, (list, tuple, torch.Size)) else None
+        k = len(ns) if ns is not None else 0
+        if not 1 <= k <= len(shape) or not x.dtype.is_floating_point or \
+                not all(type(n) is int for n in ns) or not all(type(n) is int for n in shape[-k:]) or \
+                shape[-k:] != ns or any(t is not None and (t.device != x.device or tuple(t.shape) != ns or
+                                                           not all(type(n) is int for n in t.shape))
+                                        for t in (weight, bias)):
+            return slow(mode, x, normalized_shape, weight, bias, eps)
+        cd = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+        sd = x.dtype if x.device.type in ("cpu", "mtia") else cd
+        stat = shape[:len(shape) - k] + (1,) * k
+        with mode:
+            got = (torch.empty(shape, dtype=x.dtype, device=x.device),
+                   torch.empty(stat, dtype=sd, device=x.device), torch.empty(stat, dtype=sd, device=x.device))
+        if config.debug:
+            want = slow(mode, x, normalized_shape, weight, bias, eps)
+            for g, w in zip(got, want):
+                if g.shape != w.shape or g.stride() != w.stride() or g.dtype != w.dtype or g.device != w.device:
+                    raise AssertionError(f"kiln: native_layer_norm's fake {tuple(g.shape)} {g.stride()} {g.dtype} "
+                                         f"differs from torch's {tuple(w.shape)} {w.stride()} {w.dtype}")
+        return got
+    return fake
+
+
+@contextlib.contextmanager
+def _layer_norm_fakes():
+    """Within it, make_fx in this thread takes `_layer_norm_fake` for
+    native_layer_norm of symbolic sizes (FakeTensorMode's fast op table,
+    consulted first under symbolic sizes); another thread meanwhile gets
+    torch's own fake.  Left as torch has it where the table is not found or
+    already has the op (another torch)."""
+    try:
+        from torch._decomp import decomposition_table, meta_table
+        from torch._subclasses.fake_impls import get_fast_op_impls
+        table = get_fast_op_impls()
+    except Exception:   # noqa: BLE001  (another torch: its trace is left as it is)
+        table = None
+    op = torch.ops.aten.native_layer_norm.default
+    if not isinstance(table, dict) or op in table or op in meta_table or op not in decomposition_table:
+        yield
+        return
+    ref = decomposition_table[op]
+
+    def slow(mode, *args):
+        with mode:
+            return ref(*args)
+    with _META_LOCK:
+        table[op] = _layer_norm_fake(threading.get_ident(), slow)
+        try:
+            yield
+        finally:
+            table.pop(op, None)
+
+
 def _trace_plain(gm, example_inputs):
     """Fast lowering of an inference graph: one make_fx trace with kiln's
     decompositions and no functionalization (about half the time of AOT
@@ -232,7 +302,7 @@ def _trace_plain(gm, example_inputs):
     # its example value; their Python decompositions keep sizes symbolic.
     pyd = enable_python_dispatcher() if config.trace_python_dispatcher or sym is not None else \
         contextlib.nullcontext()
-    with mode, pyd, _without_tensor_meta():
+    with mode, pyd, _without_tensor_meta(), _layer_norm_fakes():
         aten = make_fx(gm, decomposition_table=decompositions(), tracing_mode="real")(*fake)
     nodes = list(aten.graph.nodes)
     for n in nodes:

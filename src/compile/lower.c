@@ -106,18 +106,26 @@ kn_set_result(kn_ctx *c, int ni, kn_buf *b)
     return 1;
 }
 
-/* Node ni's two results (values and indices, var and mean) are a and b. */
+/* Node ni's n results (values and indices, var and mean, a layer norm's
+   three) are bufs[0..n-1]. */
+int
+kn_set_results(kn_ctx *c, int ni, kn_buf *const *bufs, int n)
+{
+    int *ids = kn_alloc(&c->arena, sizeof(int) * (size_t)n);
+    if (ids == NULL)
+        return -1;
+    for (int k = 0; k < n; k++)
+        ids[k] = bufs[k]->id;
+    c->node_bufs[ni] = ids;
+    c->node_nres[ni] = n;
+    return 1;
+}
+
 int
 kn_set_results2(kn_ctx *c, int ni, kn_buf *a, kn_buf *b)
 {
-    int *ids = kn_alloc(&c->arena, sizeof(int) * 2);
-    if (ids == NULL)
-        return -1;
-    ids[0] = a->id;
-    ids[1] = b->id;
-    c->node_bufs[ni] = ids;
-    c->node_nres[ni] = 2;
-    return 1;
+    kn_buf *bufs[2] = {a, b};
+    return kn_set_results(c, ni, bufs, 2);
 }
 
 /* A new lazy buffer shaped like output k of node ni, with placeholders. */

@@ -102,6 +102,7 @@ is_one(const kn_arg *a)
 /* ---------------------------------------------------------------- lower.c */
 int kn_bind_result(kn_ctx *c, int ni, int id);
 int kn_set_result(kn_ctx *c, int ni, kn_buf *b);
+int kn_set_results(kn_ctx *c, int ni, kn_buf *const *bufs, int n);
 int kn_set_results2(kn_ctx *c, int ni, kn_buf *a, kn_buf *b);
 kn_buf *kn_lazy_like(kn_ctx *c, int ni, int k, kn_expr **idx);
 int kn_make_operand(kn_ctx *c, const kn_arg *a, int on, const int64_t *osize, kn_expr *const *idx, kn_operand *o);

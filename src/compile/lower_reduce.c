@@ -408,80 +408,70 @@ kn_lower_mean(kn_ctx *c, int ni, int param)
    is kept as sum / n).  The row stays where the
    kernel holds it (registers for short rows): no read of another
    thread's element. */
+/* The variance (var_dt, its root where `root`) and, where mean_out is
+   given, the mean (mean_dt) of x over dims, as lazy buffers indexed like
+   the reduction's output: 1, 0 (not lowered) or -1.  On a GPU in x's
+   compute dtype, centred on a first mean: s1 = sum(x - m1), s2 = sum((x -
+   m1)^2), var = (s2 - s1^2 / n) / (n - correction).  On the CPU for
+   float32 (and float16/bfloat16) the mean is summed in float64, as ATen's
+   CPU kernel accumulates: n copies of one float32 add up exactly there, so
+   a constant row has mean exactly x and variance exactly 0, as in eager
+   (from a float32 sum / n the deviations of a constant row are not 0), and
+   so are the squared deviations (ATen's Welford state is float64:
+   deviations of 1e30 square past float32's range there without
+   overflowing, fuzzer 2002176); a root is taken in float64 as ATen's CPU
+   kernel takes it (a variance past float32's range has a root inside it). */
 static int
-var_mean_gpu(kn_ctx *c, int ni, int param, kn_buf *x, const kn_arg *dims, int keepdim, double correction)
+var_mean_bufs(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, double correction, kn_dtype var_dt,
+              int root, kn_dtype mean_dt, kn_buf **var_out, kn_buf **mean_out)
 {
-    const kn_meta *m = out_meta(c, ni, 0);
-    kn_dtype cd = kn_dtype_compute(m->dt);
-    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, NULL, 0);
-    if (s == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    double n = row_length(x, s);
-    kn_buf *m1 = lazy_div(c, s, n, cd);
-    if (m1 == NULL)
-        return -1;
-    m1->uses = 3;
-    kn_buf *s1 = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, m1, 0);
-    kn_buf *s2 = s1 ? reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, m1, 1) : NULL;
-    if (s2 == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    s1->uses = 2;
+    kn_dtype cd = kn_dtype_compute(var_dt);
     kn_expr *idx[KN_MAXDIM];
-    kn_buf *var = kn_lazy_buf(c, m->dt, s->ndim, s->size, idx);
-    if (var == NULL)
-        return -1;
-    /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
-    double denom = n - correction;
-    kn_expr *e1 = kn_buf_load(c, s1, idx), *nn = kn_const_f(c, cd, n);
-    kn_expr *ss = kn_op2(c, KN_S_SUB, cd, kn_buf_load(c, s2, idx),
-                         kn_op2(c, KN_S_DIV, cd, kn_op2(c, KN_S_MUL, cd, e1, e1), nn));
-    kn_expr *v = kn_op2(c, KN_S_DIV, cd, ss, kn_const_f(c, cd, denom > 0 ? denom : 0.0));
-    var->body = kn_cast(c, param == 2 ? kn_op1(c, KN_S_SQRT, cd, v) : v, m->dt);
-    if (var->body == NULL)
-        return -1;
-    if (param != 1)
-        return kn_set_result(c, ni, var);
-    const kn_meta *mo = out_meta(c, ni, 1);
-    if (mo == NULL)
-        return 0;
-    kn_buf *mean = kn_lazy_buf(c, mo->dt, s->ndim, s->size, idx);
-    if (mean == NULL)
-        return -1;
-    /* (a row holding inf or NaN keeps sum / n: x - m1 would be NaN) */
-    kn_expr *pm = kn_buf_load(c, m1, idx);
-    kn_expr *bad = kn_op2(c, KN_S_LOR, KN_BOOL, kn_op1(c, KN_S_ISNAN, KN_BOOL, pm), kn_op1(c, KN_S_ISINF, KN_BOOL, pm));
-    mean->body = kn_cast(c, kn_op3(c, KN_S_WHERE, cd, bad, pm,
-                                   kn_op2(c, KN_S_ADD, cd, pm, kn_op2(c, KN_S_DIV, cd, kn_buf_load(c, s1, idx), nn))),
-                         mo->dt);
-    if (mean->body == NULL)
-        return -1;
-    return kn_set_results2(c, ni, var, mean);
-}
-
-/* var.correction(x, dims, correction, keepdim), var_mean.correction and
-   std.correction (param 0, 1, 2):
-   two passes over the row inside one kernel: the mean, then the sum of
-   squared deviations from it.  On the CPU, for float32 (and
-   float16/bfloat16) the mean is summed in float64, as ATen's CPU kernel
-   accumulates: n copies of one float32 add up exactly there, so a constant
-   row has mean exactly x and variance exactly 0, as in eager (from a
-   float32 sum / n the deviations of a constant row are not 0), and so are
-   the squared deviations (ATen's Welford state is float64: deviations of
-   1e30 square past float32's range there without overflowing, fuzzer
-   2002176).  On a GPU: var_mean_gpu. */
-int
-kn_lower_var_mean(kn_ctx *c, int ni, int param)
-{
-    kn_buf *x = ref_buf(c, arg(c, ni, 0));
-    const kn_meta *m = out_meta(c, ni, 0);
-    if (x == NULL || m == NULL || !kn_dtype_is_float(m->dt) || !kn_dtype_is_float(x->dt))
-        return 0;
-    kn_arg *dims = arg(c, ni, 1), *corr = arg(c, ni, 2), *kd = arg(c, ni, 3);
-    int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
-    double correction = corr->kind == KN_A_INT ? (double)corr->i : corr->kind == KN_A_FLOAT ? corr->f : 1.0;
-    if (c->cuda)
-        return var_mean_gpu(c, ni, param, x, dims, keepdim, correction);
-    kn_dtype cd = kn_dtype_compute(m->dt), sd = cd == KN_F32 ? KN_F64 : cd;
+    if (c->cuda) {
+        kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, NULL, 0);
+        if (s == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        double n = row_length(x, s);
+        kn_buf *m1 = lazy_div(c, s, n, cd);
+        if (m1 == NULL)
+            return -1;
+        m1->uses = 3;
+        kn_buf *s1 = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, m1, 0);
+        kn_buf *s2 = s1 ? reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, m1, 1) : NULL;
+        if (s2 == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        s1->uses = 2;
+        kn_buf *var = kn_lazy_buf(c, var_dt, s->ndim, s->size, idx);
+        if (var == NULL)
+            return -1;
+        /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
+        double denom = n - correction;
+        kn_expr *e1 = kn_buf_load(c, s1, idx), *nn = kn_const_f(c, cd, n);
+        kn_expr *ss = kn_op2(c, KN_S_SUB, cd, kn_buf_load(c, s2, idx),
+                             kn_op2(c, KN_S_DIV, cd, kn_op2(c, KN_S_MUL, cd, e1, e1), nn));
+        kn_expr *v = kn_op2(c, KN_S_DIV, cd, ss, kn_const_f(c, cd, denom > 0 ? denom : 0.0));
+        var->body = kn_cast(c, root ? kn_op1(c, KN_S_SQRT, cd, v) : v, var_dt);
+        if (var->body == NULL)
+            return -1;
+        *var_out = var;
+        if (mean_out == NULL)
+            return 1;
+        kn_buf *mean = kn_lazy_buf(c, mean_dt, s->ndim, s->size, idx);
+        if (mean == NULL)
+            return -1;
+        /* (a row holding inf or NaN keeps sum / n: x - m1 would be NaN) */
+        kn_expr *pm = kn_buf_load(c, m1, idx);
+        kn_expr *bad = kn_op2(c, KN_S_LOR, KN_BOOL, kn_op1(c, KN_S_ISNAN, KN_BOOL, pm),
+                              kn_op1(c, KN_S_ISINF, KN_BOOL, pm));
+        mean->body = kn_cast(c, kn_op3(c, KN_S_WHERE, cd, bad, pm,
+                                       kn_op2(c, KN_S_ADD, cd, pm, kn_op2(c, KN_S_DIV, cd, kn_buf_load(c, s1, idx), nn))),
+                             mean_dt);
+        if (mean->body == NULL)
+            return -1;
+        *mean_out = mean;
+        return 1;
+    }
+    kn_dtype sd = cd == KN_F32 ? KN_F64 : cd;
     /* mean with keepdim=1 so it indexes like the output of the second pass */
     kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL, 0);
     if (s == NULL)
@@ -496,28 +486,141 @@ kn_lower_var_mean(kn_ctx *c, int ni, int param)
         return PyErr_Occurred() ? -1 : 0;
     /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
     double denom = n - correction;
-    kn_buf *var = lazy_div(c, ss, denom > 0 ? denom : 0.0, param == 2 ? sd : m->dt);
+    kn_buf *var = lazy_div(c, ss, denom > 0 ? denom : 0.0, root ? sd : var_dt);
     if (var == NULL)
         return -1;
-    if (param == 2) {
-        /* std: the root taken in float64 as ATen's CPU kernel takes it (a
-           variance past float32's range has a root inside it) */
-        kn_expr *idx[KN_MAXDIM];
-        kn_buf *sdv = kn_lazy_buf(c, m->dt, var->ndim, var->size, idx);
+    if (root) {
+        kn_buf *sdv = kn_lazy_buf(c, var_dt, var->ndim, var->size, idx);
         if (sdv == NULL)
             return -1;
-        sdv->body = kn_cast(c, kn_op1(c, KN_S_SQRT, sd, kn_buf_load(c, var, idx)), m->dt);
-        return sdv->body ? kn_set_result(c, ni, sdv) : -1;
+        sdv->body = kn_cast(c, kn_op1(c, KN_S_SQRT, sd, kn_buf_load(c, var, idx)), var_dt);
+        if (sdv->body == NULL)
+            return -1;
+        var = sdv;
     }
-    if (param == 0)
-        return kn_set_result(c, ni, var);
-    const kn_meta *m1 = out_meta(c, ni, 1);
-    if (m1 == NULL)
-        return 0;
-    kn_buf *mean_out = lazy_div(c, s, n, m1->dt);
+    *var_out = var;
     if (mean_out == NULL)
+        return 1;
+    *mean_out = lazy_div(c, s, n, mean_dt);
+    return *mean_out ? 1 : -1;
+}
+
+/* var.correction(x, dims, correction, keepdim), var_mean.correction and
+   std.correction (param 0, 1, 2): two passes over the row inside one
+   kernel, the mean, then the sum of squared deviations from it
+   (var_mean_bufs). */
+int
+kn_lower_var_mean(kn_ctx *c, int ni, int param)
+{
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *m = out_meta(c, ni, 0);
+    if (x == NULL || m == NULL || !kn_dtype_is_float(m->dt) || !kn_dtype_is_float(x->dt))
+        return 0;
+    const kn_meta *m1 = param == 1 ? out_meta(c, ni, 1) : NULL;
+    if (param == 1 && m1 == NULL)
+        return 0;
+    kn_arg *dims = arg(c, ni, 1), *corr = arg(c, ni, 2), *kd = arg(c, ni, 3);
+    int keepdim = kd->kind == KN_A_BOOL ? (int)kd->i : 0;
+    double correction = corr->kind == KN_A_INT ? (double)corr->i : corr->kind == KN_A_FLOAT ? corr->f : 1.0;
+    kn_buf *var = NULL, *mean = NULL;
+    int r = var_mean_bufs(c, x, dims, keepdim, correction, m->dt, param == 2, m1 ? m1->dt : m->dt, &var,
+                          param == 1 ? &mean : NULL);
+    if (r <= 0)
+        return r;
+    return param == 1 ? kn_set_results2(c, ni, var, mean) : kn_set_result(c, ni, var);
+}
+
+/* native_layer_norm(x, normalized_shape, weight, bias, eps) -> (out, mean,
+   rstd), lowered whole, as torch decomposes it: in x's compute dtype,
+   var and mean over the normalized (last) dims (var_mean, correction 0,
+   kept dims), rstd = rsqrt(var + eps), out = (x - mean) * rstd, times
+   weight, plus bias; on the CPU without a bias plus 0 (ATen's CPU kernel
+   ends each element with an addition, so an element that normalises to
+   zero is +0; the decomposition gives -0 where x is a -0 equal to its
+   row's mean, fuzzer 2102124).  Each result cast to its dtype.  Lowered
+   here rather than decomposed while tracing: a symbolic trace pays torch's
+   fake propagation per ATen op (the decomposition's eight to twelve), a
+   sixth of BERT's symbolic compile and a third of its static one
+   (kiln/decomp.py _KEEP). */
+int
+kn_lower_layer_norm(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *mo = out_meta(c, ni, 0), *mm = out_meta(c, ni, 1), *mr = out_meta(c, ni, 2);
+    kn_arg *ns = arg(c, ni, 1), *wa = arg(c, ni, 2), *ba = arg(c, ni, 3), *ea = arg(c, ni, 4);
+    if (x == NULL || mo == NULL || mm == NULL || mr == NULL || !kn_dtype_is_float(x->dt) ||
+        !kn_dtype_is_float(mo->dt) || !kn_dtype_is_float(mm->dt) || !kn_dtype_is_float(mr->dt) ||
+        !is_int_list(ns) || ns->n < 1 || ns->n > x->ndim || (ea->kind != KN_A_FLOAT && ea->kind != KN_A_INT))
+        return 0;
+    int nd = x->ndim, k0 = nd - ns->n;
+    for (int k = 0; k < ns->n; k++)
+        if (ns->items[k].i != x->size[k0 + k])
+            return 0;
+    kn_dtype cd = kn_dtype_compute(x->dt);
+    kn_buf *w = NULL, *b = NULL;
+    kn_buf **wb[2] = {&w, &b};
+    kn_arg *wba[2] = {wa, ba};
+    for (int j = 0; j < 2; j++) {
+        if (wba[j]->kind == KN_A_NONE)
+            continue;
+        *wb[j] = ref_buf(c, wba[j]);
+        kn_buf *t = *wb[j];
+        /* (a weight or bias of another shape, or of a dtype that would
+           promote the computation past x's: not lowered) */
+        if (t == NULL || t->ndim != ns->n || !kn_dtype_is_float(t->dt) || kn_dtype_promote(cd, t->dt) != cd)
+            return 0;
+        for (int k = 0; k < ns->n; k++)
+            if (t->size[k] != x->size[k0 + k])
+                return 0;
+    }
+    double eps = ea->kind == KN_A_FLOAT ? ea->f : (double)ea->i;
+    kn_arg items[KN_MAXDIM];
+    kn_arg dims = {KN_A_LIST, 0, 0, ns->n, items, NULL};
+    for (int k = 0; k < ns->n; k++)
+        items[k] = (kn_arg){KN_A_INT, k0 + k, 0, 0, NULL, NULL};
+    kn_buf *var = NULL, *mean = NULL;
+    int r = var_mean_bufs(c, x, &dims, 1, 0.0, cd, 0, cd, &var, &mean);
+    if (r <= 0)
+        return r;
+    if (mm->ndim != nd || mr->ndim != nd)
+        return 0;
+    for (int d = 0; d < nd; d++)
+        if (mm->size[d] != mean->size[d] || mr->size[d] != mean->size[d])
+            return 0;
+    kn_expr *ri[KN_MAXDIM], *xi[KN_MAXDIM];
+    kn_buf *rstd = kn_lazy_buf(c, cd, var->ndim, var->size, ri);
+    if (rstd == NULL)
         return -1;
-    return kn_set_results2(c, ni, var, mean_out);
+    rstd->body = kn_op1(c, KN_S_RSQRT, cd, kn_op2(c, KN_S_ADD, cd, kn_buf_load(c, var, ri), kn_const_f(c, cd, eps)));
+    rstd->uses = mean->uses = 2;
+    kn_buf *out = kn_lazy_like(c, ni, 0, xi);
+    if (out == NULL || rstd->body == NULL)
+        return -1;
+    kn_expr *si[KN_MAXDIM];
+    for (int d = 0; d < nd; d++)
+        si[d] = d < k0 ? xi[d] : kn_iconst(c, 0);
+    kn_expr *v = kn_op2(c, KN_S_MUL, cd,
+                        kn_op2(c, KN_S_SUB, cd, kn_cast(c, kn_buf_load(c, x, xi), cd), kn_buf_load(c, mean, si)),
+                        kn_buf_load(c, rstd, si));
+    if (w)
+        v = kn_op2(c, KN_S_MUL, cd, v, kn_cast(c, kn_buf_load(c, w, xi + k0), cd));
+    if (b)
+        v = kn_op2(c, KN_S_ADD, cd, v, kn_cast(c, kn_buf_load(c, b, xi + k0), cd));
+    else if (!c->cuda)
+        v = kn_op2(c, KN_S_ADD, cd, v, kn_const_f(c, cd, 0.0));
+    out->body = kn_cast(c, v, mo->dt);
+    kn_expr *mi[KN_MAXDIM];
+    kn_buf *mean_o = kn_lazy_buf(c, mm->dt, nd, mean->size, mi);
+    kn_buf *rstd_o = mean_o ? kn_lazy_buf(c, mr->dt, nd, mean->size, mi) : NULL;
+    if (out->body == NULL || rstd_o == NULL)
+        return -1;
+    mean_o->body = kn_cast(c, kn_buf_load(c, mean, mi), mm->dt);
+    rstd_o->body = kn_cast(c, kn_buf_load(c, rstd, mi), mr->dt);
+    if (mean_o->body == NULL || rstd_o->body == NULL)
+        return -1;
+    kn_buf *res[3] = {out, mean_o, rstd_o};
+    return kn_set_results(c, ni, res, 3);
 }
 
 /* cumsum / cumprod along one dim: a sequential scan per row. */
