@@ -425,16 +425,17 @@ static int
 var_mean_bufs(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, double correction, kn_dtype var_dt,
               int root, kn_dtype mean_dt, kn_buf **var_out, kn_buf **mean_out)
 {
-    kn_dtype cd = kn_dtype_compute(var_dt);
+    kn_dtype cd = kn_dtype_compute(var_dt), sd = !c->cuda && cd == KN_F32 ? KN_F64 : cd;
     kn_expr *idx[KN_MAXDIM];
+    /* the mean, kept dims so that it indexes like the second pass's output */
+    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL, 0);
+    if (s == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    double n = row_length(x, s);
+    kn_buf *m1 = lazy_div(c, s, n, sd);
+    if (m1 == NULL)
+        return -1;
     if (c->cuda) {
-        kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, NULL, 0);
-        if (s == NULL)
-            return PyErr_Occurred() ? -1 : 0;
-        double n = row_length(x, s);
-        kn_buf *m1 = lazy_div(c, s, n, cd);
-        if (m1 == NULL)
-            return -1;
         m1->uses = 3;
         kn_buf *s1 = reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, m1, 0);
         kn_buf *s2 = s1 ? reduction(c, x, dims, keepdim, KN_R_SUM, cd, cd, m1, 1) : NULL;
@@ -471,17 +472,8 @@ var_mean_bufs(kn_ctx *c, kn_buf *x, const kn_arg *dims, int keepdim, double corr
         *mean_out = mean;
         return 1;
     }
-    kn_dtype sd = cd == KN_F32 ? KN_F64 : cd;
-    /* mean with keepdim=1 so it indexes like the output of the second pass */
-    kn_buf *s = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, NULL, 0);
-    if (s == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    double n = row_length(x, s);
-    kn_buf *mean = lazy_div(c, s, n, sd);
-    if (mean == NULL)
-        return -1;
-    mean->uses = 2;
-    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, mean, 1);
+    m1->uses = 2;
+    kn_buf *ss = reduction(c, x, dims, keepdim, KN_R_SUM, sd, sd, m1, 1);
     if (ss == NULL)
         return PyErr_Occurred() ? -1 : 0;
     /* ATen divides by max(n - correction, 0): inf or NaN (0/0) below 1 */
