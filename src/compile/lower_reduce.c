@@ -567,6 +567,33 @@ kn_lower_layer_norm(kn_ctx *c, int ni, int param)
                 return 0;
     }
     double eps = ea->kind == KN_A_FLOAT ? ea->f : (double)ea->i;
+    /* x (or its cast to the compute dtype, a value of its own as in the
+       decomposition) is read by the mean's pass, the variance's and the
+       output, counted as the decomposition's two readers, var_mean and sub:
+       a shared value is stored once where recomputing it would re-read
+       large tensors (lower_buf.c worth_storing), so the kernels are the
+       decomposition's */
+    if (cd == x->dt) {
+        x->uses++;
+    } else {
+        /* (as _to_copy lowers: a narrow value settled to its dtype first,
+           kn_cast_of_arg) */
+        kn_expr *ci[KN_MAXDIM];
+        kn_operand o;
+        kn_buf *xc = kn_lazy_buf(c, cd, x->ndim, x->size, ci);
+        if (xc == NULL)
+            return -1;
+        int r = kn_make_operand(c, arg(c, ni, 0), x->ndim, x->size, ci, &o);
+        if (r <= 0)
+            return r < 0 ? -1 : 0;
+        if (o.dt != cd && !kn_settle_narrow(c, &o))
+            return -1;
+        xc->body = kn_round(c, o.e, cd);
+        if (xc->body == NULL)
+            return -1;
+        xc->uses = 2;
+        x = xc;
+    }
     kn_arg items[KN_MAXDIM];
     kn_arg dims = {KN_A_LIST, 0, 0, ns->n, items, NULL};
     for (int k = 0; k < ns->n; k++)
