@@ -567,6 +567,14 @@ kn_lower_layer_norm(kn_ctx *c, int ni, int param)
                 return 0;
     }
     double eps = ea->kind == KN_A_FLOAT ? ea->f : (double)ea->i;
+    /* mean and rstd: x's sizes with the normalized dims 1 */
+    if (mm->ndim != nd || mr->ndim != nd)
+        return 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t want = d < k0 ? x->size[d] : 1;
+        if (mm->size[d] != want || mr->size[d] != want)
+            return 0;
+    }
     /* x (or its cast to the compute dtype, a value of its own as in the
        decomposition) is read by the mean's pass, the variance's and the
        output, counted as the decomposition's two readers, var_mean and sub:
@@ -602,11 +610,6 @@ kn_lower_layer_norm(kn_ctx *c, int ni, int param)
     int r = var_mean_bufs(c, x, &dims, 1, 0.0, cd, 0, cd, &var, &mean);
     if (r <= 0)
         return r;
-    if (mm->ndim != nd || mr->ndim != nd)
-        return 0;
-    for (int d = 0; d < nd; d++)
-        if (mm->size[d] != mean->size[d] || mr->size[d] != mean->size[d])
-            return 0;
     kn_expr *ri[KN_MAXDIM], *xi[KN_MAXDIM];
     kn_buf *rstd = kn_lazy_buf(c, cd, var->ndim, var->size, ri);
     if (rstd == NULL)
