@@ -42,10 +42,12 @@ def test_native_layer_norm_lowered_whole_equals_eager(monkeypatch, emulate, dt, 
 
 
 @pytest.mark.parametrize("emulate", [False, True])
-def test_layer_norm_of_symbolic_sizes_takes_kilns_fake(monkeypatch, emulate):
+def test_layer_norm_of_symbolic_sizes_takes_kilns_fake(monkeypatch, tmp_path, emulate):
     # (the tests run under KILN_DEBUG, where the fake is checked against
-    # torch's own at every use)
+    # torch's own at every use; an empty disk cache, where a lowering an
+    # earlier run left would be taken without a trace)
     monkeypatch.setattr(config, "cuda_emulate", emulate)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     # (FakeTensorMode's dispatch cache is its class's: an entry another test
     # left for these sizes would answer without any fake being asked)
     from torch._subclasses.fake_tensor import FakeTensorMode
