@@ -175,11 +175,11 @@ def _from_template(given, path):
         forms, robust = template.forms, True
         # and its fusion: two extents equal at this size alone fuse nowhere
         # (src/compile/fuse.c), so such a size shares the builds too; before
-        # the first build, the size's own fusion, as a reference all the same
+        # the first build, the joins this size and its probe sizes share
+        # (kernel_params.first_fusion), so that its probes differ from it in
+        # literals only
         fusion = template.fusion
         if fusion is None:
-            # (the first build: the joins this size and its probe sizes
-            # share, so that the probes differ from it in literals only)
             fusion = kernel_params.first_fusion(template, desc, symvals, forms, robust)
 
         def build(program):

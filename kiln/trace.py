@@ -209,7 +209,9 @@ def _layer_norm_fake(me, slow):
     equal to normalized_shape, and weight and bias of exactly those sizes on
     x's device or none: then the reference's checks hold without a guard.
     The reference is a dozen ATen ops, each a symbolic fake propagation; a
-    fifth of BERT's symbolic lowering."""
+    fifth of BERT's symbolic lowering.  (FakeTensorMode's dispatch cache is
+    its class's, so a result made here may answer another mode's call with
+    the same inputs: it is the reference's, sizes, strides and dtypes.)"""
     def fake(mode, x, normalized_shape, weight=None, bias=None, eps=1e-5):
         if threading.get_ident() != me:
             return slow(mode, x, normalized_shape, weight, bias, eps)
