@@ -381,7 +381,8 @@ class BackendCompilerFailed(_TorchBackendCompilerFailed):
 # (kiln/fakes.py holds the rules and says what each must keep)
 fake_overrides = {torch._C._nn.scaled_dot_product_attention: ops.recorded_attention,
                   torch._C._nn.linear: fakes.recorded_linear,
-                  torch.nn.functional.layer_norm: fakes.recorded_layer_norm}
+                  torch.nn.functional.layer_norm: fakes.recorded_layer_norm,
+                  torch.nn.functional.batch_norm: fakes.recorded_batch_norm}
 
 
 def tensor_unsupported(value):

@@ -27,6 +27,11 @@ _KEEP = {
     # it): a symbolic trace pays torch's fake propagation per ATen op, and
     # the decomposition is eight to twelve of them
     aten.native_layer_norm.default,
+    # lowered whole (lower_reduce.c kn_lower_batch_norm): the decomposition's
+    # ops over x (sub, mul, add and their broadcasting views) were a quarter
+    # of a convolutional network's symbolic compile; batch_norm reaches it
+    # through native_batch_norm and cudnn_batch_norm below
+    aten._native_batch_norm_legit_no_training.default,
     # kept (lowered as the identity): decomposed, AOT autograd took a detach
     # under symbolic sizes for an alias of its input, which then required
     # grad (torch 2.13; fuzzer 2200240)
@@ -49,29 +54,18 @@ _table_cache = None
 def _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     if training or running_mean is None or running_var is None:
         return NotImplemented   # training: ATen's kernel, as eager
-    return _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps)
+    # inference: the op kiln lowers whole (its pointwise work fuses into the
+    # convolution's epilogue kernel)
+    return aten._native_batch_norm_legit_no_training.default(x, weight, bias, running_mean, running_var,
+                                                             momentum, eps)
 
 
 def _cudnn_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     r = _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)
     if r is NotImplemented:
         return r   # training: cuDNN's kernel, as eager
-    out, empty, _ = r
-    return out, empty, empty, x.new_zeros((0,), dtype=torch.uint8)   # + cuDNN's (empty) reserve
-
-
-def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
-    # inference batch norm as pointwise work on the running statistics, so it
-    # fuses into the convolution's epilogue kernel
-    shape = [1, -1] + [1] * (x.dim() - 2)
-    scale = torch.rsqrt(running_var + eps)
-    if weight is not None:
-        scale = scale * weight
-    out = (x - running_mean.view(shape)) * scale.view(shape)
-    if bias is not None:
-        out = out + bias.view(shape)
     empty = x.new_zeros((0,))
-    return out, empty, empty
+    return r[0], empty, empty, x.new_zeros((0,), dtype=torch.uint8)   # + cuDNN's (empty) reserve
 
 
 def _int_scalar_value(ref):
@@ -109,7 +103,6 @@ def decompositions():
         for op in (aten.addcmul.default, aten.addcmul_.default):
             if op in t:
                 t[op] = _int_scalar_value(t[op])
-        t[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
         t[aten.pow.Scalar] = _pow_scalar_contiguous
         # on a GPU, tracing without the Python dispatcher reaches the kernel
         # batch_norm picks at trace time (cuDNN's, or native_batch_norm for

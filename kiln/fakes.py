@@ -17,6 +17,8 @@ eager gives (sizes, strides, dtype, device, no grad); everything it is not
 sure of goes to torch.  Under KILN_DEBUG each rule's result is compared
 with torch's fake of the same call, and a difference is a kiln bug.
 """
+import contextlib
+
 import torch
 from torch import Tensor
 from torch._subclasses.fake_tensor import FakeTensor
@@ -113,9 +115,80 @@ def recorded_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-
     return out
 
 
+def _same(a, b):
+    """Sizes or strides a and b are the same ints or the same symbolic
+    expressions (compared as expressions: no guard)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is int and type(y) is int:
+            if x != y:
+                return False
+        elif type(x) is int or type(y) is int or x.node.expr != y.node.expr:
+            return False
+    return True
+
+
+def like_dense(x):
+    """A new tensor (in the current fake mode) of x's sizes, dtype and device
+    laid out as x, where x is contiguous or a 4-d channels-last tensor, known
+    by comparing x's strides with the new tensor's as expressions (no guard,
+    no contiguity test with sympy); else None."""
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if _same(out.stride(), x.stride()):
+        return out
+    if x.dim() == 4:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+        if _same(out.stride(), x.stride()):
+            return out
+    return None
+
+
+def recorded_batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+                        eps=1e-5):
+    """F.batch_norm's fake in inference (training False, running statistics
+    given): input's sizes, dtype and device, contiguous for a contiguous
+    input, channels-last for a 4-d channels-last one (eager's kernels lay
+    their result out by the input's suggested memory format).  Only for
+    weight, bias and running statistics of one value per channel (a plain
+    int) or no weight and bias, all floating of one dtype and device,
+    nothing requiring grad and autocast off; torch's fake of a symbolic
+    input runs batch norm's Python decomposition (four ops over the input
+    with broadcasting)."""
+    if training or not isinstance(input, Tensor) or input.dim() < 2:
+        return NotImplemented
+    ts = (input,) + tuple(t for t in (running_mean, running_var, weight, bias) if t is not None)
+    if running_mean is None or running_var is None or not all(isinstance(t, Tensor) for t in ts) or \
+            not isinstance(eps, float):
+        return NotImplemented
+    if not _alike(ts):
+        return NotImplemented
+    nc = input.shape[1]
+    if type(nc) is not int or any(t.dim() != 1 or type(t.shape[0]) is not int or t.shape[0] != nc for t in ts[1:]):
+        return NotImplemented   # (torch's fake raises eager's error, or guards)
+    try:
+        if any(n == 0 for n in input.shape):
+            return NotImplemented
+    except torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
+        return NotImplemented
+    out = like_dense(input)
+    if out is None:
+        return NotImplemented
+    if config.debug:
+        _check(torch.nn.functional.batch_norm, (input, running_mean, running_var, weight, bias, training, momentum,
+                                                 eps), out)
+    return out
+
+
 def _check(fn, args, got):
-    """(KILN_DEBUG) torch's own fake of fn(*args) against the rule's."""
-    want = fn(*args)
+    """(KILN_DEBUG) torch's own fake of fn(*args) against the rule's, made
+    with the fake mode's dispatch cache off: an entry it left would answer
+    the lowering's own call of the op, where kiln's fake of it is meant to
+    run (kiln/trace.py _kept_fakes), so the check would change what runs."""
+    from torch._subclasses.fake_tensor import disable_fake_tensor_cache
+    mode = getattr(args[0], "fake_mode", None)
+    with disable_fake_tensor_cache(mode) if mode is not None else contextlib.nullcontext():
+        want = fn(*args)
     same = (tuple(want.shape) == tuple(got.shape) and want.dtype == got.dtype and want.device == got.device and
             want.requires_grad == got.requires_grad and
             all(n < 2 or a == b for n, a, b in zip(want.shape, want.stride(), got.stride())))

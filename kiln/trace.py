@@ -18,7 +18,7 @@ import warnings
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from . import _C, _saved, config, counters, fx_bridge
+from . import _C, _saved, config, counters, fakes, fx_bridge
 from .captured import _inputs_share_storage, _storage
 from .decomp import decompositions
 from .pipeline import phase
@@ -231,43 +231,104 @@ def _layer_norm_fake(me, slow):
             got = (torch.empty(shape, dtype=x.dtype, device=x.device),
                    torch.empty(stat, dtype=sd, device=x.device), torch.empty(stat, dtype=sd, device=x.device))
         if config.debug:
-            want = slow(mode, x, normalized_shape, weight, bias, eps)
-            for g, w in zip(got, want):
-                if g.shape != w.shape or g.stride() != w.stride() or g.dtype != w.dtype or g.device != w.device:
-                    raise AssertionError(f"kiln: native_layer_norm's fake {tuple(g.shape)} {g.stride()} {g.dtype} "
-                                         f"differs from torch's {tuple(w.shape)} {w.stride()} {w.dtype}")
+            _check_fake("native_layer_norm", got, slow(mode, x, normalized_shape, weight, bias, eps))
         return got
     return fake
 
 
+def _batch_norm_fake(me, slow):
+    """aten._native_batch_norm_legit_no_training's fake under symbolic
+    sizes, for make_fx in thread `me` (else, and wherever its conditions
+    fail, `slow`: torch's own, its Python decomposition run on the fakes:
+    the normalisation over x as four symbolic ATen ops with broadcasting).
+    kiln lowers the op whole (lower_reduce.c), so only its results'
+    metadata is needed, as the decomposition gives it: out laid out as x,
+    for a contiguous or 4-d channels-last x (fakes.like_dense: a pointwise
+    result of x and per-channel values is), in x's dtype; the statistics empty in x's dtype on the CPU, else the
+    running mean and 1 / sqrt(var + eps), one per channel, in x's compute
+    dtype.  Taken for a floating x of at least two dims whose channel count
+    is a plain int, and weight, bias, running mean and running var of one
+    value per channel on x's device (or no weight, no bias): then the
+    decomposition's checks hold without a guard."""
+    def fake(mode, x, weight, bias, running_mean, running_var, momentum, eps):
+        args = (x, weight, bias, running_mean, running_var, momentum, eps)
+        if threading.get_ident() != me:
+            return slow(mode, *args)
+        if x.dim() < 2 or not x.dtype.is_floating_point or type(x.shape[1]) is not int or \
+                running_mean is None or running_var is None or \
+                any(t is not None and (t.device != x.device or t.dim() != 1 or type(t.shape[0]) is not int or
+                                       t.shape[0] != x.shape[1] or not t.dtype.is_floating_point)
+                    for t in (weight, bias, running_mean, running_var)):
+            return slow(mode, *args)
+        cd = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+        with mode:
+            out = fakes.like_dense(x)
+            if out is None:
+                return slow(mode, *args)
+            if x.device.type == "cpu":
+                stats = (torch.empty((0,), dtype=x.dtype, device=x.device),
+                         torch.empty((0,), dtype=x.dtype, device=x.device))
+            else:
+                stats = (torch.empty((x.shape[1],), dtype=cd, device=x.device),
+                         torch.empty((x.shape[1],), dtype=cd, device=x.device))
+        got = (out,) + stats
+        if config.debug:
+            _check_fake("_native_batch_norm_legit_no_training", got, slow(mode, *args))
+        return got
+    return fake
+
+
+def _check_fake(name, got, want):
+    """KILN_DEBUG: a fake of kiln's has torch's results' metadata."""
+    for g, w in zip(got, want):
+        if g.shape != w.shape or g.stride() != w.stride() or g.dtype != w.dtype or g.device != w.device:
+            raise AssertionError(f"kiln: {name}'s fake {tuple(g.shape)} {g.stride()} {g.dtype} "
+                                 f"differs from torch's {tuple(w.shape)} {w.stride()} {w.dtype}")
+
+
+# the ops kiln lowers whole whose fakes under symbolic sizes are its own
+# while it traces: op name -> the name of the function making the fake
+_KEPT_FAKES = {
+    "native_layer_norm.default": "_layer_norm_fake",
+    "_native_batch_norm_legit_no_training.default": "_batch_norm_fake",
+}
+
+
 @contextlib.contextmanager
-def _layer_norm_fakes():
-    """Within it, make_fx in this thread takes `_layer_norm_fake` for
-    native_layer_norm of symbolic sizes (FakeTensorMode's fast op table,
-    consulted first under symbolic sizes); another thread meanwhile gets
-    torch's own fake.  Left as torch has it where the table is not found or
-    already has the op (another torch)."""
+def _kept_fakes():
+    """Within it, make_fx in this thread takes kiln's fakes (_KEPT_FAKES)
+    for the ops kiln lowers whole, at symbolic sizes (FakeTensorMode's fast
+    op table, consulted first under symbolic sizes); another thread
+    meanwhile gets torch's own fake.  Each left as torch has it where the
+    table is not found or already has the op (another torch)."""
     try:
         from torch._decomp import decomposition_table, meta_table
         from torch._subclasses.fake_impls import get_fast_op_impls
         table = get_fast_op_impls()
     except Exception:   # noqa: BLE001  (another torch: its trace is left as it is)
         table = None
-    op = torch.ops.aten.native_layer_norm.default
-    if not isinstance(table, dict) or op in table or op in meta_table or op not in decomposition_table:
+    if not isinstance(table, dict):
         yield
         return
-    ref = decomposition_table[op]
-
-    def slow(mode, *args):
-        with mode:
-            return ref(*args)
+    me = threading.get_ident()
     with _META_LOCK:
-        table[op] = _layer_norm_fake(threading.get_ident(), slow)
+        added = []
         try:
+            for name, maker in _KEPT_FAKES.items():
+                pkt, _, overload = name.partition(".")
+                op = getattr(getattr(torch.ops.aten, pkt, None), overload, None)
+                if op is None or op in table or op in meta_table or op not in decomposition_table:
+                    continue
+
+                def slow(mode, *args, _ref=decomposition_table[op]):
+                    with mode:
+                        return _ref(*args)
+                table[op] = globals()[maker](me, slow)
+                added.append(op)
             yield
         finally:
-            table.pop(op, None)
+            for op in added:
+                table.pop(op, None)
 
 
 def _trace_plain(gm, example_inputs):
@@ -304,7 +365,7 @@ def _trace_plain(gm, example_inputs):
     # its example value; their Python decompositions keep sizes symbolic.
     pyd = enable_python_dispatcher() if config.trace_python_dispatcher or sym is not None else \
         contextlib.nullcontext()
-    with mode, pyd, _without_tensor_meta(), _layer_norm_fakes():
+    with mode, pyd, _without_tensor_meta(), _kept_fakes():
         aten = make_fx(gm, decomposition_table=decompositions(), tracing_mode="real")(*fake)
     nodes = list(aten.graph.nodes)
     for n in nodes:
@@ -426,7 +487,7 @@ def _lower_graph(gm, example_inputs):
     if _inputs_share_storage(example_inputs):
         raise _NotInference("inputs share storage")
     try:
-        with phase("aot_export"):
+        with phase("aot_export"), _kept_fakes():
             aten = aot_export_joint_simple(gm, list(example_inputs), trace_joint=False,
                                            decompositions=decompositions())
     except RuntimeError as e:

@@ -147,8 +147,8 @@ kn_lazy_like(kn_ctx *c, int ni, int k, kn_expr **idx)
 /* A lazy value with transcendental work that a consumer broadcasts (rotary
    embeddings' cos/sin, read once per head and batch) is computed once and
    stored, instead of being recomputed for every element that reads it. */
-static int
-store_if_broadcast(kn_ctx *c, kn_buf *b, int on, const int64_t *osize)
+int
+kn_store_if_broadcast(kn_ctx *c, kn_buf *b, int on, const int64_t *osize)
 {
     if (b->kind != KN_B_LAZY)
         return 0;
@@ -185,7 +185,7 @@ kn_make_operand(kn_ctx *c, const kn_arg *a, int on, const int64_t *osize, kn_exp
         kn_buf *b = ref_buf(c, a);
         if (b == NULL || b->ndim > on)
             return 0;
-        if (store_if_broadcast(c, b, on, osize) < 0)
+        if (kn_store_if_broadcast(c, b, on, osize) < 0)
             return -1;
         kn_expr *bi[KN_MAXDIM];
         for (int d = 0; d < b->ndim; d++) {

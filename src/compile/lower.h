@@ -106,6 +106,7 @@ int kn_set_results(kn_ctx *c, int ni, kn_buf *const *bufs, int n);
 int kn_set_results2(kn_ctx *c, int ni, kn_buf *a, kn_buf *b);
 kn_buf *kn_lazy_like(kn_ctx *c, int ni, int k, kn_expr **idx);
 int kn_make_operand(kn_ctx *c, const kn_arg *a, int on, const int64_t *osize, kn_expr *const *idx, kn_operand *o);
+int kn_store_if_broadcast(kn_ctx *c, kn_buf *b, int on, const int64_t *osize);
 int kn_settle_narrow(kn_ctx *c, kn_operand *o);
 int kn_lazy_start(kn_ctx *c, int ni, kn_buf **bp, kn_expr **idx, kn_operand *o, int n, const int *argk,
                   int settle);

@@ -645,6 +645,106 @@ kn_lower_layer_norm(kn_ctx *c, int ni, int param)
     return kn_set_results(c, ni, res, 3);
 }
 
+/* _native_batch_norm_legit_no_training(x, weight, bias, running_mean,
+   running_var, momentum, eps) -> (out, save_mean, save_rstd): inference
+   batch norm over channel dim 1, lowered whole.  In x's compute dtype, as
+   ATen's kernels compute: scale = rsqrt(var + eps) (times weight), one
+   value per channel, stored once where it is broadcast (kn_store_if_broadcast,
+   as the decomposition's view of it was), then out = (x - mean) * scale
+   (plus bias), cast to out's dtype.  The statistics results are what
+   torch's decomposition (the op's fake) says: empty on the CPU, else the
+   running mean and 1 / sqrt(var + eps) in the compute dtype.  Parameters
+   of another float dtype are read in the compute dtype; one wider than it
+   (a float64 weight on float32 x, which eager refuses) is not lowered.
+   Lowered here rather than decomposed while tracing: a symbolic trace pays
+   torch's fake propagation per ATen op, and the decomposition's four ops
+   over x (sub, mul, add, their broadcasting views) were a quarter of a
+   convolutional network's symbolic compile (kiln/decomp.py _KEEP). */
+int
+kn_lower_batch_norm(kn_ctx *c, int ni, int param)
+{
+    (void)param;
+    kn_buf *x = ref_buf(c, arg(c, ni, 0));
+    const kn_meta *mo = out_meta(c, ni, 0), *mm = out_meta(c, ni, 1), *mr = out_meta(c, ni, 2);
+    kn_arg *ea = arg(c, ni, 6);
+    if (x == NULL || mo == NULL || mm == NULL || mr == NULL || x->ndim < 2 || !kn_dtype_is_float(x->dt) ||
+        !kn_dtype_is_float(mo->dt) || mo->ndim != x->ndim || (ea->kind != KN_A_FLOAT && ea->kind != KN_A_INT))
+        return 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (mo->size[d] != x->size[d])
+            return 0;
+    int64_t nc = x->size[1];
+    kn_dtype cd = kn_dtype_compute(x->dt);
+    /* weight, bias, running mean, running var: none (weight, bias) or one
+       value per channel */
+    kn_buf *p[4] = {NULL, NULL, NULL, NULL};
+    for (int j = 0; j < 4; j++) {
+        kn_arg *a = arg(c, ni, j + 1);
+        if (a->kind == KN_A_NONE && j < 2)
+            continue;
+        p[j] = ref_buf(c, a);
+        if (p[j] == NULL || p[j]->ndim != 1 || p[j]->size[0] != nc || !kn_dtype_is_float(p[j]->dt) ||
+            kn_dtype_promote(cd, p[j]->dt) != cd)
+            return 0;
+    }
+    double eps = ea->kind == KN_A_FLOAT ? ea->f : (double)ea->i;
+    kn_expr *ci[KN_MAXDIM];
+    /* the per-channel scale */
+    kn_buf *scale = kn_lazy_buf(c, cd, 1, &nc, ci);
+    if (scale == NULL)
+        return -1;
+    kn_expr *sv = kn_op1(c, KN_S_RSQRT, cd,
+                         kn_op2(c, KN_S_ADD, cd, kn_cast(c, kn_buf_load(c, p[3], ci), cd), kn_const_f(c, cd, eps)));
+    if (p[0])
+        sv = kn_op2(c, KN_S_MUL, cd, sv, kn_cast(c, kn_buf_load(c, p[0], ci), cd));
+    scale->body = sv;
+    if (scale->body == NULL)
+        return -1;
+    scale->uses = 1;
+    if (kn_store_if_broadcast(c, scale, x->ndim, x->size) < 0)
+        return -1;
+    kn_expr *xi[KN_MAXDIM];
+    kn_buf *out = kn_lazy_like(c, ni, 0, xi);
+    if (out == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    kn_expr *ch = xi[1];
+    /* (x - mean first, then the scale: the decomposition's order, so the
+       kernel's text is the decomposition's) */
+    kn_expr *xm = kn_op2(c, KN_S_SUB, cd, kn_cast(c, kn_buf_load(c, x, xi), cd),
+                         kn_cast(c, kn_buf_load(c, p[2], &ch), cd));
+    kn_expr *v = kn_op2(c, KN_S_MUL, cd, xm, kn_buf_load(c, scale, &ch));
+    if (p[1])
+        v = kn_op2(c, KN_S_ADD, cd, v, kn_cast(c, kn_buf_load(c, p[1], &ch), cd));
+    out->body = kn_cast(c, v, mo->dt);
+    if (out->body == NULL)
+        return -1;
+    /* the statistics: as the fake has them (empty, or one per channel) */
+    kn_buf *st[2];
+    const kn_meta *sm[2] = {mm, mr};
+    for (int k = 0; k < 2; k++) {
+        kn_expr *si[KN_MAXDIM];
+        if (!kn_dtype_is_float(sm[k]->dt) || sm[k]->ndim != 1 || (sm[k]->size[0] != 0 && sm[k]->size[0] != nc))
+            return 0;
+        st[k] = kn_lazy_like(c, ni, k + 1, si);
+        if (st[k] == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        kn_expr *e;
+        if (sm[k]->size[0] == 0)
+            e = kn_const_f(c, cd, 0.0);
+        else if (k == 0)
+            e = kn_cast(c, kn_buf_load(c, p[2], si), cd);
+        else
+            e = kn_op2(c, KN_S_DIV, cd, kn_const_f(c, cd, 1.0),
+                       kn_op1(c, KN_S_SQRT, cd, kn_op2(c, KN_S_ADD, cd, kn_cast(c, kn_buf_load(c, p[3], si), cd),
+                                                      kn_const_f(c, cd, eps))));
+        st[k]->body = kn_cast(c, e, sm[k]->dt);
+        if (st[k]->body == NULL)
+            return -1;
+    }
+    kn_buf *res[3] = {out, st[0], st[1]};
+    return kn_set_results(c, ni, res, 3);
+}
+
 /* cumsum / cumprod along one dim: a sequential scan per row. */
 int
 kn_lower_scan(kn_ctx *c, int ni, int param)
