@@ -294,6 +294,19 @@ _KEPT_FAKES = {
 }
 
 
+def _torch_fake(op, decomposition_table):
+    """torch's own fake of op as slow(mode, *args): its decomposition run on
+    the fakes; None where torch fakes it otherwise."""
+    ref = decomposition_table.get(op)
+    if ref is None:
+        return None
+
+    def slow(mode, *args):
+        with mode:
+            return ref(*args)
+    return slow
+
+
 @contextlib.contextmanager
 def _kept_fakes():
     """Within it, make_fx in this thread takes kiln's fakes (_KEPT_FAKES)
@@ -317,12 +330,11 @@ def _kept_fakes():
             for name, maker in _KEPT_FAKES.items():
                 pkt, _, overload = name.partition(".")
                 op = getattr(getattr(torch.ops.aten, pkt, None), overload, None)
-                if op is None or op in table or op in meta_table or op not in decomposition_table:
+                if op is None or op in table or op in meta_table:
                     continue
-
-                def slow(mode, *args, _ref=decomposition_table[op]):
-                    with mode:
-                        return _ref(*args)
+                slow = _torch_fake(op, decomposition_table)
+                if slow is None:
+                    continue
                 table[op] = globals()[maker](me, slow)
                 added.append(op)
             yield

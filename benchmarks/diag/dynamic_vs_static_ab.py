@@ -10,6 +10,11 @@ dynamic function).
 
     python benchmarks/diag/dynamic_vs_static_ab.py MODEL SHAPES [ROUNDS]
     python benchmarks/diag/dynamic_vs_static_ab.py cnn 9x44,2x32,5x36,9x44 40
+    DEVICE=cuda python benchmarks/diag/dynamic_vs_static_ab.py bert 12x320,8x32 40   # bfloat16, synchronised
+
+On a GPU (DEVICE=cuda) the model runs in bfloat16, the warm-up shapes are
+the GPU sweep's first two (8x32, 6x384; images 8x96, 6x272) and each
+timed call is synchronised.
 """
 import copy
 import os
@@ -32,8 +37,13 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 15
     torch.set_num_threads(2)
     spec = zoo.MODELS[name]
-    cfg = zoo.BuildConfig(device="cpu", dtype=torch.float32)
+    dev = os.environ.get("DEVICE", "cpu")
+    cfg = zoo.BuildConfig(device=dev, dtype=torch.bfloat16 if dev == "cuda" else torch.float32)
     model, example, _ = zoo.build_model(spec, cfg)
+
+    def sync():
+        if dev == "cuda":
+            torch.cuda.synchronize()
 
     def inputs(shape):
         return dyn.make_inputs(spec, model, example, shape, cfg, 0)
@@ -45,7 +55,11 @@ def main():
     print(f"dynamic_vs_static_ab  {time.strftime('%Y-%m-%d %H:%M')}  torch {torch.__version__}  "
           f"command: python {' '.join(sys.argv)}")
     dynamic = kiln.compile(model)
-    warm = [(5, 32), (4, 78)] if dyn.input_kind(spec) == "image" else [(5, 8), (4, 96)]
+    image = dyn.input_kind(spec) == "image"
+    if dev == "cuda":
+        warm = [(8, 96), (6, 272)] if image else [(8, 32), (6, 384)]
+    else:
+        warm = [(5, 32), (4, 78)] if image else [(5, 8), (4, 96)]
     with torch.no_grad():
         for shape in warm:
             dynamic(*inputs(shape))
@@ -60,8 +74,10 @@ def main():
             times = {"dynamic": [], "static": [], "eager": []}
             for _ in range(rounds):
                 for key, fn in (("dynamic", dynamic), ("static", static), ("eager", model)):
+                    sync()
                     t = time.perf_counter()
                     fn(*args)
+                    sync()
                     times[key].append(time.perf_counter() - t)
             d, s, e = (statistics.median(times[k]) * 1e3 for k in ("dynamic", "static", "eager"))
             print(f"{shape}: dynamic {d:.2f} ms  static {s:.2f} ms  eager {e:.2f} ms  dynamic/static {d / s:.3f}"
