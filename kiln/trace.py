@@ -244,9 +244,9 @@ def _batch_norm_fake(me, slow):
     kiln lowers the op whole (lower_reduce.c), so only its results'
     metadata is needed, as the decomposition gives it: out laid out as x,
     for a contiguous or 4-d channels-last x (fakes.like_dense: a pointwise
-    result of x and per-channel values is), in x's dtype; the statistics empty in x's dtype on the CPU, else the
-    running mean and 1 / sqrt(var + eps), one per channel, in x's compute
-    dtype.  Taken for a floating x of at least two dims whose channel count
+    result of x and per-channel values is), in x's dtype; the statistics
+    empty in x's dtype on the CPU, else the running mean and 1 / sqrt(var +
+    eps), one per channel, in x's compute dtype.  Taken for a floating x of at least two dims whose channel count
     is a plain int, and weight, bias, running mean and running var of one
     value per channel on x's device (or no weight, no bias): then the
     decomposition's checks hold without a guard."""

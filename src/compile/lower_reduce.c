@@ -649,9 +649,11 @@ kn_lower_layer_norm(kn_ctx *c, int ni, int param)
    running_var, momentum, eps) -> (out, save_mean, save_rstd): inference
    batch norm over channel dim 1, lowered whole.  In x's compute dtype, as
    ATen's kernels compute: scale = rsqrt(var + eps) (times weight), one
-   value per channel, stored once where it is broadcast (kn_store_if_broadcast,
-   as the decomposition's view of it was), then out = (x - mean) * scale
-   (plus bias), cast to out's dtype.  The statistics results are what
+   value per channel, stored once only where the decomposition's view of it
+   was (kn_store_if_broadcast: a transcendental body; rsqrt is not one, so
+   it is computed in the kernel as before), then out = (x - mean) * scale
+   (plus bias), cast to out's dtype: the decomposition's kernels, the same
+   text but for buffer numbers.  The statistics results are what
    torch's decomposition (the op's fake) says: empty on the CPU, else the
    running mean and 1 / sqrt(var + eps) in the compute dtype.  Parameters
    of another float dtype are read in the compute dtype; one wider than it
